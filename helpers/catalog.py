@@ -1,0 +1,385 @@
+"""A deterministic generator of e-commerce product titles, and the catalogue files the labs train on.
+
+The rows imitate a marketplace feed: Korean, English and mixed titles with brands, materials, colours, sizes and promo
+tags, a few typos, mostly short titles with a long tail of keyword-stuffed ones, and a little label noise (sellers pick
+the wrong category, or write a title that fits two) so no model reaches 100%.
+
+A catalogue directory holds what the training channels need::
+
+    train/part-00000.csv        id,title,category (more parts for large sets)
+    train/labels.json           the leaf categories, in label-index order
+    train/tokenizer.json        WordPiece tokenizer trained on the training titles
+    validation/part-00000.csv   a stratified 10% of every category
+    manifest.json               how it was made (rows, seed, generator version)
+
+Command line::
+
+    python -m helpers.catalog build --rows 30000 --out data/catalog
+    python -m helpers.catalog shards --rows 2000000 --shards 16 --out runs/data/catalog-2m
+    python -m helpers.catalog from-csv my_products.csv --out runs/data/mine
+"""
+from __future__ import annotations
+
+import argparse
+import bisect
+import csv
+import itertools
+import json
+import math
+import os
+import random
+import shutil
+import tempfile
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from .taxonomy import ATTRIBUTES, BRANDS, LEAVES, PROMO_TAGS, STYLE_WORDS, Leaf
+
+GENERATOR_VERSION = 1
+COLUMNS = ("id", "title", "category")
+VALIDATION_FRACTION = 0.1
+MISLABEL_RATE = 0.025  # rows whose category is simply wrong
+AMBIGUOUS_RATE = 0.015  # rows whose title names no product at all
+TYPO_RATE = 0.04
+LANG_WEIGHTS = {"ko": 0.55, "en": 0.2, "mixed": 0.25}
+
+
+class CatalogError(ValueError):
+    """Bad catalogue input; the message names the file, the row and what to do."""
+
+
+@dataclass(frozen=True)
+class Row:
+    id: str
+    title: str
+    category: str
+
+
+def categories() -> list[str]:
+    """Every leaf category path, in label-index order."""
+    return [leaf.path for leaf in LEAVES]
+
+
+# ---------------------------------------------------------------------------------------------- generation
+
+
+class TitleGenerator:
+    """Makes rows for one stream; the same seed gives the same rows on every machine."""
+
+    def __init__(self, seed: int):
+        self.rng = random.Random(seed)
+        self._cum_weights = list(itertools.accumulate(leaf.weight for leaf in LEAVES))
+        self._by_vertical: dict[str, list[Leaf]] = defaultdict(list)
+        for leaf in LEAVES:
+            self._by_vertical[leaf.vertical].append(leaf)
+
+    def _pick_leaf(self) -> Leaf:
+        x = self.rng.random() * self._cum_weights[-1]
+        return LEAVES[bisect.bisect_right(self._cum_weights, x)]
+
+    def _lang(self) -> str:
+        return self.rng.choices(list(LANG_WEIGHTS), weights=list(LANG_WEIGHTS.values()))[0]
+
+    def _say(self, pair: tuple[str, str], lang: str) -> str:
+        if lang == "mixed":
+            return pair[self.rng.random() < 0.4]
+        return pair[lang == "en"]
+
+    def title(self, leaf: Leaf) -> str:
+        rng, lang = self.rng, self._lang()
+        words: list[str] = []
+        # promo tags lead the title, as sellers put them where the eye lands first
+        words += rng.sample(PROMO_TAGS, k=min(len(PROMO_TAGS), _geometric(rng, 0.55)))
+        if rng.random() < 0.6:
+            brands = BRANDS[leaf.vertical]
+            brand = brands[rng.randrange(len(brands))]
+            words.append(brand if lang != "ko" or rng.random() < 0.3 else f"[{brand}]")
+        # the long tail of keyword stuffing: lognormal word count, mostly 1-3 extra words
+        extra = min(16, int(rng.lognormvariate(1.15, 0.7)))
+        pool = [(kind, pair) for kind in leaf.attrs for pair in ATTRIBUTES[kind]]
+        for kind, pair in rng.sample(pool, k=min(len(pool), max(0, extra - 1))):
+            words.append(self._say(pair, lang))
+        if rng.random() < 0.35:
+            words.append(self._say(STYLE_WORDS[rng.randrange(len(STYLE_WORDS))], lang))
+        words.append(self._noun(leaf, lang))
+        if extra > 6 and rng.random() < 0.5:  # stuffed titles repeat the noun in the other language
+            words.append(self._noun(leaf, "en" if lang == "ko" else "ko"))
+        title = " ".join(words)
+        return _typo(rng, title) if rng.random() < TYPO_RATE else title
+
+    def _noun(self, leaf: Leaf, lang: str) -> str:
+        if leaf.confusable and self.rng.random() < 0.12:
+            return self.rng.choice(leaf.confusable)
+        if lang == "mixed":
+            lang = "en" if self.rng.random() < 0.35 else "ko"
+        nouns = leaf.en if lang == "en" else leaf.ko
+        return nouns[self.rng.randrange(len(nouns))]
+
+    def row(self, index: int) -> Row:
+        leaf = self._pick_leaf()
+        title = self.title(leaf)
+        if self.rng.random() < AMBIGUOUS_RATE:  # a title with no product noun: tags, brand, colour only
+            title = " ".join(w for w in title.split() if not _names_a_product(w)) or title
+        category = leaf.path
+        if self.rng.random() < MISLABEL_RATE:
+            neighbours = self._by_vertical[leaf.vertical] if self.rng.random() < 0.7 else LEAVES
+            category = self.rng.choice([n for n in neighbours if n is not leaf]).path
+        return Row(f"p{index:08d}", title, category)
+
+
+_NOUNS = {noun for leaf in LEAVES for noun in (*leaf.ko, *leaf.en, *leaf.confusable) if " " not in noun}
+
+
+def _names_a_product(word: str) -> bool:
+    return word in _NOUNS
+
+
+def _geometric(rng: random.Random, p_more: float) -> int:
+    n = 0
+    while rng.random() < p_more and n < 4:
+        n += 1
+    return n if rng.random() < 0.6 else 0
+
+
+def _typo(rng: random.Random, title: str) -> str:
+    if len(title) < 4:
+        return title
+    i = rng.randrange(1, len(title) - 2)
+    kind = rng.randrange(3)
+    if kind == 0:  # dropped character
+        return title[:i] + title[i + 1:]
+    if kind == 1:  # swapped neighbours
+        return title[:i] + title[i + 1] + title[i] + title[i + 2:]
+    return title[:i] + title[i] + title[i:]  # doubled character
+
+
+def generate_rows(n: int, seed: int = 0, start: int = 0) -> Iterator[Row]:
+    """``n`` rows with ids ``start`` … ``start + n - 1``; deterministic in ``(seed, start)``."""
+    gen = TitleGenerator(seed * 1_000_003 + start)
+    for i in range(start, start + n):
+        yield gen.row(i)
+
+
+# ---------------------------------------------------------------------------------------------- files
+
+
+def write_rows(path: Path, rows: Iterable[Row]) -> int:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    count = 0
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(COLUMNS)
+        for row in rows:
+            writer.writerow((row.id, row.title, row.category))
+            count += 1
+    return count
+
+
+def read_rows(path: str | os.PathLike, known_categories: Iterable[str] | None = None) -> list[Row]:
+    """Read a catalogue CSV, failing on the first bad row with its file and line number."""
+    path = Path(path)
+    if not path.is_file():
+        raise CatalogError(f"{path}: no such file. Build the catalogue with `python -m helpers.catalog build`.")
+    known = set(known_categories) if known_categories is not None else None
+    rows = []
+    with open(path, newline="", encoding="utf-8") as f:
+        reader = csv.reader(f)
+        header = next(reader, None)
+        missing = [c for c in ("title", "category") if header is None or c not in header]
+        if missing:
+            raise CatalogError(f"{path}, line 1: missing column(s) {', '.join(missing)}; the header must name "
+                               f"{', '.join(COLUMNS)} (found {header}).")
+        at = {name: header.index(name) for name in header}
+        for line_no, fields in enumerate(reader, start=2):
+            if len(fields) != len(header):
+                raise CatalogError(f"{path}, line {line_no}: expected {len(header)} fields, found {len(fields)} "
+                                   f"({fields!r}). Quote titles that contain commas.")
+            title, category = fields[at["title"]].strip(), fields[at["category"]].strip()
+            if not title or not category:
+                raise CatalogError(f"{path}, line {line_no}: empty {'title' if not title else 'category'}.")
+            if known is not None and category not in known:
+                raise CatalogError(f"{path}, line {line_no}: unknown category {category!r}; "
+                                   f"labels.json lists the categories this catalogue knows.")
+            row_id = fields[at["id"]] if "id" in at else f"line{line_no}"
+            rows.append(Row(row_id, title, category))
+    if not rows:
+        raise CatalogError(f"{path}: no rows after the header.")
+    return rows
+
+
+def stratified_split(rows: list[Row], fraction: float = VALIDATION_FRACTION, seed: int = 0,
+                     source: str = "the catalogue") -> tuple[list[Row], list[Row]]:
+    """Hold out ``fraction`` of every category (at least one row each), as the case study did."""
+    by_class: dict[str, list[Row]] = defaultdict(list)
+    for row in rows:
+        by_class[row.category].append(row)
+    need = math.ceil(1 / fraction)
+    too_small = {c: len(r) for c, r in by_class.items() if len(r) < need}
+    if too_small:
+        worst = ", ".join(f"{c!r} ({n} rows)" for c, n in sorted(too_small.items(), key=lambda kv: kv[1])[:5])
+        raise CatalogError(f"{source}: {len(too_small)} categor{'y has' if len(too_small) == 1 else 'ies have'} fewer "
+                           f"than {need} rows, too few for a stratified {fraction:.0%} validation split: {worst}. "
+                           f"Add rows, merge the category into its parent, or drop it.")
+    rng = random.Random(seed)
+    train, val = [], []
+    for category in sorted(by_class):
+        members = by_class[category][:]
+        rng.shuffle(members)
+        k = max(1, round(len(members) * fraction))
+        val += members[:k]
+        train += members[k:]
+    rng.shuffle(train)
+    rng.shuffle(val)
+    return train, val
+
+
+def train_tokenizer(titles: Iterable[str], vocab_size: int = 8000):
+    """A BERT-style WordPiece tokenizer trained here, on the training titles only (no hub download)."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    # strip_accents=False: accent stripping decomposes Hangul syllables into jamo
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True, strip_accents=False, clean_text=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece()
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=specials, min_frequency=2, show_progress=False)
+    tok.train_from_iterator(titles, trainer=trainer)
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    return tok
+
+
+class _Staging:
+    """Write a directory beside its destination, then swap it in: a failure leaves nothing half-written."""
+
+    def __init__(self, out: str | os.PathLike):
+        self.out = Path(out)
+
+    def __enter__(self) -> Path:
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.", dir=self.out.parent))
+        return self.tmp
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            return False
+        old = self.out.with_name(f".{self.out.name}.old")
+        if self.out.exists():
+            self.out.rename(old)
+        self.tmp.rename(self.out)
+        shutil.rmtree(old, ignore_errors=True)
+        return False
+
+
+def _finish(tmp: Path, train_titles: Iterable[str], manifest: dict, vocab_size: int) -> None:
+    labels = categories() if manifest.get("labels") is None else manifest.pop("labels")
+    (tmp / "train" / "labels.json").write_text(json.dumps(labels, ensure_ascii=False, indent=1), encoding="utf-8")
+    train_tokenizer(train_titles, vocab_size).save(str(tmp / "train" / "tokenizer.json"))
+    (tmp / "manifest.json").write_text(json.dumps(manifest, ensure_ascii=False, indent=1), encoding="utf-8")
+
+
+def build(out: str | os.PathLike, rows: int = 30000, seed: int = 0, vocab_size: int = 8000) -> Path:
+    """Generate ``rows`` titles, split them, train the tokenizer and write a catalogue directory."""
+    all_rows = list(generate_rows(rows, seed))
+    return _write_split(out, all_rows, seed, vocab_size, {"source": "generator", "generator_version": GENERATOR_VERSION,
+                                                          "rows": rows, "seed": seed})
+
+
+def from_csv(src: str | os.PathLike, out: str | os.PathLike, seed: int = 0, vocab_size: int = 8000) -> Path:
+    """Turn your own ``id,title,category`` CSV into a catalogue directory (validated before anything is written)."""
+    rows = read_rows(src)
+    labels = sorted({r.category for r in rows})
+    return _write_split(out, rows, seed, vocab_size, {"source": str(src), "rows": len(rows), "seed": seed,
+                                                      "labels": labels}, source=str(src))
+
+
+def _write_split(out, rows, seed, vocab_size, manifest, source="the catalogue") -> Path:
+    train, val = stratified_split(rows, VALIDATION_FRACTION, seed, source=source)  # fails before writing
+    with _Staging(out) as tmp:
+        write_rows(tmp / "train" / "part-00000.csv", train)
+        write_rows(tmp / "validation" / "part-00000.csv", val)
+        manifest.update(train_rows=len(train), validation_rows=len(val), shards=1,
+                        class_counts=dict(sorted(Counter(r.category for r in rows).items())))
+        _finish(tmp, (r.title for r in train), manifest, vocab_size)
+    return Path(out)
+
+
+def shards(out: str | os.PathLike, rows: int, n_shards: int = 8, seed: int = 0, vocab_size: int = 8000,
+           tokenizer_rows: int = 200_000) -> Path:
+    """A large catalogue written as shards, streamed (memory stays flat for millions of rows).
+
+    The split is stratified within every shard: each category's every 10th row goes to validation.
+    """
+    per_shard = math.ceil(rows / n_shards)
+    with _Staging(out) as tmp:
+        counts: Counter = Counter()
+        val_rows = 0
+        for s in range(n_shards):
+            start, n = s * per_shard, min(per_shard, rows - s * per_shard)
+            seen: Counter = Counter()
+            train_part, val_part = [], []
+            for row in generate_rows(n, seed, start):
+                seen[row.category] += 1
+                (val_part if seen[row.category] % 10 == 0 else train_part).append(row)
+            counts.update(seen)
+            write_rows(tmp / "train" / f"part-{s:05d}.csv", train_part)
+            val_rows += write_rows(tmp / "validation" / f"part-{s:05d}.csv", val_part)
+        titles = (r.title for r in generate_rows(min(rows, tokenizer_rows), seed, 0))
+        _finish(tmp, titles, {"source": "generator", "generator_version": GENERATOR_VERSION, "rows": rows, "seed": seed,
+                              "shards": n_shards, "train_rows": rows - val_rows, "validation_rows": val_rows,
+                              "class_counts": dict(sorted(counts.items()))}, vocab_size)
+    return Path(out)
+
+
+def load_manifest(catalog_dir: str | os.PathLike) -> dict:
+    path = Path(catalog_dir) / "manifest.json"
+    if not path.is_file():
+        raise CatalogError(f"{catalog_dir}: not a catalogue directory (no manifest.json). "
+                           f"Build one with `python -m helpers.catalog build --out {catalog_dir}`.")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def load_split(catalog_dir: str | os.PathLike) -> tuple[list[Row], list[Row], list[str]]:
+    """(train rows, validation rows, labels) of a catalogue directory, every file validated."""
+    root = Path(catalog_dir)
+    load_manifest(root)
+    labels = json.loads((root / "train" / "labels.json").read_text(encoding="utf-8"))
+    train = [r for p in sorted((root / "train").glob("*.csv")) for r in read_rows(p, labels)]
+    val = [r for p in sorted((root / "validation").glob("*.csv")) for r in read_rows(p, labels)]
+    return train, val, labels
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="python -m helpers.catalog", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build", help="generate a small catalogue with one part per split")
+    b.add_argument("--rows", type=int, default=30000)
+    s = sub.add_parser("shards", help="generate a large sharded catalogue")
+    s.add_argument("--rows", type=int, required=True)
+    s.add_argument("--shards", type=int, default=8)
+    c = sub.add_parser("from-csv", help="split and tokenize your own id,title,category CSV")
+    c.add_argument("csv")
+    for q in (b, s, c):
+        q.add_argument("--out", required=True)
+        q.add_argument("--seed", type=int, default=0)
+        q.add_argument("--vocab-size", type=int, default=8000)
+    a = p.parse_args(argv)
+    try:
+        if a.cmd == "build":
+            out = build(a.out, a.rows, a.seed, a.vocab_size)
+        elif a.cmd == "shards":
+            out = shards(a.out, a.rows, a.shards, a.seed, a.vocab_size)
+        else:
+            out = from_csv(a.csv, a.out, a.seed, a.vocab_size)
+    except CatalogError as e:
+        raise SystemExit(f"error: {e}")
+    m = load_manifest(out)
+    print(f"wrote {out}: {m['train_rows']} train + {m['validation_rows']} validation rows, {m['shards']} shard(s)")
+
+
+if __name__ == "__main__":
+    main()

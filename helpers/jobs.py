@@ -1,0 +1,75 @@
+"""A lab's training job, described once, launched on the local runner or on SageMaker.
+
+The notebook builds a :class:`Job` and calls :func:`run_job` with its ``target`` parameter; nothing else in the
+notebook changes between this laptop and an ``ml.p4d.24xlarge``.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+SOURCE_DIR = REPO / "labs" / "src"
+DATA_DIR = REPO / "data"
+RUNS_DIR = REPO / "runs"
+
+# what the training script prints, as SageMaker metric definitions (one regex per figure)
+METRIC_NAMES = ("train_loss", "val_loss", "val_accuracy", "val_macro_f1", "samples_per_sec", "mfu")
+METRIC_DEFINITIONS = [{"Name": name, "Regex": rf"\b{name}=([-+0-9.eE]+|nan|inf)"} for name in METRIC_NAMES]
+_METRIC_LINE = re.compile(r"^\[(?P<kind>[a-z_]+)\] (?P<body>(?:\w+=\S+ ?)+)$")
+
+
+def parse_metric_line(line: str) -> dict[str, Any] | None:
+    """``[eval] step=40 val_accuracy=0.81`` -> ``{"kind": "eval", "step": 40, "val_accuracy": 0.81}``."""
+    m = _METRIC_LINE.match(line.strip())
+    if not m:
+        return None
+    out: dict[str, Any] = {"kind": m["kind"]}
+    for pair in m["body"].split():
+        key, _, value = pair.partition("=")
+        try:
+            out[key] = int(value) if re.fullmatch(r"-?\d+", value) else float(value)
+        except ValueError:
+            out[key] = value
+    return out
+
+
+@dataclass
+class Job:
+    """Everything a training job needs, in one place: the same object drives local and SageMaker launches."""
+
+    name: str  # short, lower-case: "lab01-single-gpu"
+    hyperparameters: dict[str, Any] = field(default_factory=dict)
+    channels: dict[str, str | Path] = field(default_factory=dict)  # channel -> local directory or s3:// URI
+    input_mode: str = "File"  # File | FastFile | FSx (per channel overrides in channel_modes)
+    channel_modes: dict[str, str] = field(default_factory=dict)
+    entry_point: str = "train.py"
+    source_dir: Path = SOURCE_DIR
+    processes_per_host: int | None = None  # None: one per GPU, one on a CPU
+    instance_count: int = 1
+    environment: dict[str, str] = field(default_factory=dict)
+
+    def mode_of(self, channel: str) -> str:
+        return self.channel_modes.get(channel, self.input_mode)
+
+
+def catalog_channels(catalog: str | Path = DATA_DIR / "catalog") -> dict[str, Path]:
+    """The train and validation channels of a catalogue directory built by ``helpers.catalog``."""
+    root = Path(catalog)
+    return {"train": root / "train", "validation": root / "validation"}
+
+
+def run_job(job: Job, target: str = "local", **options):
+    """Run ``job`` on ``target``: ``local``/``local_cpu``/``local_gpu`` here, or a SageMaker instance type."""
+    from . import targets
+
+    t = targets.resolve(target)
+    if t.is_local:
+        from .local_runner import LocalRunner
+
+        return LocalRunner(**options).run(job, t)
+    from . import sagemaker_jobs
+
+    return sagemaker_jobs.run(job, t, **options)

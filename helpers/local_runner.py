@@ -1,0 +1,276 @@
+"""Run a training job on this machine the way a SageMaker training container would, without Docker.
+
+Each host of the job gets an ``/opt/ml``-shaped directory under ``runs/jobs/<job>/<host>``: config JSON files,
+channels under ``input/data/<channel>``, the source dir under ``input/data/code``, ``model``, ``output`` and
+``checkpoints``. The entry script runs from the code directory with the ``SM_*`` variables of the v3 container
+driver, hyperparameters as ``--key value``, and torchrun when there is more than one process, exactly as the
+SDK's torchrun driver launches it. Logs stream as they come; the call returns a :class:`JobResult`.
+"""
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Callable
+
+from .contract import HostConfig, Layout, container_env, hyperparameter_args
+from .jobs import RUNS_DIR, Job, parse_metric_line
+from .targets import Target
+
+# variables a job must not inherit from the notebook: credentials, and a previous job's contract
+_SCRUB_PREFIXES = ("SM_", "AWS_SECRET", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY", "RANK", "LOCAL_RANK", "WORLD_SIZE",
+                   "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_")
+_OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+            "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TOKENIZERS_PARALLELISM": "false",
+            "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+class JobFailed(RuntimeError):
+    """A job exited non-zero; the message carries its failure reason and the end of its log."""
+
+    def __init__(self, message: str, result: "JobResult"):
+        super().__init__(message)
+        self.result = result
+
+
+class JobSetupError(ValueError):
+    """The job cannot start as described (missing channel, bad process count...); nothing was launched."""
+
+
+@dataclass
+class JobResult:
+    name: str
+    status: str  # Completed | Failed | Stopped
+    exit_code: int
+    run_dir: Path
+    metrics: dict = field(default_factory=dict)  # the [final] figures
+    history: list[dict] = field(default_factory=list)  # every metric line, in order
+    timings: dict = field(default_factory=dict)  # seconds: launch_to_first_log, launch_to_first_step, total
+    failure_reason: str = ""
+    log_tail: list[str] = field(default_factory=list)
+
+    @property
+    def model_dir(self) -> Path:
+        return self.run_dir / "algo-1" / "model"
+
+    @property
+    def output_dir(self) -> Path:
+        return self.run_dir / "algo-1" / "output" / "data"
+
+    def curve(self, kind: str, key: str) -> tuple[list[float], list[float]]:
+        """(steps, values) of one metric, for plotting."""
+        rows = [h for h in self.history if h["kind"] == kind and key in h]
+        return [h["step"] for h in rows], [h[key] for h in rows]
+
+    def __repr__(self) -> str:
+        figures = ", ".join(f"{k}={v:.4g}" for k, v in self.metrics.items() if isinstance(v, float))
+        return f"JobResult({self.name}: {self.status} in {self.timings.get('total', 0):.1f}s; {figures})"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def stage_channel(mode: str, source: Path, dest: Path) -> None:
+    """Present a channel in ``input/data/<channel>`` as SageMaker does for ``mode``.
+
+    File mode copies everything before the script starts (hard links where the file system allows, which costs
+    nothing and keeps the job from altering the source).
+    """
+    if mode != "File":
+        raise JobSetupError(f"input mode {mode!r} is not available on the local runner for a local directory; "
+                            f"use 'File' (the object-store lab adds FastFile and FSx).")
+    try:
+        shutil.copytree(source, dest, copy_function=os.link, dirs_exist_ok=True)
+    except OSError:
+        shutil.copytree(source, dest, dirs_exist_ok=True)
+
+
+class LocalJob:
+    """One launched job: its processes (one launcher per host), their merged log, and a way to stop them."""
+
+    def __init__(self, job: Job, target: Target, run_dir: Path, commands: list[tuple[str, list[str], dict, Path]],
+                 echo: bool, on_line: Callable[[str, str], None] | None):
+        self.job, self.target, self.run_dir, self.echo, self.on_line = job, target, run_dir, echo, on_line
+        self.lines: "queue.Queue[tuple[str, str | None]]" = queue.Queue()
+        self.history: list[dict] = []
+        self.tail: list[str] = []
+        self.t0 = time.perf_counter()
+        self.first_log = self.first_step = None
+        self.procs: dict[str, subprocess.Popen] = {}
+        for host, cmd, env, cwd in commands:
+            proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    text=True, bufsize=1, errors="replace", start_new_session=True)
+            self.procs[host] = proc
+            threading.Thread(target=self._pump, args=(host, proc), daemon=True).start()
+
+    def _pump(self, host: str, proc: subprocess.Popen) -> None:
+        for line in proc.stdout:
+            self.lines.put((host, line.rstrip("\n")))
+        self.lines.put((host, None))
+
+    def signal(self, sig: int = signal.SIGTERM, host: str | None = None) -> None:
+        """Send ``sig`` to every process of the job (or of one host): torchrun forwards it to its workers."""
+        for h, proc in self.procs.items():
+            if (host is None or h == host) and proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, sig)
+                except ProcessLookupError:
+                    pass
+
+    def stop(self, grace: float = 10.0) -> None:
+        """SIGTERM, as SageMaker sends before a spot reclaim or StopTrainingJob; SIGKILL after ``grace`` seconds."""
+        self.signal(signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        self.signal(signal.SIGKILL)
+
+    def wait(self) -> JobResult:
+        open_streams = len(self.procs)
+        multi = len(self.procs) > 1
+        try:
+            while open_streams:
+                host, line = self.lines.get()
+                if line is None:
+                    open_streams -= 1
+                    continue
+                self._take(host, line, multi)
+            codes = {h: p.wait() for h, p in self.procs.items()}
+        except BaseException:  # KeyboardInterrupt in a notebook, or a callback failing: never leave orphans
+            self.stop(grace=5)
+            raise
+        return self._result(codes)
+
+    def _take(self, host: str, line: str, multi: bool) -> None:
+        now = time.perf_counter() - self.t0
+        self.first_log = self.first_log if self.first_log is not None else now
+        text = f"[{host}] {line}" if multi else line
+        if self.echo:
+            print(text, flush=True)
+        self.tail = (self.tail + [text])[-60:]
+        parsed = parse_metric_line(line)
+        if parsed:
+            parsed["host"] = host
+            parsed["t"] = round(now, 3)
+            if parsed["kind"] == "train" and self.first_step is None:
+                self.first_step = now
+            self.history.append(parsed)
+        if self.on_line:
+            self.on_line(host, line)
+
+    def _result(self, codes: dict[str, int]) -> JobResult:
+        total = time.perf_counter() - self.t0
+        code = next((c for c in codes.values() if c != 0), 0)
+        failure = ""
+        for host in codes:
+            f = Layout(self.run_dir / host).failure
+            if f.is_file() and f.read_text(errors="replace").strip():
+                failure = f.read_text(errors="replace").strip()
+                break
+        if code and not failure:
+            failure = f"exit code {code}" + (f" (killed by signal {-code})" if code < 0 else "")
+        finals = [h for h in self.history if h["kind"] == "final"]
+        metrics = {k: v for k, v in (finals[-1] if finals else {}).items() if k not in ("kind", "host", "t")}
+        status = "Completed" if code == 0 else ("Stopped" if code in (-signal.SIGTERM, -signal.SIGKILL) else "Failed")
+        return JobResult(self.run_dir.name, status, code, self.run_dir, metrics, self.history,
+                         {"launch_to_first_log": self.first_log, "launch_to_first_step": self.first_step,
+                          "total": total}, failure, self.tail)
+
+
+class LocalRunner:
+    """Launch :class:`Job` s on this machine under the container contract.
+
+    ``echo`` streams the job's log into the notebook; ``check`` raises :class:`JobFailed` when it fails;
+    ``on_line(host, line)`` sees every log line as it arrives.
+    """
+
+    def __init__(self, runs_dir: Path | str = RUNS_DIR / "jobs", echo: bool = True, check: bool = True,
+                 on_line: Callable[[str, str], None] | None = None, job_name: str | None = None):
+        self.runs_dir, self.echo, self.check, self.on_line, self.job_name = Path(runs_dir), echo, check, on_line, job_name
+
+    def prepare(self, job: Job, target: Target) -> tuple[Path, list[tuple[str, list[str], dict, Path]]]:
+        """Check the job and build every host's directory and command; raises before anything runs."""
+        procs = job.processes_per_host or target.default_processes()
+        if target.gpus and procs > target.gpus:
+            raise JobSetupError(f"{procs} processes per host but {target.describe()}: use at most {target.gpus} "
+                                f"(one per GPU), or target='local_cpu'.")
+        if procs < 1 or job.instance_count < 1:
+            raise JobSetupError("processes_per_host and instance_count must be at least 1.")
+        entry = Path(job.source_dir) / job.entry_point
+        if not entry.is_file():
+            raise JobSetupError(f"entry point {entry} does not exist.")
+        for name, path in job.channels.items():
+            p = Path(path)
+            if str(path).startswith("s3://"):
+                raise JobSetupError(f"channel {name!r} is an S3 URI ({path}); the local runner reads local "
+                                    f"directories. Use helpers.objectstore for the local S3 lab, or an ml.* target.")
+            if not p.is_dir() or not any(p.iterdir()):
+                raise JobSetupError(f"channel {name!r}: {p} is missing or empty. Build the data first "
+                                    f"(`python -m helpers.catalog build --out data/catalog`).")
+
+        name = self.job_name or f"{job.name}-{datetime.now():%Y%m%d-%H%M%S-%f}"[:63]
+        run_dir = self.runs_dir / name
+        if run_dir.exists():
+            raise JobSetupError(f"{run_dir} exists already: give the job another name.")
+        hosts = [f"algo-{i + 1}" for i in range(job.instance_count)]
+        threads = max(1, target.cpus // (procs * len(hosts)))
+        port = free_port()
+        distributed = {"process_count_per_node": procs, "smp": None} if procs * len(hosts) > 1 else None
+        commands = []
+        for host in hosts:
+            layout = Layout(run_dir / host).make()
+            shutil.copytree(job.source_dir, layout.code, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            cfg = HostConfig(name, host, hosts, target.instance_type, {c: job.mode_of(c) for c in job.channels},
+                             job.hyperparameters)
+            cfg.write(layout)
+            for channel, path in job.channels.items():
+                stage_channel(job.mode_of(channel), Path(path), layout.data / channel)
+            env = {k: v for k, v in os.environ.items() if not k.startswith(_SCRUB_PREFIXES)}
+            env.update(container_env(layout, cfg, target.gpus, target.cpus, job.entry_point, distributed,
+                                     master_addr="127.0.0.1", master_port=port))
+            env.update(_OFFLINE, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+            if not target.gpus:
+                env["GLOO_SOCKET_IFNAME"] = "lo"  # gloo would otherwise resolve the host name to pick a NIC
+                env["CUDA_VISIBLE_DEVICES"] = ""
+            env.update(job.environment)
+            args = hyperparameter_args(cfg.hyperparameters_json())
+            if distributed:  # the v3 torchrun driver's command, with the rendezvous on loopback
+                cmd = [sys.executable, "-m", "torch.distributed.run", f"--nnodes={len(hosts)}",
+                       f"--nproc_per_node={procs}", "--master_addr=127.0.0.1", f"--master_port={port}",
+                       f"--node_rank={hosts.index(host)}", job.entry_point, *args]
+            else:  # the v3 basic script driver: plain python
+                cmd = [sys.executable, job.entry_point, *args]
+            (layout.input / "command.json").write_text(json.dumps(cmd, indent=1))
+            commands.append((host, cmd, env, layout.code))
+        return run_dir, commands
+
+    def start(self, job: Job, target: Target) -> LocalJob:
+        run_dir, commands = self.prepare(job, target)
+        if self.echo:
+            print(f"launching {run_dir.name} on {target.describe()}: {len(commands)} host(s) x "
+                  f"{job.processes_per_host or target.default_processes()} process(es); logs below", flush=True)
+        return LocalJob(job, target, run_dir, commands, self.echo, self.on_line)
+
+    def run(self, job: Job, target: Target) -> JobResult:
+        result = self.start(job, target).wait()
+        if result.status != "Completed" and self.check:
+            tail = "\n".join(result.log_tail[-25:])
+            raise JobFailed(f"job {result.name} {result.status.lower()}: {result.failure_reason}\n"
+                            f"--- last lines of its log ({result.run_dir}) ---\n{tail}", result)
+        return result

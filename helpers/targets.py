@@ -1,0 +1,86 @@
+"""Where a lab's job runs: this machine (``local``, ``local_cpu``, ``local_gpu``) or a SageMaker instance type.
+
+Resolving a target never imports torch and never calls AWS: it looks for GPUs the way the SageMaker container driver
+does (``nvidia-smi --list-gpus``), so notebooks stay light and start fast.
+"""
+from __future__ import annotations
+
+import difflib
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from functools import lru_cache
+
+LOCAL_TARGETS = ("local", "local_cpu", "local_gpu")
+
+
+class TargetError(ValueError):
+    """An unknown or unusable target; the message says what to choose instead."""
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str  # as the learner wrote it: "local", "local_cpu", "local_gpu" or "ml.g5.2xlarge"
+    instance_type: str  # what the job sees as SM_CURRENT_INSTANCE_TYPE
+    gpus: int
+    cpus: int
+
+    @property
+    def is_local(self) -> bool:
+        return not self.name.startswith("ml.")
+
+    @property
+    def device(self) -> str:
+        return "cuda" if self.gpus else "cpu"
+
+    def default_processes(self) -> int:
+        """One process per GPU, as SageMaker's torchrun driver does; one on a CPU."""
+        return self.gpus or 1
+
+    def describe(self) -> str:
+        what = f"{self.gpus} GPU(s)" if self.gpus else "CPU only"
+        return f"{self.name}: {what}, {self.cpus} CPU core(s)"
+
+
+@lru_cache(maxsize=1)
+def local_gpu_count() -> int:
+    """GPUs on this machine, counted like the SageMaker driver does; 0 without an NVIDIA driver."""
+    if os.environ.get("WORKSHOP_FORCE_CPU") == "1" or not shutil.which("nvidia-smi"):
+        return 0
+    try:
+        out = subprocess.run(["nvidia-smi", "--list-gpus"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
+
+
+def local_cpu_count() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def resolve(name: str) -> Target:
+    """Turn a lab's ``target`` parameter into a Target, or fail with what to write instead."""
+    name = (name or "").strip()
+    if name.startswith("ml."):
+        from . import instances  # the catalogue of SageMaker instance types
+
+        spec = instances.lookup(name)
+        return Target(name, name, spec.gpus, spec.vcpus)
+    gpus, cpus = local_gpu_count(), local_cpu_count()
+    if name == "local":
+        return Target("local", "local_gpu" if gpus else "local_cpu", gpus, cpus)
+    if name == "local_cpu":
+        return Target(name, name, 0, cpus)
+    if name == "local_gpu":
+        if not gpus:
+            raise TargetError("target 'local_gpu' needs an NVIDIA GPU and `nvidia-smi`, and this machine has none. "
+                              "Use target='local' (GPU when present, else CPU) or 'local_cpu'.")
+        return Target(name, name, gpus, cpus)
+    if name == "local_container":
+        raise TargetError("target 'local_container' is SageMaker's Docker local mode: use helpers.sagemaker_jobs "
+                          "with mode='local_container' on a machine with a Docker daemon, or target='local' here.")
+    close = difflib.get_close_matches(name, LOCAL_TARGETS, n=2)
+    hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    raise TargetError(f"unknown target {name!r}.{hint} Choose one of {', '.join(LOCAL_TARGETS)} or a SageMaker "
+                      f"instance type such as 'ml.g5.2xlarge'.")

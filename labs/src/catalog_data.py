@@ -1,0 +1,87 @@
+"""Catalogue data as the training container sees it: CSV parts in a channel directory, tokenized once up front.
+
+Standard library and torch only, so the same code runs in any SageMaker PyTorch image.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+from pathlib import Path
+
+import torch
+
+
+class DataError(ValueError):
+    """A channel's files are missing or malformed; the message names the file and line."""
+
+
+def read_channel(channel_dir: str, labels: list[str], subset: int = 0) -> tuple[list[str], list[int]]:
+    """Titles and label indices from every ``*.csv`` in a channel, in file-name order (the first ``subset`` rows)."""
+    files = sorted(Path(channel_dir).glob("*.csv"))
+    if not files:
+        raise DataError(f"{channel_dir}: no .csv files in this channel. Check the channel's S3 prefix or local path.")
+    index = {name: i for i, name in enumerate(labels)}
+    titles, targets = [], []
+    for path in files:
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.reader(f)
+            header = next(reader, [])
+            if "title" not in header or "category" not in header:
+                raise DataError(f"{path}, line 1: the header must name the columns title and category, found {header}.")
+            t, c = header.index("title"), header.index("category")
+            for line_no, fields in enumerate(reader, start=2):
+                if len(fields) != len(header):
+                    raise DataError(f"{path}, line {line_no}: expected {len(header)} fields, found {len(fields)}.")
+                if fields[c] not in index:
+                    raise DataError(f"{path}, line {line_no}: category {fields[c]!r} is not in labels.json.")
+                titles.append(fields[t])
+                targets.append(index[fields[c]])
+                if subset and len(titles) >= subset:
+                    return titles, targets
+    return titles, targets
+
+
+def read_labels(channel_dir: str) -> list[str]:
+    path = Path(channel_dir) / "labels.json"
+    if not path.is_file():
+        raise DataError(f"{path}: missing. The train channel must carry labels.json next to its CSV parts.")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def load_tokenizer(path: str):
+    from transformers import PreTrainedTokenizerFast
+
+    if not os.path.isfile(path):
+        raise DataError(f"{path}: missing. The train channel must carry the tokenizer.json it was built with.")
+    return PreTrainedTokenizerFast(tokenizer_file=path, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]",
+                                   sep_token="[SEP]", mask_token="[MASK]")
+
+
+class TokenizedTitles(torch.utils.data.Dataset):
+    """Token ids per title, kept unpadded: padding happens per batch, to that batch's longest title."""
+
+    def __init__(self, titles: list[str], targets: list[int], tokenizer, max_length: int):
+        self.ids = tokenizer(titles, truncation=True, max_length=max_length)["input_ids"]
+        self.targets = targets
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, i: int):
+        return self.ids[i], self.targets[i]
+
+
+class PadCollator:
+    """Pads a batch to its longest title (dynamic padding), or to ``pad_to`` when set."""
+
+    def __init__(self, pad_id: int, pad_to: int = 0):
+        self.pad_id, self.pad_to = pad_id, pad_to
+
+    def __call__(self, batch):
+        width = self.pad_to or max(len(ids) for ids, _ in batch)
+        input_ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
+        for row, (ids, _) in enumerate(batch):
+            input_ids[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+        return {"input_ids": input_ids, "attention_mask": (input_ids != self.pad_id).long(),
+                "labels": torch.tensor([label for _, label in batch], dtype=torch.long)}

@@ -1,0 +1,338 @@
+"""Train a DistilBERT-style product-category classifier: the one training script every lab launches.
+
+It reads only the SageMaker training-container contract (SM_* variables, /opt/ml paths, hyperparameters as
+``--key value``), so it runs unchanged in a SageMaker container, in the workshop's local runner, and by hand::
+
+    python train.py --train ../../data/catalog/train --validation ../../data/catalog/validation --model_size tiny
+    torchrun --nproc_per_node 2 train.py ...      # DDP: detected from torchrun's RANK, nothing else to set
+
+Metric lines are ``key=value`` pairs (``[train] step=20 train_loss=2.1834 ...``) so SageMaker metric definitions
+can scrape them with one regex each; the same figures land in ``$SM_OUTPUT_DATA_DIR/metrics.json``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import sys
+import time
+import traceback
+from contextlib import nullcontext
+
+import torch
+import torch.distributed as dist
+
+from catalog_data import PadCollator, TokenizedTitles, load_tokenizer, read_channel, read_labels
+
+# name: (dim, layers, heads, ffn). "base" is distilbert-base's shape; "tiny" is for CPU smoke runs.
+MODEL_SIZES = {"tiny": (128, 2, 4, 512), "small": (256, 4, 4, 1024), "base": (768, 6, 12, 3072)}
+# dense bf16 TFLOP/s used as the MFU denominator. H100: the measured matmul ceiling on the workshop's reference
+# H100 (8192^3 bf16 GEMM), not the datasheet's 989; the others are datasheet dense figures.
+PEAK_TFLOPS = {"H100": 788.0, "H200": 788.0, "A100": 312.0, "A10G": 125.0, "L4": 121.0, "V100": 125.0}
+
+
+def str2bool(value: str) -> bool:
+    """SageMaker passes every hyperparameter as a string: "False" must mean False."""
+    if value.lower() in ("true", "1", "yes", "y", "on"):
+        return True
+    if value.lower() in ("false", "0", "no", "n", "off", "none", ""):
+        return False
+    raise argparse.ArgumentTypeError(f"expected a boolean (true/false), got {value!r}")
+
+
+def parse_args(argv=None):
+    env = os.environ.get
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    # the container contract: channels, model and output dirs
+    p.add_argument("--train", default=env("SM_CHANNEL_TRAIN", "/opt/ml/input/data/train"))
+    p.add_argument("--validation", default=env("SM_CHANNEL_VALIDATION", "/opt/ml/input/data/validation"))
+    p.add_argument("--pretrained", default=env("SM_CHANNEL_PRETRAINED", ""),
+                   help="a save_pretrained() directory to start from instead of random weights")
+    p.add_argument("--model_dir", default=env("SM_MODEL_DIR", "/opt/ml/model"))
+    p.add_argument("--output_data_dir", default=env("SM_OUTPUT_DATA_DIR", "/opt/ml/output/data"))
+    p.add_argument("--checkpoint_dir", default="/opt/ml/checkpoints")
+    # the model
+    p.add_argument("--model_size", choices=sorted(MODEL_SIZES), default="tiny")
+    p.add_argument("--max_length", type=int, default=64)
+    p.add_argument("--dropout", type=float, default=0.1)
+    # the optimisation
+    p.add_argument("--epochs", type=float, default=1.0)
+    p.add_argument("--max_steps", type=int, default=0, help="stop after this many steps (0: run all epochs)")
+    p.add_argument("--batch_size", type=int, default=64, help="GLOBAL batch: split evenly across all ranks")
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--weight_decay", type=float, default=0.01)
+    p.add_argument("--warmup_ratio", type=float, default=0.06)
+    p.add_argument("--precision", choices=["auto", "fp32", "bf16", "fp16"], default="auto")
+    p.add_argument("--seed", type=int, default=42)
+    # debugging on a slice (the case study's first tip) and logging
+    p.add_argument("--subset", type=int, default=0, help="train on the first N rows only (0: all)")
+    p.add_argument("--eval_subset", type=int, default=0, help="validate on the first N rows only (0: all)")
+    p.add_argument("--log_every", type=int, default=20)
+    p.add_argument("--evals_per_epoch", type=int, default=1)
+    p.add_argument("--backend", choices=["auto", "gloo", "nccl"], default="auto")
+    # SageMaker passes hyperparameters the script may not know (and the SDK adds its own): keep going
+    args, unknown = p.parse_known_args(argv)
+    args.unknown = unknown
+    return args
+
+
+class Dist:
+    """Rank and world from torchrun's environment; one process without it (nanoGPT's one-line DDP detection)."""
+
+    def __init__(self, backend: str):
+        self.enabled = int(os.environ.get("RANK", -1)) != -1
+        self.rank = int(os.environ.get("RANK", 0))
+        self.local_rank = int(os.environ.get("LOCAL_RANK", 0))
+        self.world = int(os.environ.get("WORLD_SIZE", 1))
+        self.device = torch.device(f"cuda:{self.local_rank}" if torch.cuda.is_available() else "cpu")
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+        if self.enabled:
+            backend = backend if backend != "auto" else ("nccl" if self.device.type == "cuda" else "gloo")
+            dist.init_process_group(backend=backend, device_id=self.device if backend == "nccl" else None)
+        self.master = self.rank == 0
+
+    def all_reduce(self, tensor: torch.Tensor) -> torch.Tensor:
+        if self.enabled:
+            dist.all_reduce(tensor)
+        return tensor
+
+    def print(self, *a):
+        if self.master:
+            print(*a, flush=True)
+
+    def exit(self, code: int = 0):
+        """Leave cleanly: a gloo process group torn down at interpreter exit can abort (SIGABRT) after training.
+
+        Barrier so no rank leaves while another still talks, destroy the group, flush, then skip the interpreter's
+        finalisation, where gloo's background thread dies badly. Artefacts are written before this.
+        """
+        if self.enabled:
+            if code == 0:
+                dist.barrier()
+            dist.destroy_process_group()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def pick_precision(requested: str, device: torch.device) -> str:
+    if requested != "auto":
+        if device.type == "cpu" and requested == "fp16":
+            raise SystemExit("--precision fp16 needs a GPU; use bf16 or fp32 on CPU")
+        return requested
+    return "bf16" if device.type == "cuda" and torch.cuda.is_bf16_supported() else "fp32"
+
+
+def build_model(args, vocab_size: int, num_labels: int, pad_id: int):
+    from transformers import DistilBertConfig, DistilBertForSequenceClassification
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # a progress bar per save is noise in a job log
+
+    if args.pretrained:
+        return DistilBertForSequenceClassification.from_pretrained(args.pretrained, num_labels=num_labels,
+                                                                   local_files_only=True)
+    dim, layers, heads, ffn = MODEL_SIZES[args.model_size]
+    config = DistilBertConfig(vocab_size=vocab_size, dim=dim, n_layers=layers, n_heads=heads, hidden_dim=ffn,
+                              max_position_embeddings=max(512, args.max_length), num_labels=num_labels,
+                              pad_token_id=pad_id, dropout=args.dropout, attention_dropout=args.dropout,
+                              seq_classif_dropout=args.dropout)
+    return DistilBertForSequenceClassification(config)
+
+
+class FlopCounter:
+    """Training FLOPs for one sequence: 6 x dense (non-embedding) weights x tokens, plus attention's two matmuls
+    (QK^T and AV: 2 x 2 x seq^2 x dim per layer forward, x3 with backward). distilbert-base at seq 128: 33.5 GFLOP.
+    Counted at the padded width: padding tokens cost the GPU as much as real ones."""
+
+    def __init__(self, model):
+        self.layers, self.dim = model.config.n_layers, model.config.dim
+        self.dense = sum(p.numel() for n, p in model.named_parameters() if "embeddings" not in n and p.dim() > 1)
+
+    def __call__(self, seq_len: int) -> float:
+        return 6 * self.dense * seq_len + 12 * self.layers * seq_len**2 * self.dim
+
+
+class Metrics:
+    """Collects metric lines on rank 0: printed in scrape-friendly ``key=value`` form and kept for metrics.json."""
+
+    def __init__(self, d: Dist):
+        self.d, self.history = d, []
+
+    def log(self, kind: str, **values):
+        if not self.d.master:
+            return
+        self.history.append({"kind": kind, **values})
+        body = " ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items())
+        print(f"[{kind}] {body}", flush=True)
+
+
+@torch.no_grad()
+def evaluate(model, data, collate, d: Dist, autocast, batch_size: int, num_labels: int) -> dict:
+    """Loss, accuracy and macro-F1 over the whole validation set, sharded across ranks without padding."""
+    model.eval()
+    confusion = torch.zeros(num_labels, num_labels, dtype=torch.float64, device=d.device)
+    loss_sum = torch.zeros((), dtype=torch.float64, device=d.device)
+    mine = list(range(d.rank, len(data), d.world))
+    for start in range(0, len(mine), batch_size):
+        batch = {k: v.to(d.device) for k, v in collate([data[i] for i in mine[start:start + batch_size]]).items()}
+        with autocast:
+            logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits.float()
+        loss_sum += torch.nn.functional.cross_entropy(logits, batch["labels"], reduction="sum")
+        confusion.index_put_((batch["labels"], logits.argmax(-1)), torch.ones_like(batch["labels"], dtype=torch.float64),
+                             accumulate=True)
+    d.all_reduce(confusion), d.all_reduce(loss_sum)
+    model.train()
+    tp, support, predicted = confusion.diag(), confusion.sum(1), confusion.sum(0)
+    f1 = torch.where(support + predicted > 0, 2 * tp / (support + predicted).clamp(min=1), torch.zeros_like(tp))
+    present = support > 0
+    return {"val_loss": (loss_sum / support.sum()).item(), "val_accuracy": (tp.sum() / support.sum()).item(),
+            "val_macro_f1": f1[present].mean().item()}
+
+
+def main(args) -> None:
+    d = Dist(args.backend)
+    torch.manual_seed(args.seed + d.rank)  # per-rank stream: dropout differs across ranks, as it should
+    precision = pick_precision(args.precision, d.device)
+    amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    autocast = torch.autocast(d.device.type, dtype=amp_dtype) if amp_dtype else nullcontext()
+    scaler = torch.amp.GradScaler(d.device.type, enabled=precision == "fp16")  # a no-op unless fp16
+    if args.batch_size % d.world:
+        raise SystemExit(f"--batch_size {args.batch_size} is the global batch; it must divide by the "
+                         f"{d.world} ranks")
+    per_rank_batch = args.batch_size // d.world
+
+    labels = read_labels(args.train)
+    tokenizer_file = os.path.join(args.pretrained, "tokenizer.json") if args.pretrained else ""
+    tokenizer = load_tokenizer(tokenizer_file if os.path.isfile(tokenizer_file) else os.path.join(args.train, "tokenizer.json"))
+    train_set = TokenizedTitles(*read_channel(args.train, labels, args.subset), tokenizer, args.max_length)
+    val_set = TokenizedTitles(*read_channel(args.validation, labels, args.eval_subset), tokenizer, args.max_length)
+    collate = PadCollator(tokenizer.pad_token_id)
+    # every rank draws from one global permutation per epoch (seed + epoch), each taking every world-th index:
+    # step i covers the same global batch as a single process with --batch_size would
+    sampler = torch.utils.data.DistributedSampler(train_set, num_replicas=d.world, rank=d.rank, shuffle=True,
+                                                  seed=args.seed, drop_last=True)
+    loader = torch.utils.data.DataLoader(train_set, batch_size=per_rank_batch, sampler=sampler, collate_fn=collate,
+                                         drop_last=True)
+    steps_per_epoch = len(loader)
+    if steps_per_epoch == 0:
+        raise SystemExit(f"{len(train_set)} training rows make no full batch of {args.batch_size}: lower --batch_size")
+    total_steps = math.ceil(args.epochs * steps_per_epoch)
+    total_steps = min(total_steps, args.max_steps) if args.max_steps else total_steps
+
+    model = build_model(args, len(tokenizer), len(labels), tokenizer.pad_token_id).to(d.device)
+    raw_model = model
+    if d.enabled:
+        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[d.local_rank] if d.device.type == "cuda" else None)
+    optimizer = torch.optim.AdamW(raw_model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+    warmup = max(1, int(args.warmup_ratio * total_steps))
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min((s + 1) / warmup, max(0.0, (total_steps - s) / max(1, total_steps - warmup))))
+
+    n_params = sum(p.numel() for p in raw_model.parameters())
+    d.print(f"[setup] device={d.device.type} world_size={d.world} precision={precision} model_size={args.model_size} "
+            f"params={n_params} train_rows={len(train_set)} val_rows={len(val_set)} global_batch={args.batch_size} "
+            f"steps={total_steps} host={os.environ.get('SM_CURRENT_HOST', 'local')}")
+    if args.unknown:
+        d.print(f"[setup] ignoring unknown arguments: {' '.join(args.unknown)}")
+    metrics = Metrics(d)
+    evals = max(1, args.evals_per_epoch)
+    eval_due = lambda s: s == total_steps or (s * evals) // steps_per_epoch > ((s - 1) * evals) // steps_per_epoch
+    peak = next((v for k, v in PEAK_TFLOPS.items() if k in torch.cuda.get_device_name()), 0.0) if d.device.type == "cuda" else 0.0
+
+    step, epoch, seen, tokens, timed_seconds, timed_samples = 0, 0, 0, 0, 0.0, 0
+    flops, flops_of = 0.0, FlopCounter(raw_model)
+    window_start, window_samples = time.perf_counter(), 0
+    train_start = time.perf_counter()
+    model.train()
+    while step < total_steps:
+        sampler.set_epoch(epoch)
+        for batch in loader:
+            batch = {k: v.to(d.device, non_blocking=True) for k, v in batch.items()}
+            with autocast:
+                loss = model(**batch).loss
+            scaler.scale(loss).backward()
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(raw_model.parameters(), 1.0)
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad(set_to_none=True)
+            schedule.step()
+            step += 1
+            width = batch["input_ids"].shape[1]
+            seen += args.batch_size
+            window_samples += args.batch_size
+            tokens += args.batch_size * width
+            flops += args.batch_size * flops_of(width)
+            if step % args.log_every == 0 or step == total_steps:
+                loss_now = d.all_reduce(loss.detach().float().clone()).item() / d.world
+                now = time.perf_counter()
+                rate = window_samples / (now - window_start)
+                if step > args.log_every:  # the first window carries start-up costs; keep it out of throughput
+                    timed_seconds += now - window_start
+                    timed_samples += window_samples
+                metrics.log("train", step=step, epoch=round(step / steps_per_epoch, 3), train_loss=loss_now,
+                            lr=schedule.get_last_lr()[0], samples_per_sec=rate)
+                window_start, window_samples = time.perf_counter(), 0
+            if eval_due(step):
+                metrics.log("eval", step=step, epoch=round(step / steps_per_epoch, 3),
+                            **evaluate(model, val_set, collate, d, autocast, per_rank_batch * 2, len(labels)))
+                window_start = time.perf_counter()  # evaluation time is not training throughput
+            if step >= total_steps:
+                break
+        epoch += 1
+
+    train_seconds = time.perf_counter() - train_start
+    final = dict(metrics.history[-1]) if metrics.history else {}
+    final.pop("kind", None)
+    samples_per_sec = timed_samples / timed_seconds if timed_seconds else seen / train_seconds
+    summary = {"samples_per_sec": samples_per_sec, "tokens_per_sec": tokens / train_seconds,
+               "train_seconds": train_seconds, "steps": step, "samples": seen, "precision": precision,
+               "world_size": d.world, "params": n_params,
+               "flops_per_sample": flops / max(seen, 1)}
+    if peak:
+        summary["mfu"] = samples_per_sec * summary["flops_per_sample"] / (peak * 1e12)
+    metrics.log("final", **{k: v for k, v in final.items() if k.startswith("val_")}, **summary)
+    if d.master:
+        save(args, raw_model, labels, metrics, summary)
+    d.exit(0)
+
+
+def save(args, model, labels, metrics: Metrics, summary: dict) -> None:
+    """Rank 0 saves the unwrapped model (no DDP ``module.`` prefix) with what inference needs beside it."""
+    os.makedirs(args.model_dir, exist_ok=True)
+    model.save_pretrained(args.model_dir)
+    shutil.copy(os.path.join(args.train, "tokenizer.json"), args.model_dir)
+    with open(os.path.join(args.model_dir, "labels.json"), "w", encoding="utf-8") as f:
+        json.dump(labels, f, ensure_ascii=False)
+    os.makedirs(args.output_data_dir, exist_ok=True)
+    hyperparameters = {k: v for k, v in vars(args).items() if k != "unknown"}
+    with open(os.path.join(args.output_data_dir, "metrics.json"), "w", encoding="utf-8") as f:
+        json.dump({"summary": summary, "history": metrics.history, "hyperparameters": hyperparameters}, f, indent=1)
+
+
+def write_failure(message: str) -> None:
+    """SageMaker shows /opt/ml/output/failure as the job's FailureReason; the local runner does the same."""
+    out = os.environ.get("SM_OUTPUT_DIR", "/opt/ml/output")
+    try:
+        os.makedirs(out, exist_ok=True)
+        with open(os.path.join(out, "failure"), "a", encoding="utf-8") as f:
+            f.write(message.strip()[-1000:] + "\n")
+    except OSError:
+        pass
+
+
+if __name__ == "__main__":
+    try:
+        main(parse_args())
+    except SystemExit as e:
+        if e.code not in (0, None):
+            write_failure(str(e.code))
+        raise
+    except Exception as e:  # noqa: BLE001 - record why, then fail as before
+        write_failure(f"{type(e).__name__}: {e}")
+        traceback.print_exc()
+        sys.exit(1)
