@@ -50,6 +50,17 @@ class Job:
     processes_per_host: int | None = None  # None: one per GPU, one on a CPU
     instance_count: int = 1
     environment: dict[str, str] = field(default_factory=dict)
+    # how the processes are launched: "auto" (torchrun when more than one process), "torchrun", "smddp"
+    # (SMDDP AllReduce through the image's mpirun launcher) or "smp" (SageMaker model parallel v2 over torchrun)
+    distribution: str = "auto"
+    smp: dict[str, Any] = field(default_factory=dict)  # SMP v2 degrees: hybrid_shard_degree, tensor_parallel_degree
+    spot: bool = False  # managed spot: needs checkpoints
+    checkpoints: bool = False  # sync /opt/ml/checkpoints with a checkpoint location that outlives the job
+    max_runtime_s: int = 2 * 3600
+    max_wait_s: int | None = None  # spot only: runtime plus time waiting for capacity
+    fsx: dict[str, Any] = field(default_factory=dict)  # file_system_id, directory_path, subnets, security_group_ids
+    image_uri: str | None = None  # None: the helpers pick the framework image for the distribution
+    tags: dict[str, str] = field(default_factory=dict)
 
     def mode_of(self, channel: str) -> str:
         return self.channel_modes.get(channel, self.input_mode)
