@@ -1,0 +1,305 @@
+"""Who and where on AWS: credentials, region, execution role, bucket and attendee, in SageMaker Studio or on a laptop.
+
+Importing this module calls nothing. :func:`discover` makes a few read-only calls (STS, and IAM/SageMaker to find
+the Studio execution role, S3 HeadBucket) and fails with a message that says what to do. Credentials are never
+printed or returned in text. :func:`cleanup` stops this attendee's running jobs; :func:`check_quota` compares the
+account's Service Quotas with what a job asks for.
+
+Many learners can share one account: every job name starts with the attendee prefix (``alice-lab02-ddp-...``), taken
+from ``attendee=``, then ``WORKSHOP_ATTENDEE``, then the Studio user profile, then the login name.
+"""
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+STUDIO_METADATA = Path("/opt/ml/metadata/resource-metadata.json")
+ROLE_ENV = ("WORKSHOP_ROLE_ARN", "SAGEMAKER_ROLE_ARN")
+BUCKET_ENV = "WORKSHOP_BUCKET"
+ATTENDEE_ENV = "WORKSHOP_ATTENDEE"
+# login names shared by everyone on a platform: useless for telling attendees apart
+GENERIC_USERS = frozenset({"sagemaker-user", "root", "ec2-user", "jovyan", "ubuntu", "user", "runner", "admin"})
+ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
+_ATTENDEE_MAX = 16  # leaves room for the lab name and the SDK's 15-character timestamp in a 63-character job name
+
+
+class AwsSetupError(ValueError):
+    """AWS is not set up for a launch; the message says how to fix it. Nothing was launched."""
+
+
+class NoCredentials(AwsSetupError):
+    """No AWS credentials, or credentials AWS rejects."""
+
+
+class RoleError(AwsSetupError):
+    """No execution role, or one given in a form SageMaker cannot use."""
+
+
+class BucketError(AwsSetupError):
+    """No S3 bucket to stage code and data in, or one these credentials cannot use."""
+
+
+class RegionError(AwsSetupError):
+    """No AWS region configured."""
+
+
+class QuotaError(AwsSetupError):
+    """The account's quota for this instance type is below what the job asks for."""
+
+
+@dataclass(frozen=True)
+class Attendee:
+    name: str  # the job-name prefix: lower-case letters, digits and dashes
+    source: str  # where it came from: "argument", "WORKSHOP_ATTENDEE", "Studio user profile", "login name"
+
+    @property
+    def shared(self) -> bool:
+        """True when the name is a login every attendee has (``sagemaker-user``): not safe to launch or clean up."""
+        return self.source == "login name" and self.name in GENERIC_USERS
+
+
+def studio_metadata(path: Path = STUDIO_METADATA) -> dict[str, Any] | None:
+    """SageMaker Studio's and notebook instances' ``resource-metadata.json``; None elsewhere."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def sanitize_attendee(raw: str) -> str:
+    """``"Alice Smith"`` -> ``"alice-smith"``: what SageMaker job names allow, short enough to leave room."""
+    name = re.sub(r"[^a-z0-9]+", "-", raw.strip().lower()).strip("-")[:_ATTENDEE_MAX].strip("-")
+    if name and not name[0].isalpha():
+        name = f"a{name}"[:_ATTENDEE_MAX]
+    return name
+
+
+def resolve_attendee(explicit: str | None = None, metadata: dict | None = None) -> Attendee:
+    """The attendee prefix and where it came from (see the module docstring for the order)."""
+    if metadata is None:
+        metadata = studio_metadata() or {}
+    candidates = [(explicit, "argument"), (os.environ.get(ATTENDEE_ENV), ATTENDEE_ENV),
+                  (metadata.get("UserProfileName"), "Studio user profile")]
+    try:
+        candidates.append((getpass.getuser(), "login name"))
+    except (KeyError, OSError):  # no passwd entry (some containers)
+        pass
+    for raw, source in candidates:
+        if raw and sanitize_attendee(raw):
+            return Attendee(sanitize_attendee(raw), source)
+        if raw and source in ("argument", ATTENDEE_ENV):
+            raise AwsSetupError(f"attendee {raw!r} ({source}) has no letters or digits to make a job-name prefix "
+                                f"from: use something like 'alice'.")
+    return Attendee("attendee", "login name")
+
+
+def require_role_arn(role: str) -> str:
+    """``role`` if it is a full IAM role ARN; :class:`RoleError` naming the fix otherwise (checked before any call)."""
+    role = (role or "").strip()
+    if ROLE_ARN.match(role):
+        return role
+    if role.startswith("arn:") and ":user/" in role:
+        raise RoleError(f"{role} is an IAM user, not a role: SageMaker needs an execution role it can assume, "
+                        f"e.g. role='arn:aws:iam::<account-id>:role/service-role/AmazonSageMaker-ExecutionRole-...'.")
+    if "/" not in role and ":" not in role and role:
+        raise RoleError(f"role {role!r} is a bare role name; give its full ARN, "
+                        f"role='arn:aws:iam::<account-id>:role/{role}' (IAM console > Roles > {role} shows it; "
+                        f"roles created by SageMaker live under 'role/service-role/').")
+    raise RoleError(f"role {role!r} is not an IAM role ARN; expected 'arn:aws:iam::<12-digit account>:role/<name>'.")
+
+
+def console_url(region: str, job_name: str) -> str:
+    """The training job's page in the SageMaker console."""
+    return f"https://{region}.console.aws.amazon.com/sagemaker/home?region={region}#/jobs/{job_name}"
+
+
+@dataclass
+class AwsContext:
+    """Everything a launch needs to know about the account. ``boto_session`` carries the credentials; nothing here
+    prints them."""
+
+    boto_session: Any
+    region: str
+    account: str
+    role_arn: str
+    bucket: str
+    attendee: Attendee
+    where: str  # "SageMaker Studio", "laptop" or "offline"
+
+    def sagemaker_session(self, sagemaker_config: dict | None = None):
+        from sagemaker.core.helper.session_helper import Session
+
+        return Session(boto_session=self.boto_session, default_bucket=self.bucket, sagemaker_config=sagemaker_config)
+
+    def __repr__(self) -> str:
+        return (f"AwsContext({self.where}: region={self.region}, account={self.account}, role={self.role_arn}, "
+                f"bucket={self.bucket}, attendee={self.attendee.name!r} from {self.attendee.source})")
+
+
+def _client_error_code(err: Exception) -> str:
+    return getattr(err, "response", {}).get("Error", {}).get("Code", "")
+
+
+def discover(role: str | None = None, bucket: str | None = None, region: str | None = None,
+             attendee: str | None = None, boto_session=None, check_bucket: bool = True) -> AwsContext:
+    """Find credentials, region, account, execution role and bucket; :class:`AwsSetupError` subclasses say what
+    is missing and how to fix it.
+
+    Order: arguments, then environment (``WORKSHOP_ROLE_ARN``, ``WORKSHOP_BUCKET``), then what SageMaker Studio
+    knows (its execution role), then the SDK's default bucket ``sagemaker-<region>-<account>``.
+    """
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+    if role:
+        role = require_role_arn(role)  # before any call: a bare name would otherwise cost an IAM lookup
+    metadata = studio_metadata()
+    session = boto_session or boto3.Session(region_name=region)
+    if session.get_credentials() is None:
+        raise NoCredentials("no AWS credentials found. In SageMaker Studio they come with the space; on a laptop run "
+                            "`aws configure` (or `aws sso login --profile NAME` and set AWS_PROFILE=NAME), or set "
+                            "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY. For a dry run without AWS use "
+                            "helpers.aws_offline.offline().")
+    region = region or session.region_name or _region_from_arn((metadata or {}).get("ResourceArn", ""))
+    if not region:
+        raise RegionError("no AWS region configured: set AWS_DEFAULT_REGION=us-east-1 (or your region), add "
+                          "'region = ...' to ~/.aws/config, or pass region=.")
+    if session.region_name != region:
+        session = boto3.Session(botocore_session=session._session, region_name=region)
+    try:
+        identity = session.client("sts", region_name=region).get_caller_identity()
+    except (ClientError, NoCredentialsError, BotoCoreError) as err:
+        raise NoCredentials(f"AWS rejected these credentials ({_client_error_code(err) or type(err).__name__}): "
+                            f"they may have expired; refresh them (`aws sso login`, or a new session in Studio) "
+                            f"and try again.") from None
+    account = identity["Account"]
+
+    if not role:
+        role = next((os.environ[k] for k in ROLE_ENV if os.environ.get(k)), None)
+        if role:
+            role = require_role_arn(role)
+    if not role and metadata and metadata.get("ExecutionRoleArn"):
+        role = metadata["ExecutionRoleArn"]
+    if not role:
+        role = _role_from_caller(session, identity["Arn"], account)
+
+    bucket = (bucket or os.environ.get(BUCKET_ENV) or f"sagemaker-{region}-{account}").strip()
+    bucket = bucket[len("s3://"):].split("/")[0] if bucket.startswith("s3://") else bucket
+    if check_bucket:
+        _check_bucket(session, bucket, region)
+    return AwsContext(session, region, account, role, bucket, resolve_attendee(attendee, metadata or {}),
+                      "SageMaker Studio" if metadata else "laptop")
+
+
+def _region_from_arn(arn: str) -> str | None:
+    parts = arn.split(":")
+    return parts[3] if len(parts) > 3 and parts[3] else None
+
+
+def _role_from_caller(session, caller_arn: str, account: str) -> str:
+    """The execution role behind an assumed-role identity (Studio, a notebook instance, an EC2 role)."""
+    from botocore.exceptions import ClientError
+
+    if ":assumed-role/" not in caller_arn:
+        raise RoleError(f"these credentials belong to {caller_arn}, which is not a role SageMaker can assume: pass "
+                        f"role='arn:aws:iam::{account}:role/<execution role>' or set WORKSHOP_ROLE_ARN. A SageMaker "
+                        f"execution role trusts sagemaker.amazonaws.com (IAM console > Roles).")
+    name = caller_arn.split(":assumed-role/")[1].split("/")[0]
+    try:
+        return session.client("iam").get_role(RoleName=name)["Role"]["Arn"]
+    except ClientError:
+        # no iam:GetRole: roles SageMaker creates live under service-role/, as the SDK itself assumes
+        path = "service-role/" if name.startswith("AmazonSageMaker-ExecutionRole") else ""
+        return f"arn:aws:iam::{account}:role/{path}{name}"
+
+
+def _check_bucket(session, bucket: str, region: str) -> None:
+    from botocore.exceptions import ClientError
+
+    try:
+        session.client("s3", region_name=region).head_bucket(Bucket=bucket)
+    except ClientError as err:
+        code = _client_error_code(err)
+        if code in ("404", "NoSuchBucket", "NotFound"):
+            raise BucketError(f"S3 bucket {bucket!r} does not exist: create it (`aws s3 mb s3://{bucket} "
+                              f"--region {region}`), or pass bucket='<a bucket you can write>' "
+                              f"(or set {BUCKET_ENV}).") from None
+        if code in ("403", "AccessDenied", "Forbidden"):
+            raise BucketError(f"no access to S3 bucket {bucket!r} with these credentials: pass "
+                              f"bucket='<a bucket you can write>' (or set {BUCKET_ENV}).") from None
+        raise
+
+
+@dataclass(frozen=True)
+class QuotaCheck:
+    quota_name: str
+    limit: float
+    requested: int
+
+    @property
+    def ok(self) -> bool:
+        return self.requested <= self.limit
+
+
+def quota_name(instance_type: str, spot: bool = False) -> str:
+    """The Service Quotas name SageMaker uses: ``ml.p4d.24xlarge for spot training job usage``."""
+    return f"{instance_type} for {'spot ' if spot else ''}training job usage"
+
+
+def check_quota(boto_session, instance_type: str, instance_count: int, spot: bool = False,
+                region: str | None = None) -> QuotaCheck | None:
+    """Compare the account's quota for this instance type with ``instance_count``.
+
+    :class:`QuotaError` when it is too low; None when the quota cannot be read (no servicequotas permission, or a
+    name Service Quotas does not list), since the launch itself will then say so.
+    """
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    wanted = quota_name(instance_type, spot)
+    try:
+        client = boto_session.client("service-quotas", region_name=region or boto_session.region_name)
+        for page in client.get_paginator("list_service_quotas").paginate(ServiceCode="sagemaker"):
+            for quota in page.get("Quotas", []):
+                if quota.get("QuotaName") == wanted:
+                    check = QuotaCheck(wanted, float(quota.get("Value", 0)), instance_count)
+                    if not check.ok:
+                        raise QuotaError(
+                            f"the account's quota '{wanted}' is {check.limit:g} and this job asks for "
+                            f"{instance_count}: request an increase (Service Quotas console > Amazon SageMaker > "
+                            f"'{wanted}'), or use fewer instances or another type.")
+                    return check
+    except (ClientError, BotoCoreError):
+        return None
+    return None
+
+
+def cleanup(attendee: str | None = None, boto_session=None, region: str | None = None,
+            stop: bool = True) -> list[str]:
+    """Stop this attendee's training jobs that are still running; returns their names.
+
+    Only jobs whose names start with ``<attendee>-`` are touched, so a shared account's other learners are safe.
+    ``stop=False`` lists them without stopping.
+    """
+    import boto3
+
+    who = resolve_attendee(attendee)
+    if who.shared:
+        raise AwsSetupError(f"the attendee prefix would be the shared login name {who.name!r}, which could match "
+                            f"other learners' jobs: pass attendee='yourname' or set {ATTENDEE_ENV}.")
+    session = boto_session or boto3.Session(region_name=region)
+    client = session.client("sagemaker", region_name=region or session.region_name)
+    prefix = f"{who.name}-"
+    names = []
+    for status in ("InProgress", "Stopping"):
+        for page in client.get_paginator("list_training_jobs").paginate(NameContains=prefix, StatusEquals=status):
+            names += [s["TrainingJobName"] for s in page["TrainingJobSummaries"]
+                      if s["TrainingJobName"].startswith(prefix) and status == "InProgress"]
+    if stop:
+        for name in names:
+            client.stop_training_job(TrainingJobName=name)
+    return names
