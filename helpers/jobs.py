@@ -72,8 +72,12 @@ def catalog_channels(catalog: str | Path = DATA_DIR / "catalog") -> dict[str, Pa
     return {"train": root / "train", "validation": root / "validation"}
 
 
-def run_job(job: Job, target: str = "local", **options):
-    """Run ``job`` on ``target``: ``local``/``local_cpu``/``local_gpu`` here, or a SageMaker instance type."""
+def run_job(job: Job, target: str = "local", *, launch: bool = False, budget_usd: float | None = None, **options):
+    """Run ``job`` on ``target``: ``local``/``local_cpu``/``local_gpu`` here, or a SageMaker instance type.
+
+    ``launch`` and ``budget_usd`` guard real instances (a dry run by default); local runs are free and start at once.
+    Other ``options`` go to the local runner or to the SageMaker launcher.
+    """
     from . import targets
 
     t = targets.resolve(target)
@@ -83,4 +87,4 @@ def run_job(job: Job, target: str = "local", **options):
         return LocalRunner(**options).run(job, t)
     from . import sagemaker_jobs
 
-    return sagemaker_jobs.run(job, t, **options)
+    return sagemaker_jobs.run(job, t, launch=launch, budget_usd=budget_usd, **options)

@@ -325,14 +325,27 @@ def write_failure(message: str) -> None:
         pass
 
 
+def fail(exc: BaseException) -> None:
+    """Record why the job failed, then leave at once: a rank that unwinds normally with a live process group can
+    hang in its teardown while the other ranks wait in a collective. torchrun sees the exit code and stops them."""
+    if isinstance(exc, SystemExit):
+        message = str(exc.code)
+        print(message, file=sys.stderr)
+    else:
+        message = f"{type(exc).__name__}: {exc}"
+        traceback.print_exc()
+    write_failure(message)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(1)
+
+
 if __name__ == "__main__":
     try:
         main(parse_args())
     except SystemExit as e:
         if e.code not in (0, None):
-            write_failure(str(e.code))
+            fail(e)
         raise
-    except Exception as e:  # noqa: BLE001 - record why, then fail as before
-        write_failure(f"{type(e).__name__}: {e}")
-        traceback.print_exc()
-        sys.exit(1)
+    except Exception as e:  # noqa: BLE001 - record why, then fail
+        fail(e)

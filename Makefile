@@ -1,0 +1,44 @@
+# The workshop's two commands (see README.md):
+#   make        set up the environment if it is missing, then run every lab headless (local target, smoke size)
+#   make test   run the test suite
+# Variables: TARGET=local|local_cpu|local_gpu|ml.<type>  SIZE=--smoke|--full  LABS="01 02"  PY=python (an existing
+# environment, e.g. the conda one from environment.yml: `make PY=python`)
+
+VENV   ?= .venv
+PY     ?= $(VENV)/bin/python
+TARGET ?= local
+SIZE   ?= --smoke
+LABS   ?=
+TORCH  ?= torch==2.13.0
+PIP    := $(PY) -m pip --disable-pip-version-check --no-input
+
+.PHONY: all labs test setup data clean
+
+all: labs
+
+# The venv is made once; torch is installed first and pinned, so the CPU wheel on a CPU machine (or the CUDA one
+# on a GPU machine) is chosen by pip for this exact version and the package install below never upgrades it.
+$(VENV)/.ready: pyproject.toml
+	test -x $(VENV)/bin/python || python3 -m venv $(VENV)
+	$(VENV)/bin/python -m pip --disable-pip-version-check install --quiet "$(TORCH)"
+	$(VENV)/bin/python -m pip --disable-pip-version-check install --quiet -e ".[test]"
+	touch $@
+
+ifeq ($(PY),$(VENV)/bin/python)
+setup: $(VENV)/.ready
+else
+setup:
+	@$(PY) -c "import helpers, torch, papermill" || (echo "error: $(PY) lacks the workshop packages: pip install -e '.[test]'" && exit 1)
+endif
+
+data: setup
+	@test -f data/catalog/manifest.json || $(PY) -m helpers.catalog build --rows 30000 --out data/catalog
+
+labs: setup data
+	$(PY) -m helpers.run_labs --target $(TARGET) $(SIZE) $(if $(LABS),--labs $(LABS),)
+
+test: setup data
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+clean:
+	rm -rf runs

@@ -1,0 +1,92 @@
+"""Small display helpers for the labs: result tables, key figures for the headless summary, code excerpts.
+
+Everything renders as HTML in Jupyter and as plain text in a terminal or a headless run's log.
+"""
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, Iterable
+
+from .jobs import SOURCE_DIR
+
+FIGURES_ENV = "WORKSHOP_FIGURES_FILE"  # set by the headless lab runner: where a lab's key figures go
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        if value != value:  # NaN
+            return "n/a"
+        return f"{value:.3f}" if abs(value) < 1000 else f"{value:,.0f}"
+    return "" if value is None else str(value)
+
+
+class Table:
+    """Rows of dicts shown as an HTML table in a notebook and as aligned text elsewhere."""
+
+    def __init__(self, rows: Iterable[dict], columns: list[str] | None = None, title: str = ""):
+        self.rows = list(rows)
+        self.columns = columns or list(dict.fromkeys(k for r in self.rows for k in r))
+        self.title = title
+
+    def _cells(self) -> list[list[str]]:
+        return [[_fmt(r.get(c)) for c in self.columns] for r in self.rows]
+
+    def _repr_html_(self) -> str:
+        head = "".join(f"<th>{html.escape(c)}</th>" for c in self.columns)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row) + "</tr>" for row in self._cells())
+        caption = f"<caption>{html.escape(self.title)}</caption>" if self.title else ""
+        return f"<table>{caption}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+    def __repr__(self) -> str:
+        cells = self._cells()
+        widths = [max(len(c), *(len(row[i]) for row in cells)) if cells else len(c) for i, c in enumerate(self.columns)]
+        line = lambda vals: "  ".join(v.ljust(w) for v, w in zip(vals, widths))
+        out = [self.title] if self.title else []
+        out += [line(self.columns), line(["-" * w for w in widths])] + [line(r) for r in cells]
+        return "\n".join(out)
+
+
+def record(**figures: Any) -> Table:
+    """Key figures of a lab: shown as a table, and kept for the headless run's summary."""
+    path = os.environ.get(FIGURES_ENV)
+    if path:
+        p = Path(path)
+        kept = json.loads(p.read_text()) if p.is_file() else {}
+        kept.update({k: (round(v, 4) if isinstance(v, float) else v) for k, v in figures.items()})
+        p.write_text(json.dumps(kept, indent=1))
+    return Table([{"figure": k, "value": v} for k, v in figures.items()], title="Key figures")
+
+
+class Code:
+    """Source shown with syntax highlighting in Jupyter, plain elsewhere."""
+
+    def __init__(self, text: str, title: str = ""):
+        self.text, self.title = text, title
+
+    def _repr_html_(self) -> str:
+        title = f"<b>{html.escape(self.title)}</b>" if self.title else ""
+        return f"{title}<pre style='font-size:85%;line-height:1.3'>{html.escape(self.text)}</pre>"
+
+    def __repr__(self) -> str:
+        return f"# {self.title}\n{self.text}" if self.title else self.text
+
+
+def excerpt(file: str, start: str, end: str | None = None, context: int = 0) -> Code:
+    """Lines of a training-code file from the first line matching ``start`` up to (not including) ``end``.
+
+    Labs show the training script's key lines through this, so what a learner reads is what runs.
+    """
+    path = Path(file) if Path(file).is_absolute() else SOURCE_DIR / file
+    lines = path.read_text(encoding="utf-8").splitlines()
+    first = next((i for i, l in enumerate(lines) if re.search(start, l)), None)
+    if first is None:
+        raise ValueError(f"{path.name}: no line matches {start!r}; the excerpt markers drifted from the code")
+    last = next((i for i in range(first + 1, len(lines)) if end and re.search(end, lines[i])), None)
+    if end and last is None:
+        raise ValueError(f"{path.name}: no line after {start!r} matches {end!r}")
+    last = last if last is not None else min(len(lines), first + 1 + context)
+    return Code("\n".join(lines[first:last]).rstrip(), title=f"{path.name}, lines {first + 1}-{last}")

@@ -1,0 +1,152 @@
+"""Run every lab headless with papermill, each in a fresh kernel, and write a summary.
+
+    python -m helpers.run_labs                       # every lab, local target, smoke size
+    python -m helpers.run_labs --labs 01 03 --full   # some labs, full size
+    python -m helpers.run_labs --target ml.p4d.24xlarge   # dry-run the real jobs (prints the requests)
+    python -m helpers.run_labs -p epochs 3           # any lab parameter, for the labs that declare it
+
+Executed notebooks, each lab's key figures and ``summary.json`` / ``summary.md`` land in ``--out``. The exit
+status is non-zero if any lab fails, and the summary names the failing cell.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .jobs import REPO, RUNS_DIR
+from .report import FIGURES_ENV
+
+LABS_DIR = REPO / "labs"
+
+
+@dataclass
+class LabRun:
+    lab: str
+    status: str  # ok | failed
+    seconds: float
+    notebook: str
+    figures: dict = field(default_factory=dict)
+    error: str = ""
+
+
+def discover(labs_dir: Path = LABS_DIR, only: list[str] | None = None) -> list[Path]:
+    """Numbered notebooks (``01_single_gpu.ipynb``...), in order; ``only`` filters by number or name."""
+    found = sorted(p for p in labs_dir.glob("[0-9][0-9]_*.ipynb"))
+    if only:
+        found = [p for p in found if any(p.name.startswith(o) or p.stem == o for o in only)]
+        if not found:
+            raise SystemExit(f"no lab matches {only}; labs are: {', '.join(p.stem for p in discover(labs_dir))}")
+    if not found:
+        raise SystemExit(f"no numbered notebooks (NN_name.ipynb) in {labs_dir}")
+    return found
+
+
+def declared_parameters(notebook: Path) -> set[str]:
+    """Names assigned in the cell tagged ``parameters``: a lab only receives what it declares."""
+    nb = json.loads(notebook.read_text(encoding="utf-8"))
+    for cell in nb["cells"]:
+        if "parameters" in cell.get("metadata", {}).get("tags", []):
+            tree = ast.parse("".join(cell["source"]))
+            return {t.id for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))
+                    for t in (node.targets if isinstance(node, ast.Assign) else [node.target]) if isinstance(t, ast.Name)}
+    raise SystemExit(f"{notebook.name} has no cell tagged 'parameters'; papermill needs one to inject the target")
+
+
+def kernel_config(run_dir: Path):
+    """Talk to the kernel over Unix sockets (IPC) instead of TCP on loopback: no ports, no network at all."""
+    from traitlets.config import Config
+
+    cfg = Config()
+    cfg.KernelManager.transport = "ipc"
+    cfg.KernelManager.ip = str(run_dir / "kernel")
+    return cfg
+
+
+def run_lab(notebook: Path, out_dir: Path, parameters: dict, verbose: bool = False) -> LabRun:
+    import papermill as pm
+
+    wanted = declared_parameters(notebook)
+    given = {k: v for k, v in parameters.items() if k in wanted}
+    executed = out_dir / notebook.name
+    figures_file = out_dir / f"{notebook.stem}.figures.json"
+    figures_file.unlink(missing_ok=True)
+    os.environ[FIGURES_ENV] = str(figures_file)  # the kernel inherits it; helpers.report.record() writes there
+    start = time.perf_counter()
+    try:
+        pm.execute_notebook(str(notebook), str(executed), parameters=given, kernel_name="python3",
+                            cwd=str(notebook.parent), progress_bar=False, log_output=verbose,
+                            request_save_on_cell_execute=False, config=kernel_config(out_dir))
+        status, error = "ok", ""
+    except pm.PapermillExecutionError as e:
+        status = "failed"
+        error = f"cell {e.cell_index} (execution count {e.exec_count}): {e.ename}: {e.evalue}"
+    except Exception as e:  # noqa: BLE001 - a kernel that dies or will not start is a failed lab, not a crash
+        status, error = "failed", f"{type(e).__name__}: {e}"
+    finally:
+        os.environ.pop(FIGURES_ENV, None)
+    figures = json.loads(figures_file.read_text()) if figures_file.is_file() else {}
+    return LabRun(notebook.stem, status, round(time.perf_counter() - start, 1), str(executed), figures, error)
+
+
+def write_summary(runs: list[LabRun], out_dir: Path, parameters: dict) -> None:
+    (out_dir / "summary.json").write_text(json.dumps({"parameters": parameters, "labs": [asdict(r) for r in runs]},
+                                                     indent=1, ensure_ascii=False))
+    lines = ["| lab | status | seconds | key figures |", "|---|---|---|---|"]
+    for r in runs:
+        figs = ", ".join(f"{k}={v}" for k, v in r.figures.items()) or ""
+        lines.append(f"| {r.lab} | {r.status}{': ' + r.error if r.error else ''} | {r.seconds} | {figs} |")
+    (out_dir / "summary.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def parse_value(text: str):
+    """``-p epochs 3`` gives 3, ``-p smoke false`` gives False, anything else stays a string."""
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m helpers.run_labs", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--target", default="local", help="local, local_cpu, local_gpu or an ml.* instance type")
+    size = ap.add_mutually_exclusive_group()
+    size.add_argument("--smoke", dest="smoke", action="store_true", default=True, help="tiny sizes (default)")
+    size.add_argument("--full", dest="smoke", action="store_false", help="the labs' full sizes")
+    ap.add_argument("--labs", nargs="*", help="lab numbers or names (default: all)")
+    ap.add_argument("--out", type=Path, default=RUNS_DIR / "labs")
+    ap.add_argument("--labs-dir", type=Path, default=LABS_DIR, help=argparse.SUPPRESS)
+    ap.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
+    ap.add_argument("--verbose", action="store_true", help="stream every cell's output")
+    a = ap.parse_args(argv)
+
+    parameters = {"target": a.target, "smoke": a.smoke, **{k: parse_value(v) for k, v in a.parameter}}
+    labs = discover(a.labs_dir, only=a.labs)
+    a.out.mkdir(parents=True, exist_ok=True)
+    print(f"running {len(labs)} lab(s) headless: {json.dumps(parameters)} -> {a.out}", flush=True)
+    runs = []
+    for i, nb in enumerate(labs, 1):
+        print(f"[{i}/{len(labs)}] {nb.stem} ...", end=" ", flush=True)
+        run = run_lab(nb, a.out, parameters, a.verbose)
+        runs.append(run)
+        figs = "  ".join(f"{k}={v}" for k, v in list(run.figures.items())[:4])
+        print(f"{run.status} ({run.seconds:.0f} s)  {figs}" + (f"\n    {run.error}" if run.error else ""), flush=True)
+        write_summary(runs, a.out, parameters)
+    failed = [r for r in runs if r.status != "ok"]
+    total = sum(r.seconds for r in runs)
+    print(f"{len(runs) - len(failed)}/{len(runs)} labs passed in {total:.0f} s; summary: {a.out / 'summary.md'}")
+    for r in failed:
+        print(f"FAILED {r.lab}: {r.error}\n    executed notebook: {r.notebook}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""The labs as committed, and every lab run headless through papermill in smoke size."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from helpers import run_labs
+
+LABS = run_labs.discover()
+
+
+def test_there_are_labs():
+    assert LABS and LABS[0].name == "01_single_gpu.ipynb"
+
+
+@pytest.mark.parametrize("notebook", LABS, ids=lambda p: p.stem)
+def test_committed_without_outputs_and_with_a_portable_kernel(notebook):
+    nb = json.loads(notebook.read_text(encoding="utf-8"))
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    assert code and not any(c.get("outputs") or c.get("execution_count") for c in code)
+    assert nb["metadata"]["kernelspec"]["name"] == "python3"  # a Studio kernel name fails everywhere else
+    nbformat.validate(nbformat.reads(notebook.read_text(encoding="utf-8"), as_version=4))
+
+
+@pytest.mark.parametrize("notebook", LABS, ids=lambda p: p.stem)
+def test_lab_declares_target_and_smoke_and_says_time_and_cost(notebook):
+    assert {"target", "smoke"} <= run_labs.declared_parameters(notebook)
+    text = notebook.read_text(encoding="utf-8")
+    assert "**Time:**" in text and "**Cost:**" in text and "**You will learn**" in text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("notebook", LABS, ids=lambda p: p.stem)
+def test_lab_runs_headless_in_smoke_size(notebook, tmp_path):
+    run = run_labs.run_lab(notebook, tmp_path, {"target": "local", "smoke": True})
+    assert run.status == "ok", run.error
+    assert run.figures, "a lab records its key figures with helpers.report.record()"
+    executed = nbformat.read(run.notebook, as_version=4)
+    assert any(c.get("outputs") for c in executed.cells if c.cell_type == "code")
+
+
+def _notebook(path: Path, cells: list[tuple[str, str]]) -> Path:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    for kind, src in cells:
+        cell = nbformat.v4.new_code_cell(src)
+        if kind == "params":
+            cell.metadata["tags"] = ["parameters"]
+        nb.cells.append(cell)
+    nbformat.write(nb, path)
+    return path
+
+
+def test_runner_names_the_failing_cell_and_exits_non_zero(tmp_path, capsys):
+    labs = tmp_path / "labs"
+    labs.mkdir()
+    _notebook(labs / "01_fine.ipynb", [("params", "target = 'x'\nsmoke = True"),
+                                        ("code", "from helpers import report\nreport.record(seen_target=target)")])
+    _notebook(labs / "02_broken.ipynb", [("params", "target = 'x'\nsmoke = True"), ("code", "x = 1"),
+                                          ("code", "raise ValueError('the data went missing')")])
+    code = run_labs.main(["--labs-dir", str(labs), "--out", str(tmp_path / "out"), "--target", "local_cpu"])
+    assert code == 1
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    fine, broken = summary["labs"]
+    assert fine["status"] == "ok" and fine["figures"] == {"seen_target": "local_cpu"}  # the parameter was injected
+    assert broken["status"] == "failed" and "cell 3" in broken["error"] and "the data went missing" in broken["error"]
+    assert "FAILED 02_broken" in capsys.readouterr().err

@@ -1,0 +1,99 @@
+"""The container-side training script, run by hand as a user would (no runner, no SM_* variables)."""
+from __future__ import annotations
+
+import json
+import re
+import sys
+
+import pytest
+
+from conftest import SRC, TINY, run_script
+from helpers.jobs import METRIC_DEFINITIONS, parse_metric_line
+from helpers.local_runner import free_port
+
+sys.path.insert(0, str(SRC))
+import train  # noqa: E402  (the container's script, imported for its argument parsing)
+
+
+@pytest.mark.parametrize("text,value", [("False", False), ("false", False), ("0", False), ("True", True),
+                                        ("true", True), ("1", True)])
+def test_booleans_from_sagemaker_strings(text, value):
+    assert train.str2bool(text) is value
+
+
+def test_bad_boolean_is_an_error():
+    with pytest.raises(Exception, match="expected a boolean"):
+        train.str2bool("maybe")
+
+
+def test_unknown_hyperparameters_are_ignored_not_fatal():
+    args = train.parse_args(["--epochs", "2", "--sagemaker_program", "train.py", "--mystery", "1"])
+    assert args.epochs == 2 and args.unknown == ["--sagemaker_program", "train.py", "--mystery", "1"]
+
+
+def test_paths_come_from_the_contract(monkeypatch):
+    monkeypatch.setenv("SM_CHANNEL_TRAIN", "/x/train")
+    monkeypatch.setenv("SM_MODEL_DIR", "/x/model")
+    args = train.parse_args([])
+    assert args.train == "/x/train" and args.model_dir == "/x/model"
+    assert args.checkpoint_dir == "/opt/ml/checkpoints"
+
+
+@pytest.fixture(scope="module")
+def trained(small_catalog, tmp_path_factory):
+    out = tmp_path_factory.mktemp("run")
+    args = ["train.py", "--train", str(small_catalog / "train"), "--validation", str(small_catalog / "validation"),
+            "--model_dir", str(out / "model"), "--output_data_dir", str(out / "data"), "--subset", "3000",
+            "--epochs", "2", *[x for k, v in TINY.items() for x in (f"--{k}", str(v))], "--log_every", "20"]
+    done = run_script(args, env={"SM_OUTPUT_DIR": str(out / "output")})
+    assert done.returncode == 0, done.stdout + done.stderr
+    return out, done.stdout
+
+
+def test_runs_by_hand_and_learns(trained):
+    out, log = trained
+    metrics = json.loads((out / "data" / "metrics.json").read_text())
+    summary = metrics["summary"]
+    final = [h for h in metrics["history"] if h["kind"] == "final"][0]
+    assert final["val_accuracy"] > 0.3  # 44 classes: chance is 2%, the largest class 9%
+    assert summary["samples_per_sec"] > 0 and summary["precision"] == "fp32" and summary["world_size"] == 1
+    assert "mfu" not in summary  # MFU only where a GPU gives it a meaning
+
+
+def test_metric_lines_are_scrapeable_by_sagemaker_definitions(trained):
+    _, log = trained
+    for definition in METRIC_DEFINITIONS[:4]:
+        values = re.findall(definition["Regex"], log)
+        assert values and all(float(v) == float(v) for v in values), definition["Name"]
+    parsed = [parse_metric_line(l) for l in log.splitlines()]
+    assert {p["kind"] for p in parsed if p} >= {"train", "eval", "final"}
+
+
+def test_saved_model_loads_for_inference(trained):
+    import torch
+    from transformers import DistilBertForSequenceClassification, PreTrainedTokenizerFast
+
+    model_dir = trained[0] / "model"
+    model = DistilBertForSequenceClassification.from_pretrained(model_dir, local_files_only=True).eval()
+    tok = PreTrainedTokenizerFast(tokenizer_file=str(model_dir / "tokenizer.json"), pad_token="[PAD]")
+    labels = json.loads((model_dir / "labels.json").read_text())
+    with torch.no_grad():
+        logits = model(**tok(["[무료배송] 블랙 롱원피스", "stainless frying pan 28cm"], return_tensors="pt",
+                             padding=True)).logits
+    assert logits.shape == (2, len(labels))
+
+
+def test_fp16_on_cpu_is_refused_with_a_clear_message(small_catalog, tmp_path):
+    done = run_script(["train.py", "--train", str(small_catalog / "train"), "--validation",
+                       str(small_catalog / "validation"), "--precision", "fp16"],
+                      env={"SM_OUTPUT_DIR": str(tmp_path), "CUDA_VISIBLE_DEVICES": ""})
+    assert done.returncode != 0 and "fp16 needs a GPU" in done.stderr
+    assert "fp16 needs a GPU" in (tmp_path / "failure").read_text()
+
+
+def test_global_batch_must_split_across_ranks(small_catalog, tmp_path):
+    done = run_script(["-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",
+                       f"--master_port={free_port()}", "train.py", "--train", str(small_catalog / "train"),
+                       "--validation", str(small_catalog / "validation"), "--batch_size", "33"],
+                      env={"SM_OUTPUT_DIR": str(tmp_path), "GLOO_SOCKET_IFNAME": "lo"})
+    assert done.returncode != 0 and "must divide by the 2 ranks" in done.stdout + done.stderr
