@@ -25,6 +25,7 @@ import torch
 import torch.distributed as dist
 
 from catalog_data import PadCollator, TokenizedTitles, load_tokenizer, read_channel, read_labels
+from sampling import GlobalBatchPlan
 
 # name: (dim, layers, heads, ffn). "base" is distilbert-base's shape; "tiny" is for CPU smoke runs.
 MODEL_SIZES = {"tiny": (128, 2, 4, 512), "small": (256, 4, 4, 1024), "base": (768, 6, 12, 3072)}
@@ -57,6 +58,8 @@ def parse_args(argv=None):
     p.add_argument("--model_size", choices=sorted(MODEL_SIZES), default="tiny")
     p.add_argument("--max_length", type=int, default=64)
     p.add_argument("--dropout", type=float, default=0.1)
+    p.add_argument("--bucket_by_length", type=str2bool, default=False,
+                   help="batch titles of similar length together, so batches carry little padding")
     # the optimisation
     p.add_argument("--epochs", type=float, default=1.0)
     p.add_argument("--max_steps", type=int, default=0, help="stop after this many steps (0: run all epochs)")
@@ -211,12 +214,13 @@ def main(args) -> None:
     train_set = TokenizedTitles(*read_channel(args.train, labels, args.subset), tokenizer, args.max_length)
     val_set = TokenizedTitles(*read_channel(args.validation, labels, args.eval_subset), tokenizer, args.max_length)
     collate = PadCollator(tokenizer.pad_token_id)
-    # every rank draws from one global permutation per epoch (seed + epoch), each taking every world-th index:
-    # step i covers the same global batch as a single process with --batch_size would
-    sampler = torch.utils.data.DistributedSampler(train_set, num_replicas=d.world, rank=d.rank, shuffle=True,
-                                                  seed=args.seed, drop_last=True)
-    loader = torch.utils.data.DataLoader(train_set, batch_size=per_rank_batch, sampler=sampler, collate_fn=collate,
-                                         drop_last=True)
+    # one global plan of batches per epoch, each rank taking its slice: step i trains on the same rows whatever the
+    # world size, and a restart resumes from (epoch, batch) alone
+    sampler = GlobalBatchPlan(len(train_set), args.batch_size, d.world, d.rank, args.seed,
+                              lengths=[len(ids) for ids in train_set.ids] if args.bucket_by_length else None)
+    # the loader's own generator: starting an iterator must not draw from (and shift) the global torch RNG
+    loader = torch.utils.data.DataLoader(train_set, batch_sampler=sampler, collate_fn=collate,
+                                         generator=torch.Generator().manual_seed(args.seed))
     steps_per_epoch = len(loader)
     if steps_per_epoch == 0:
         raise SystemExit(f"{len(train_set)} training rows make no full batch of {args.batch_size}: lower --batch_size")
