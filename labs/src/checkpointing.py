@@ -1,0 +1,332 @@
+"""Checkpoints that survive a spot reclaim: saved every N steps and on SIGTERM, resumed bit-identically.
+
+A checkpoint is one directory in the contract's checkpoint dir (``/opt/ml/checkpoints``, which SageMaker syncs with
+the job's CheckpointConfig S3 URI and copies back into a restarted spot job)::
+
+    step-00000120/
+        state.pt        model, optimizer, scheduler, grad scaler, metric history (shared by all ranks)
+        rank-00000.pt   one per rank: its RNG states (torch CPU/CUDA, python, numpy) and progress counters
+        manifest.json   step, world size, the run's fingerprint and a SHA-256 per file; written last
+
+It is built as ``.partial-step-00000120/`` and renamed into place once complete; every file goes through temp
+file, fsync, rename, fsync of the directory. A SIGKILL mid-save leaves only a partial directory, which no restart
+reads. On start the newest checkpoint whose files all match its manifest wins; a corrupt or truncated one is logged,
+set aside as ``.corrupt-step-...`` and the next older one is tried.
+
+Resuming is refused (with the differences named) when the checkpoint comes from a run that computes something else:
+another model, batch, lr, seed, data or world size. ``--resume_allow_changes max_steps,lr`` accepts the few changes
+the script can honour explicitly (a longer schedule, a new learning rate).
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+FORMAT = 1
+EXIT_STOPPED = 128 + signal.SIGTERM  # the shell's "terminated by SIGTERM": saved, but the job did not finish
+STEP_DIR = re.compile(r"^step-(\d{8,})$")
+# arguments that may differ between a job and its restart without changing what it computes: paths (new for every
+# local launch), the checkpoint settings themselves, the collective backend
+RESUME_SAFE = frozenset({"train", "validation", "pretrained", "model_dir", "output_data_dir", "checkpoint_dir",
+                         "checkpoint_every", "checkpoint_keep", "resume_allow_changes", "backend", "unknown"})
+# changes a restart can honour when asked to: a longer or shorter schedule, logging, a new lr or weight decay
+ADJUSTABLE = frozenset({"epochs", "max_steps", "total_steps", "log_every", "evals_per_epoch", "lr", "weight_decay"})
+
+
+class CorruptCheckpoint(Exception):
+    """A checkpoint directory that does not load or does not match its manifest."""
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """All of ``data`` at ``path``, or nothing: a crash leaves at most ``path.tmp``, never a short ``path``."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename durable: the directory entry itself must reach the disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def serialize(obj) -> tuple[bytes, str]:
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    data = buf.getvalue()
+    return data, hashlib.sha256(data).hexdigest()
+
+
+def rng_state(device: torch.device) -> dict:
+    state = {"torch": torch.get_rng_state(), "python": random.getstate()}
+    if device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(device)
+    np = sys.modules.get("numpy")  # only if something loaded it: this script draws nothing from numpy itself
+    if np is not None:
+        kind, keys, pos, has_gauss, gauss = np.random.get_state()
+        state["numpy"] = (kind, torch.from_numpy(keys.astype("int64")), pos, has_gauss, gauss)
+    return state
+
+
+def set_rng_state(state: dict, device: torch.device) -> None:
+    torch.set_rng_state(state["torch"])
+    random.setstate(state["python"])
+    if "cuda" in state and device.type == "cuda":
+        torch.cuda.set_rng_state(state["cuda"], device)
+    np = sys.modules.get("numpy")
+    if np is not None and "numpy" in state:
+        kind, keys, pos, has_gauss, gauss = state["numpy"]
+        np.random.set_state((kind, keys.numpy().astype("uint32"), pos, has_gauss, gauss))
+
+
+def differences(saved: dict, current: dict) -> dict[str, tuple]:
+    """``{key: (in the checkpoint, now)}`` for every fingerprint entry that differs."""
+    missing = "(absent)"
+    return {k: (saved.get(k, missing), current.get(k, missing)) for k in sorted(set(saved) | set(current))
+            if saved.get(k, missing) != current.get(k, missing)}
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+class NoCheckpoints:
+    """Checkpointing off (``--checkpoint_every 0``): the loop calls the same methods, which do nothing."""
+
+    stopping = False
+
+    def resume(self, progress: dict) -> dict:
+        return progress
+
+    def due(self, step: int) -> bool:
+        return False
+
+    def save(self, **progress) -> None:
+        pass
+
+
+class Checkpointer:
+    """Saves and restores everything the loop's future depends on; see the module docstring for the layout.
+
+    ``d`` is the script's ``Dist`` (rank, local_rank, world, enabled, master, device, print).
+    """
+
+    def __init__(self, directory: str | Path, d, every: int, keep: int, fingerprint: dict,
+                 allow_changes: set[str], model, optimizer, schedule, scaler, metrics):
+        self.dir, self.d, self.every, self.keep = Path(directory), d, every, max(1, keep)
+        self.fingerprint, self.allow_changes = fingerprint, allow_changes
+        self.model, self.optimizer, self.schedule, self.scaler, self.metrics = model, optimizer, schedule, scaler, metrics
+        self.stopping = False
+        self._signalled = False
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise SystemExit(f"cannot write checkpoints to {self.dir} ({err}): pass --checkpoint_dir, or set "
+                             f"Job(checkpoints=True) so the runner provides /opt/ml/checkpoints") from None
+        # SageMaker sends SIGTERM before a spot reclaim or StopTrainingJob: note it, act at the next step boundary
+        signal.signal(signal.SIGTERM, self._on_sigterm)
+
+    @classmethod
+    def from_args(cls, args, d, facts: dict, **objects):
+        """The checkpointer ``args`` ask for: a :class:`NoCheckpoints` when ``--checkpoint_every`` is 0."""
+        if args.checkpoint_every <= 0:
+            return NoCheckpoints()
+        fingerprint = {k: v for k, v in sorted(vars(args).items()) if k not in RESUME_SAFE}
+        fingerprint.update(json.loads(json.dumps(facts)))  # tuples become lists, as they will in the manifest
+        allowed = {k.strip() for k in args.resume_allow_changes.split(",") if k.strip()}
+        if allowed - ADJUSTABLE:
+            raise SystemExit(f"--resume_allow_changes {args.resume_allow_changes}: only "
+                             f"{', '.join(sorted(ADJUSTABLE))} can change on resume; a change to "
+                             f"{', '.join(sorted(allowed - ADJUSTABLE))} needs a fresh --checkpoint_dir")
+        if "epochs" in allowed or "max_steps" in allowed:
+            allowed.add("total_steps")
+        return cls(args.checkpoint_dir, d, args.checkpoint_every, args.checkpoint_keep, fingerprint, allowed,
+                   **objects)
+
+    def _on_sigterm(self, signum, frame) -> None:
+        self._signalled = True
+
+    # ------------------------------------------------------------------------------------------------------ saving
+    def due(self, step: int) -> bool:
+        """Every ``every`` steps, and at the step where any rank has seen SIGTERM: all ranks agree on it (an
+        all-reduce MAX each step), since a rank that stops alone would hang the others in the next collective."""
+        self.stopping = bool(self._all_reduce(int(self._signalled), dist.ReduceOp.MAX))
+        return self.stopping or step % self.every == 0
+
+    def save(self, **progress) -> None:
+        """Write the checkpoint for ``progress["step"]`` (every rank calls this at the same step)."""
+        t0 = time.perf_counter()
+        d, name = self.d, f"step-{progress['step']:08d}"
+        partial = self.dir / f".partial-{name}"
+        partial.mkdir(exist_ok=True)
+        files = {f"rank-{d.rank:05d}.pt": {"rng": rng_state(d.device), "progress": progress}}
+        if d.rank == 0:
+            files["state.pt"] = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                                 "schedule": self.schedule.state_dict(), "scaler": self.scaler.state_dict(),
+                                 "history": self.metrics.history}
+        sums, size = {}, 0
+        for fname, obj in files.items():
+            data, sums[fname] = serialize(obj)
+            write_atomic(partial / fname, data)
+            size += len(data)
+        sums = self._gather(sums)
+        if d.rank == 0:
+            manifest = {"format": FORMAT, "step": progress["step"], "world": d.world, "files": sums,
+                        "fingerprint": self.fingerprint, "saved_at": time.time()}
+            write_atomic(partial / "manifest.json", json.dumps(manifest, indent=1).encode())
+        self._barrier()
+        if d.local_rank == 0:  # each host renames its own copy (on one host, or a shared dir, one of them does)
+            self._publish(partial, self.dir / name)
+            self._prune()
+        self._barrier()  # nobody leaves (or gets stopped by torchrun) before the checkpoint is in place
+        reason = "signal" if self.stopping else "every"
+        d.print(f"[checkpoint] event=saved step={progress['step']} reason={reason} "
+                f"seconds={time.perf_counter() - t0:.4f} mb={size / 2**20:.2f}")
+
+    def _publish(self, partial: Path, final: Path) -> None:
+        try:
+            if final.exists():  # a stale copy of this step (its successor was lost): the new one replaces it
+                shutil.rmtree(final)
+            os.replace(partial, final)
+            fsync_dir(self.dir)
+        except FileNotFoundError:
+            pass  # another host sharing this directory published it first
+
+    def _prune(self) -> None:
+        for old in self._checkpoints()[self.keep:]:
+            shutil.rmtree(old, ignore_errors=True)
+
+    def _checkpoints(self) -> list[Path]:
+        """Published checkpoints, newest first."""
+        found = [(int(m[1]), p) for p in self.dir.iterdir() if (m := STEP_DIR.match(p.name)) and p.is_dir()]
+        return [p for _, p in sorted(found, reverse=True)]
+
+    # ----------------------------------------------------------------------------------------------------- resuming
+    def resume(self, progress: dict) -> dict:
+        """Restore the newest good checkpoint and return its progress counters; ``progress`` when there is none."""
+        d = self.d
+        if d.local_rank == 0:
+            for stale in self.dir.glob(".partial-*"):
+                d.print(f"[checkpoint] removing {stale.name}: the job stopped while writing it")
+                shutil.rmtree(stale, ignore_errors=True)
+        self._barrier()
+        chosen, corrupt = None, []
+        for path in self._checkpoints():
+            try:
+                chosen = (path, *self._verify(path))
+                break
+            except CorruptCheckpoint as err:
+                d.print(f"WARNING: skipping checkpoint {path.name}: {err}; trying an older one")
+                corrupt.append(path)
+        step = chosen[1]["step"] if chosen else -1
+        if self._all_reduce(step, dist.ReduceOp.MAX) != self._all_reduce(step, dist.ReduceOp.MIN):
+            raise SystemExit(f"the ranks found different checkpoints in {self.dir} (rank {d.rank}: {step}): every "
+                             f"host must see the same checkpoint directory")
+        self._barrier()
+        if d.local_rank == 0:  # set aside, not deleted: the evidence stays, and the step name is free again
+            for path in corrupt:
+                os.replace(path, path.with_name(f".corrupt-{path.name}-{int(time.time())}"))
+        if chosen is None:
+            d.print(f"[checkpoint] event=fresh step=0 dir={self.dir}")
+            return progress
+        path, manifest, blobs = chosen
+        self._check_fingerprint(manifest["fingerprint"], path)
+        state = torch.load(io.BytesIO(blobs["state.pt"]), map_location=d.device, weights_only=True)
+        mine = torch.load(io.BytesIO(blobs[f"rank-{d.rank:05d}.pt"]), map_location="cpu", weights_only=True)
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.schedule.load_state_dict(state["schedule"])
+        self.scaler.load_state_dict(state["scaler"])
+        self._apply_allowed_changes(manifest["fingerprint"])
+        self.metrics.history = state["history"] if d.master else []
+        set_rng_state(mine["rng"], d.device)  # last: nothing after this may draw random numbers before the loop
+        d.print(f"[checkpoint] event=resumed step={manifest['step']} from={path.name}")
+        return {**progress, **mine["progress"]}
+
+    def _verify(self, path: Path) -> tuple[dict, dict[str, bytes]]:
+        """The manifest and every file's bytes, checked against their SHA-256; :class:`CorruptCheckpoint` if not."""
+        try:
+            manifest = json.loads((path / "manifest.json").read_text())
+            files = manifest["files"]
+            if manifest.get("format") != FORMAT:
+                raise CorruptCheckpoint(f"format {manifest.get('format')} is not {FORMAT}")
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise CorruptCheckpoint(f"no readable manifest ({type(err).__name__}: {err})") from None
+        blobs = {}
+        for fname, digest in files.items():
+            try:
+                blobs[fname] = (path / fname).read_bytes()
+            except OSError as err:
+                raise CorruptCheckpoint(f"{fname} is missing ({err.strerror})") from None
+            if hashlib.sha256(blobs[fname]).hexdigest() != digest:
+                raise CorruptCheckpoint(f"{fname} does not match its checksum ({len(blobs[fname])} bytes: "
+                                        f"truncated or corrupt)")
+        return manifest, blobs
+
+    def _check_fingerprint(self, saved: dict, path: Path) -> None:
+        changed = differences(saved, self.fingerprint)
+        refused = {k: v for k, v in changed.items() if k not in self.allow_changes}
+        if refused:
+            lines = "\n".join(f"  {k}: {_short(old)} in the checkpoint, {_short(new)} now" for k, (old, new)
+                              in refused.items())
+            raise SystemExit(
+                f"refusing to resume from {path}: it was written by a run with other settings, and mixing them "
+                f"would silently train something else:\n{lines}\nRestore those values, point --checkpoint_dir at a "
+                f"fresh directory to start over, or (only for {', '.join(sorted(ADJUSTABLE - {'total_steps'}))}) "
+                f"accept the change with --resume_allow_changes.")
+        for k, (old, new) in changed.items():
+            self.d.print(f"[checkpoint] resuming with {k} changed: {_short(old)} -> {_short(new)} "
+                         f"(--resume_allow_changes)")
+
+    def _apply_allowed_changes(self, saved: dict) -> None:
+        """The optimizer state carries the old lr and weight decay: a change asked for must be applied on top."""
+        changed = differences(saved, self.fingerprint)
+        if "lr" in changed:
+            lr = self.fingerprint["lr"]
+            self.schedule.base_lrs = [lr for _ in self.optimizer.param_groups]
+            for group, factor in zip(self.optimizer.param_groups, self.schedule.lr_lambdas):
+                group["initial_lr"] = lr
+                group["lr"] = lr * factor(self.schedule.last_epoch)
+            self.schedule._last_lr = [g["lr"] for g in self.optimizer.param_groups]
+        if "weight_decay" in changed:
+            for group in self.optimizer.param_groups:
+                group["weight_decay"] = self.fingerprint["weight_decay"]
+
+    # ------------------------------------------------------------------------------------------------ collectives
+    def _all_reduce(self, value: int, op) -> int:
+        if not self.d.enabled:
+            return value
+        t = torch.tensor([value], dtype=torch.int64, device=self.d.device)
+        dist.all_reduce(t, op=op)
+        return int(t.item())
+
+    def _gather(self, sums: dict) -> dict:
+        if not self.d.enabled:
+            return sums
+        every = [None] * self.d.world
+        dist.all_gather_object(every, sums)
+        return {k: v for part in every for k, v in part.items()}
+
+    def _barrier(self) -> None:
+        if self.d.enabled:
+            dist.barrier()
