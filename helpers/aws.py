@@ -63,10 +63,10 @@ class Attendee:
         return self.source == "login name" and self.name in GENERIC_USERS
 
 
-def studio_metadata(path: Path = STUDIO_METADATA) -> dict[str, Any] | None:
+def studio_metadata(path: Path | None = None) -> dict[str, Any] | None:
     """SageMaker Studio's and notebook instances' ``resource-metadata.json``; None elsewhere."""
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        return json.loads(Path(path or STUDIO_METADATA).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
 
@@ -111,6 +111,17 @@ def require_role_arn(role: str) -> str:
                         f"role='arn:aws:iam::<account-id>:role/{role}' (IAM console > Roles > {role} shows it; "
                         f"roles created by SageMaker live under 'role/service-role/').")
     raise RoleError(f"role {role!r} is not an IAM role ARN; expected 'arn:aws:iam::<12-digit account>:role/<name>'.")
+
+
+def require_bucket_name(bucket: str) -> str:
+    """A bucket name (``s3://name`` accepted) checked against S3's naming rules before any call."""
+    name = (bucket or "").strip()
+    if name.startswith("s3://"):
+        name = name[len("s3://"):].split("/")[0]
+    if not re.fullmatch(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", name) or ".." in name:
+        raise BucketError(f"{bucket!r} is not an S3 bucket name (3-63 lower-case letters, digits, dots and dashes): "
+                          f"pass the name of a bucket you can write, e.g. bucket='sagemaker-us-east-1-123456789012'.")
+    return name
 
 
 def console_url(region: str, job_name: str) -> str:
@@ -158,6 +169,8 @@ def discover(role: str | None = None, bucket: str | None = None, region: str | N
 
     if role:
         role = require_role_arn(role)  # before any call: a bare name would otherwise cost an IAM lookup
+    if bucket:
+        bucket = require_bucket_name(bucket)
     metadata = studio_metadata()
     session = boto_session or boto3.Session(region_name=region)
     if session.get_credentials() is None:
@@ -170,7 +183,9 @@ def discover(role: str | None = None, bucket: str | None = None, region: str | N
         raise RegionError("no AWS region configured: set AWS_DEFAULT_REGION=us-east-1 (or your region), add "
                           "'region = ...' to ~/.aws/config, or pass region=.")
     if session.region_name != region:
-        session = boto3.Session(botocore_session=session._session, region_name=region)
+        # The SDK's Session takes its region from the boto session, so the session gets it. Set in place: a second
+        # boto3.Session over the same botocore session registers boto3's S3 handlers twice and S3 clients then fail.
+        session._session.set_config_variable("region", region)
     try:
         identity = session.client("sts", region_name=region).get_caller_identity()
     except (ClientError, NoCredentialsError, BotoCoreError) as err:
@@ -188,8 +203,7 @@ def discover(role: str | None = None, bucket: str | None = None, region: str | N
     if not role:
         role = _role_from_caller(session, identity["Arn"], account)
 
-    bucket = (bucket or os.environ.get(BUCKET_ENV) or f"sagemaker-{region}-{account}").strip()
-    bucket = bucket[len("s3://"):].split("/")[0] if bucket.startswith("s3://") else bucket
+    bucket = require_bucket_name(bucket or os.environ.get(BUCKET_ENV) or f"sagemaker-{region}-{account}")
     if check_bucket:
         _check_bucket(session, bucket, region)
     return AwsContext(session, region, account, role, bucket, resolve_attendee(attendee, metadata or {}),
@@ -295,10 +309,9 @@ def cleanup(attendee: str | None = None, boto_session=None, region: str | None =
     client = session.client("sagemaker", region_name=region or session.region_name)
     prefix = f"{who.name}-"
     names = []
-    for status in ("InProgress", "Stopping"):
-        for page in client.get_paginator("list_training_jobs").paginate(NameContains=prefix, StatusEquals=status):
-            names += [s["TrainingJobName"] for s in page["TrainingJobSummaries"]
-                      if s["TrainingJobName"].startswith(prefix) and status == "InProgress"]
+    for page in client.get_paginator("list_training_jobs").paginate(NameContains=prefix, StatusEquals="InProgress"):
+        # NameContains matches anywhere in the name: keep only jobs that start with the prefix
+        names += [s["TrainingJobName"] for s in page["TrainingJobSummaries"] if s["TrainingJobName"].startswith(prefix)]
     if stop:
         for name in names:
             client.stop_training_job(TrainingJobName=name)

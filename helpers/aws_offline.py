@@ -39,7 +39,8 @@ FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "AKIAOFFLINEEXAMPLE00", "AWS_SECRET_ACC
 OFFLINE_ENV_FLAG = "WORKSHOP_AWS_OFFLINE"
 BODY_LIMIT = 1 << 20  # uploads up to this size are kept, so tests can read back what the SDK staged
 
-# the SDK reads its defaults (and the telemetry opt-out) from these YAML files
+# Telemetry off: the SDK reads SageMaker.PythonSDK.Modules.TelemetryOptOut from the config of the session it is
+# given, or from the config files of a session it builds itself.
 SDK_CONFIG = {"SchemaVersion": "1.0", "SageMaker": {"PythonSDK": {"Modules": {"TelemetryOptOut": True}}}}
 _SDK_CONFIG_YAML = "SchemaVersion: '1.0'\nSageMaker:\n  PythonSDK:\n    Modules:\n      TelemetryOptOut: true\n"
 
@@ -88,6 +89,21 @@ class ScriptedJob:
     failure_reason: str | None = None
 
 
+_shared_loader: list = []  # botocore's service-model loader, shared by every offline session of this process
+
+
+def _botocore_session():
+    """A fresh botocore session that reuses the service models already loaded (~0.4 s per session otherwise)."""
+    import botocore.session
+
+    session = botocore.session.get_session()
+    if _shared_loader:
+        session.register_component("data_loader", _shared_loader[0])
+    else:
+        _shared_loader.append(session.get_component("data_loader"))
+    return session
+
+
 class OfflineAWS:
     """A boto3 session that validates, records and answers every AWS API call locally.
 
@@ -95,7 +111,8 @@ class OfflineAWS:
     Nothing is signed or sent: the answer replaces the HTTP request in botocore's ``before-call`` event.
     """
 
-    def __init__(self, region: str = REGION, bucket: str = BUCKET, role_arn: str = ROLE_ARN, account: str = ACCOUNT):
+    def __init__(self, region: str = REGION, bucket: str = BUCKET, role_arn: str = ROLE_ARN, account: str = ACCOUNT,
+                 credentials: bool = True):
         import boto3
 
         self.region, self.bucket, self.role_arn, self.account = region, bucket, role_arn, account
@@ -108,9 +125,10 @@ class OfflineAWS:
         self._default_script: ScriptedJob | None = None
         self._answers: dict[str, Callable[[dict], Any] | dict | ClientErrorAnswer] = {}
         self._lock = threading.Lock()  # s3transfer uploads from worker threads
-        self.boto_session = boto3.Session(aws_access_key_id=FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
-                                          aws_secret_access_key=FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-                                          region_name=region)
+        # credentials=False: a session that finds none of its own (to test what happens without credentials)
+        keys = dict(aws_access_key_id=FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+                    aws_secret_access_key=FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"]) if credentials else {}
+        self.boto_session = boto3.Session(botocore_session=_botocore_session(), region_name=region, **keys)
         # registered before any client exists, so every client this session creates carries them
         self.boto_session.events.register("before-parameter-build.*.*", self._capture)
         self.boto_session.events.register("before-call.*.*", self._answer)
@@ -308,6 +326,9 @@ class OfflineAWS:
         self._describes[name] = -1
         return {}
 
+    def _service_quotas_ListServiceQuotas(self, params):
+        return {"Quotas": []}  # nothing known: the quota check then stays silent, as with no permission
+
     def _cloudwatch_logs_DescribeLogStreams(self, params):
         prefix = params.get("logStreamNamePrefix", "")
         name = prefix.rstrip("/")
@@ -394,10 +415,11 @@ def network_guard() -> Iterator[list[str]]:
 
 @contextlib.contextmanager
 def offline_environment() -> Iterator[None]:
-    """Fake credentials and region, no instance metadata lookups, SDK defaults from a telemetry-off config file.
+    """Fake credentials and region, no instance-metadata lookups, SDK telemetry off, no SDK defaults from this machine.
 
-    Anything that builds its own boto3 or SageMaker session inside the block (the SDK does, here and there) then
-    finds credentials without looking further, and reads no config from this machine's ``~/.config/sagemaker``.
+    Anything that builds its own boto3 or SageMaker session inside the block then finds the fake credentials without
+    looking further, and the SDK reads its user and admin config from one file that only turns telemetry off: a
+    developer's ``~/.config/sagemaker/config.yaml`` (default VPC, tags...) cannot leak into a request.
     """
     with tempfile.TemporaryDirectory(prefix="sm-offline-") as tmp:
         config = os.path.join(tmp, "config.yaml")
@@ -423,6 +445,40 @@ def offline_environment() -> Iterator[None]:
                     os.environ.pop(k, None)
                 else:
                     os.environ[k] = v
+
+
+_VALID_CONFIGS: set[str] = set()  # SDK defaults configs already validated in this process
+
+
+@contextlib.contextmanager
+def config_validated_once() -> Iterator[None]:
+    """Inside the block the SDK validates each distinct defaults config once per process, not at every lookup.
+
+    The SDK checks its config against its JSON schema, and that schema against the JSON Schema meta-schema, when it
+    makes a session and again for every value it looks up (~0.6 s each, a dozen per job): with the telemetry opt-out
+    config a dry run took 5 s instead of 1. The validation is still the SDK's own; only repeats are skipped.
+    """
+    from sagemaker.core.config.config_manager import SageMakerConfig
+    from sagemaker.core.helper import session_helper
+
+    method = SageMakerConfig.__dict__["validate_sagemaker_config"]
+    function = session_helper.validate_sagemaker_config
+
+    def once(validate):
+        def validate_once(sagemaker_config=None):
+            key = json.dumps(sagemaker_config, sort_keys=True, default=str)
+            if key not in _VALID_CONFIGS:
+                validate(sagemaker_config)
+                _VALID_CONFIGS.add(key)
+        return validate_once
+
+    SageMakerConfig.validate_sagemaker_config = staticmethod(once(method.__func__))
+    session_helper.validate_sagemaker_config = once(function)
+    try:
+        yield
+    finally:
+        SageMakerConfig.validate_sagemaker_config = method
+        session_helper.validate_sagemaker_config = function
 
 
 _active: list[OfflineAWS] = []

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from .jobs import REPO, RUNS_DIR
 from .report import FIGURES_ENV
+from .sagemaker_jobs import REQUESTS_ENV
 
 LABS_DIR = REPO / "labs"
 
@@ -33,6 +34,7 @@ class LabRun:
     notebook: str
     figures: dict = field(default_factory=dict)
     error: str = ""
+    requests: list[str] = field(default_factory=list)  # JSON files of the SageMaker requests its dry runs built
 
 
 def discover(labs_dir: Path = LABS_DIR, only: list[str] | None = None) -> list[Path]:
@@ -77,6 +79,10 @@ def run_lab(notebook: Path, out_dir: Path, parameters: dict, verbose: bool = Fal
     figures_file = out_dir / f"{notebook.stem}.figures.json"
     figures_file.unlink(missing_ok=True)
     os.environ[FIGURES_ENV] = str(figures_file)  # the kernel inherits it; helpers.report.record() writes there
+    requests_dir = out_dir / f"{notebook.stem}.requests"
+    for old in requests_dir.glob("*.json"):
+        old.unlink()
+    os.environ[REQUESTS_ENV] = str(requests_dir)  # helpers.sagemaker_jobs saves each dry run's request there
     start = time.perf_counter()
     try:
         pm.execute_notebook(str(notebook), str(executed), parameters=given, kernel_name="python3",
@@ -90,8 +96,11 @@ def run_lab(notebook: Path, out_dir: Path, parameters: dict, verbose: bool = Fal
         status, error = "failed", f"{type(e).__name__}: {e}"
     finally:
         os.environ.pop(FIGURES_ENV, None)
+        os.environ.pop(REQUESTS_ENV, None)
     figures = json.loads(figures_file.read_text()) if figures_file.is_file() else {}
-    return LabRun(notebook.stem, status, round(time.perf_counter() - start, 1), str(executed), figures, error)
+    requests = [str(p) for p in sorted(requests_dir.glob("*.json"))]
+    return LabRun(notebook.stem, status, round(time.perf_counter() - start, 1), str(executed), figures, error,
+                  requests)
 
 
 def write_summary(runs: list[LabRun], out_dir: Path, parameters: dict) -> None:

@@ -24,6 +24,7 @@ or ``s3://`` URIs, each with an explicit input mode (File, FastFile), or FSx for
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import html
 import io
@@ -41,7 +42,7 @@ from typing import Any, Callable
 
 from . import aws, aws_offline, cost, instances
 from .jobs import METRIC_DEFINITIONS, REPO, RUNS_DIR, Job, parse_metric_line
-from .targets import Target, TargetError
+from .targets import LOCAL_TARGETS, Target, TargetError
 
 TENSORBOARD_DIR = "/opt/ml/output/tensorboard"  # where SageMaker collects TensorBoard files from
 CHECKPOINT_DIR = "/opt/ml/checkpoints"  # synced with CheckpointConfig.s3_uri; restored into a restarted spot job
@@ -49,6 +50,7 @@ LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 MAX_RUNTIME_S = 28 * 24 * 3600  # the service's ceiling for MaxRuntimeInSeconds
 INPUT_MODES = ("File", "FastFile", "FSx")
 LAUNCHERS = ("auto", "torchrun", "smddp", "smp")
+REQUESTS_ENV = "WORKSHOP_REQUESTS_DIR"  # set by the headless lab runner: every dry run's request is saved there
 
 # The framework image every lab runs on, retrieved through the SDK's image_uris (it knows PyTorch DLCs up to 2.10).
 PYTORCH_DLC = ("2.10.0", "py313")
@@ -64,6 +66,7 @@ TOOLKIT_HYPERPARAMETERS = ("sagemaker_program", "sagemaker_submit_directory", "s
                            "sagemaker_instance_type", "sagemaker_distributed_dataparallel_custom_mpi_options")
 _SECRETS = re.compile(r"secret|token|password|passwd|credential|api[_-]?key|access[_-]?key", re.IGNORECASE)
 _NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
+_MPI_TAG = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:")  # mpirun --tag-output prefixes every line of an SMDDP job
 
 
 # ---------------------------------------------------------------------------------------------------- errors
@@ -146,19 +149,25 @@ def _region_for_images(region: str | None) -> str:
     return region or aws_offline.REGION
 
 
-def default_image(launcher: str, instance: instances.InstanceType, region: str | None = None) -> tuple[str, str]:
-    """(image URI, why this image) for a launcher on an instance type, through the SDK's ``image_uris``."""
+@functools.lru_cache(maxsize=64)
+def _image_uri(**query) -> str:
+    """``image_uris.retrieve``, remembered: it reads botocore's endpoint tables (~0.5 s) on every call."""
     from sagemaker.core import image_uris
 
+    return image_uris.retrieve(image_scope="training", **query)
+
+
+def default_image(launcher: str, instance: instances.InstanceType, region: str | None = None) -> tuple[str, str]:
+    """(image URI, why this image) for a launcher on an instance type, through the SDK's ``image_uris``."""
     region = _region_for_images(region)
     if launcher == "smp":
         version, py, cuda = SMP_IMAGE
-        uri = image_uris.retrieve(framework="pytorch-smp", region=region, version=version, py_version=py,
-                                  container_version=cuda, instance_type=instance.name, image_scope="training")
+        uri = _image_uri(framework="pytorch-smp", region=region, version=version, py_version=py,
+                         container_version=cuda, instance_type=instance.name)
         return uri, f"SMP v2 image for PyTorch {version} (bundles SMDDP {SMDDP_IN_SMP_IMAGES[version]})"
     version, py = SMDDP_DLC if launcher == "smddp" else PYTORCH_DLC
-    uri = image_uris.retrieve(framework="pytorch", region=region, version=version, py_version=py,
-                              instance_type=instance.name, image_scope="training")
+    uri = _image_uri(framework="pytorch", region=region, version=version, py_version=py,
+                     instance_type=instance.name)
     why = (f"PyTorch {version} DLC: the newest framework image that ships SMDDP" if launcher == "smddp"
            else f"PyTorch {version} DLC ({'GPU' if instance.gpus else 'CPU'})")
     return uri, why
@@ -180,7 +189,7 @@ def image_has_smddp(image_uri: str) -> bool:
 
 def _target_instance(target: Target | str) -> instances.InstanceType:
     name = target.name if isinstance(target, Target) else str(target)
-    if not name.startswith("ml."):
+    if name in LOCAL_TARGETS:
         raise TargetError(f"helpers.sagemaker_jobs runs SageMaker instance types ('ml.g5.2xlarge'); {name!r} is a "
                           f"local target: use helpers.jobs.run_job(job, {name!r}).")
     return instances.lookup(name)
@@ -594,6 +603,15 @@ class DryRun:
         return self.request["TrainingJobName"]
 
     @property
+    def history(self) -> list[dict]:
+        """Empty: nothing trained. Labs test ``result.history`` to show curves only after a real run."""
+        return []
+
+    @property
+    def metrics(self) -> dict:
+        return {}
+
+    @property
     def over_budget(self) -> bool:
         return bool(self.estimate and self.budget_usd is not None and self.estimate.max_usd > self.budget_usd)
 
@@ -749,7 +767,7 @@ class LaunchedJob:
     def _take(self, host: str, line: str, multi: bool) -> None:
         text = f"[{host}] {line}" if multi else line
         self.tail = (self.tail + [text])[-60:]
-        parsed = parse_metric_line(line.split("]: ", 1)[-1] if line.startswith("[1,") else line)
+        parsed = parse_metric_line(_MPI_TAG.sub("", line))
         if parsed:
             parsed["host"] = host
             self.history.append(parsed)
@@ -813,8 +831,9 @@ def _offline_session(session) -> aws_offline.OfflineAWS | None:
 def _capture(plan: Plan, recorder: aws_offline.OfflineAWS, role: str, bucket: str, attendee: str,
              checkpoint_s3_uri: str | None) -> dict:
     """Build the trainer on a recording session and let the SDK 'create' the job: returns the request."""
-    trainer = build_trainer(plan, recorder.sagemaker_session(), role, bucket, attendee, checkpoint_s3_uri)
-    trainer.train(wait=False, logs=False)
+    with aws_offline.config_validated_once():
+        trainer = build_trainer(plan, recorder.sagemaker_session(), role, bucket, attendee, checkpoint_s3_uri)
+        trainer.train(wait=False, logs=False)
     return recorder.request("CreateTrainingJob")
 
 
@@ -838,6 +857,8 @@ def run(job: Job, target: Target | str, launch: bool = False, budget_usd: float 
     plan = preflight(job, target, region=region, tensorboard=tensorboard, image_has_smddp_override=image_has_smddp)
     if role:
         role = aws.require_role_arn(role)
+    if bucket:
+        bucket = aws.require_bucket_name(bucket)
     budget_usd = cost.budget_from_environment() if budget_usd is None else budget_usd
     try:
         estimate = cost.estimate(plan.instance.name, job.instance_count, max_runtime_s=job.max_runtime_s,
@@ -913,9 +934,28 @@ def run(job: Job, target: Target | str, launch: bool = False, budget_usd: float 
     where_inputs = Locations(bucket_name, who.name, job)
     uploads = _uploads(made, [where_inputs.channel_prefix(c.source) for c in plan.channels if c.kind == "local"])
     dry = DryRun(plan, request, estimate, budget_usd, uploads, aws_offline.summarize(made), where, notes, relaunch)
+    save_request(dry, target)
     if echo and not _in_notebook():
         print(dry, flush=True)
     return dry
+
+
+def save_request(dry: DryRun, target: Target | str, directory: str | Path | None = None) -> Path | None:
+    """Write a dry run's request and plan as JSON into ``directory`` (default: ``$WORKSHOP_REQUESTS_DIR``; nothing
+    when neither is set). The headless lab runner collects them, so tests can check what each lab would launch."""
+    directory = directory or os.environ.get(REQUESTS_ENV)
+    if not directory:
+        return None
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    p = dry.plan
+    record = {"lab_job": p.job.name, "target": target.name if isinstance(target, Target) else str(target),
+              "launcher": p.launcher, "processes_per_host": p.processes_per_host, "world_size": p.world_size,
+              "image_note": p.image_note, "max_usd": dry.estimate.max_usd if dry.estimate else None,
+              "uploads": dry.uploads, "calls": dry.calls, "request": _redacted(dry.request)}
+    path = out / f"{len(list(out.glob('*.json'))) + 1:02d}-{p.job.name}.json"
+    path.write_text(aws_offline.to_json(record), encoding="utf-8")
+    return path
 
 
 def _in_notebook() -> bool:

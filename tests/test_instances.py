@@ -1,0 +1,107 @@
+"""The instance catalogue: lookups with suggestions, feature support, dated prices, agreement with the SDK's tables."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from helpers import instances, targets
+
+
+def test_lookup_gives_the_hardware():
+    p4d = instances.lookup("ml.p4d.24xlarge")
+    assert (p4d.gpus, p4d.gpu.model, p4d.gpu.memory_gib, p4d.vcpus, p4d.efa) == (8, "A100", 40, 96, True)
+    assert p4d.gpu_memory_gib == 320 and p4d.bf16 and p4d.supports("efa")
+    g5 = instances.lookup("ml.g5.12xlarge")
+    assert (g5.gpus, g5.gpu.model, g5.family) == (4, "A10G", "g5")
+    assert not instances.lookup("ml.g4dn.xlarge").bf16  # T4: no bf16
+    assert instances.lookup("ML.G5.2XLARGE").name == "ml.g5.2xlarge"
+
+
+@pytest.mark.parametrize("typo, suggestion", [("ml.p4d.24xlarg", "ml.p4d.24xlarge"), ("ml.g5.2xlarg", "ml.g5.2xlarge"),
+                                              ("ml.p4.24xlarge", "ml.p4d.24xlarge")])
+def test_unknown_type_suggests_close_ones(typo, suggestion):
+    with pytest.raises(instances.UnknownInstanceType, match=re.escape(repr(suggestion))):
+        instances.lookup(typo)
+
+
+def test_a_name_without_the_ml_prefix_is_named_exactly():
+    with pytest.raises(instances.UnknownInstanceType, match=r"start with 'ml\.'.*'ml\.g5\.2xlarge'"):
+        instances.lookup("g5.2xlarge")
+
+
+def test_nothing_close_lists_the_families():
+    with pytest.raises(instances.UnknownInstanceType) as err:
+        instances.lookup("ml.zz9.huge")
+    assert "Did you mean" not in str(err.value) and "g5" in str(err.value) and "p4d" in str(err.value)
+
+
+def test_targets_resolve_uses_the_catalogue():
+    t = targets.resolve("ml.p4d.24xlarge")
+    assert (t.gpus, t.cpus, t.is_local) == (8, 96, False)
+    with pytest.raises(targets.TargetError, match="ml.p4d.24xlarge"):  # UnknownInstanceType is a TargetError
+        targets.resolve("ml.p4d.24xlarg")
+
+
+def test_smddp_runs_on_exactly_three_types_and_not_p5_or_g():
+    assert set(instances.supporting("smddp")) == {"ml.p3dn.24xlarge", "ml.p4d.24xlarge", "ml.p4de.24xlarge"}
+    for name in ("ml.p5.48xlarge", "ml.g5.48xlarge", "ml.p3.16xlarge"):
+        assert not instances.lookup(name).supports("smddp")
+
+
+def test_smddp_types_are_the_sdks_own_list_less_the_dropped_p3_16xlarge():
+    from sagemaker.core.fw_utils import SM_DATAPARALLEL_SUPPORTED_INSTANCE_TYPES
+
+    sdk = set(SM_DATAPARALLEL_SUPPORTED_INSTANCE_TYPES) - {"local_gpu", "ml.p3.16xlarge"}
+    assert set(instances.supporting("smddp")) == sdk
+
+
+def test_smp_types():
+    assert set(instances.supporting("smp")) == {"ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.p5.48xlarge",
+                                                "ml.p5e.48xlarge"}
+
+
+def test_supporting_is_cheapest_first_with_unpriced_last():
+    names = instances.supporting("smp")
+    prices = [instances.lookup(n).price_per_hour for n in names]
+    assert prices[-1] is None and prices[:-1] == sorted(prices[:-1])
+
+
+def test_gpu_counts_and_memory_agree_with_the_sdks_table():
+    from sagemaker.core import instance_types_gpu_info
+
+    sdk = instance_types_gpu_info.retrieve("us-east-1")
+    compared = 0
+    for name, spec in instances.CATALOGUE.items():
+        if name in sdk:
+            compared += 1
+            assert sdk[name]["Count"] == spec.gpus, name
+            # the SDK counts usable MiB (a 24 GiB A10G shows 22.4 GiB on g5.48xlarge): within 10%
+            assert abs(sdk[name]["TotalGpuMemoryInMiB"] / 1024 - spec.gpu_memory_gib) <= 0.1 * spec.gpu_memory_gib
+    assert compared >= 15
+
+
+def test_every_price_is_dated_with_a_source():
+    for spec in instances.CATALOGUE.values():
+        assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", spec.price_as_of), spec.name
+        assert "us-east-1" in spec.price_source or "US East" in spec.price_source
+        assert spec.price_per_hour is None or spec.price_per_hour > 0
+    # bigger sizes of a family cost more per hour
+    g5 = [instances.lookup(f"ml.g5.{s}").price_per_hour for s in ("xlarge", "2xlarge", "4xlarge", "12xlarge",
+                                                                   "48xlarge")]
+    assert g5 == sorted(g5)
+
+
+def test_non_gpu_accelerators_are_named():
+    trn = instances.lookup("ml.trn1.32xlarge")
+    assert trn.gpus == 0 and "Trainium" in trn.describe() and not trn.supports("gpu")
+
+
+def test_describe_and_table():
+    assert instances.lookup("ml.p4d.24xlarge").describe() == \
+        "ml.p4d.24xlarge: 8 x A100 40 GiB, 96 vCPU, 1152 GiB, 400 Gb/s EFA, $25.25/h"
+    assert "no price on file" in instances.lookup("ml.p5e.48xlarge").describe()
+    rows = instances.table(["ml.g5.2xlarge", "ml.p4d.24xlarge"])
+    assert [r["instance_type"] for r in rows] == ["ml.g5.2xlarge", "ml.p4d.24xlarge"]
+    assert rows[1]["smddp"] and rows[1]["smp"] and not rows[0]["smddp"] and rows[1]["gpu_memory_gib"] == 40
+    assert len(instances.table()) == len(instances.CATALOGUE)

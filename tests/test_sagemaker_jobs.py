@@ -1,0 +1,499 @@
+"""A lab's Job as a SageMaker training job, built by SDK v3's ModelTrainer and checked offline.
+
+Every request below is the one the SDK really produced: botocore validated it against the SageMaker service model
+and ``helpers.aws_offline`` answered it instead of sending it. Each test runs inside a block that fails the test if
+anything tried the network (even where a library swallowed the error), with SDK telemetry off.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import tarfile
+
+import pytest
+
+from helpers import aws, aws_offline, cost, instances, sagemaker_jobs as sj
+from helpers.aws_offline import ClientErrorAnswer, ScriptedJob
+from helpers.jobs import METRIC_NAMES, SOURCE_DIR, Job
+
+ROLE = aws_offline.ROLE_ARN
+BUCKET = aws_offline.BUCKET
+
+
+@pytest.fixture
+def data(tmp_path):
+    """Two small channel directories."""
+    for name, rows in (("train", 30), ("validation", 5)):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "part-00000.csv").write_text("id,title,category\n" + "".join(f"{i},t{i},c\n" for i in range(rows)))
+    return {"train": tmp_path / "train", "validation": tmp_path / "validation"}
+
+
+@pytest.fixture
+def no_studio(monkeypatch, tmp_path):
+    monkeypatch.setattr(aws, "STUDIO_METADATA", tmp_path / "no-such-metadata.json")
+    for name in (aws.ATTENDEE_ENV, aws.BUCKET_ENV, *aws.ROLE_ENV, cost.BUDGET_ENV, sj.REQUESTS_ENV,
+                 aws_offline.OFFLINE_ENV_FLAG):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def offline(no_studio):
+    """The dry-run path: helpers.sagemaker_jobs.run picks this session up; strict, so a network attempt fails."""
+    with aws_offline.offline() as off:
+        yield off
+
+
+@pytest.fixture
+def fake_aws(no_studio):
+    """The launch path: a boto3 session with (fake) credentials that sagemaker_jobs treats as real AWS."""
+    with aws_offline.offline_environment(), aws_offline.network_guard() as attempts, \
+            aws_offline.config_validated_once():
+        yield aws_offline.OfflineAWS()
+    assert not attempts, f"something tried the network: {attempts}"
+
+
+def dry(job: Job, target: str, **options) -> sj.DryRun:
+    return sj.run(job, target, echo=False, attendee="alice", **options)
+
+
+def channel(request: dict, name: str) -> dict:
+    return next(c for c in request["InputDataConfig"] if c["ChannelName"] == name)
+
+
+def uploaded_json(off: aws_offline.OfflineAWS, request: dict, name: str) -> dict:
+    """A JSON file the SDK staged in its ``sm_drivers`` channel (distributed.json, sourcecode.json)."""
+    prefix = channel(request, "sm_drivers")["DataSource"]["S3DataSource"]["S3Uri"]
+    return json.loads(off.read(f"{prefix}/{name}"))
+
+
+# ---------------------------------------------------------------------------------------------------- one request per kind
+def test_single_process_script(offline, data):
+    job = Job("lab01-single", {"epochs": 1, "lr": 5e-5, "model_size": "base"}, data)
+    d = dry(job, "ml.g5.2xlarge")
+    r = d.request
+    assert d.plan.launcher == "script" and d.plan.world_size == 1
+    assert r["AlgorithmSpecification"]["TrainingImage"] == \
+        "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.10.0-gpu-py313"
+    assert r["ResourceConfig"] == {"InstanceType": "ml.g5.2xlarge", "InstanceCount": 1, "VolumeSizeInGB": 30}
+    assert r["RoleArn"] == ROLE and r["TrainingJobName"].startswith("alice-lab01-single-")
+    # every hyperparameter reaches the script as --key value: strings in the request
+    assert r["HyperParameters"] == {"epochs": "1", "lr": "5e-05", "model_size": "base"}
+    # the SDK's own driver runs the script; the image's entrypoint is not used
+    assert r["AlgorithmSpecification"]["ContainerEntrypoint"] == ["/bin/bash"]
+    assert "sm_train.sh" in " ".join(r["AlgorithmSpecification"]["ContainerArguments"])
+    assert [c["ChannelName"] for c in r["InputDataConfig"]] == ["train", "validation", "code", "sm_drivers"]
+    train = channel(r, "train")
+    assert train["InputMode"] == "File" and train["DataSource"]["S3DataSource"]["S3Uri"].startswith(
+        f"s3://{BUCKET}/alice/inputs/")
+    assert offline.read(train["DataSource"]["S3DataSource"]["S3Uri"] + "/part-00000.csv").startswith(b"id,title")
+    assert r["OutputDataConfig"]["S3OutputPath"] == f"s3://{BUCKET}/alice/output"
+    assert r["StoppingCondition"] == {"MaxRuntimeInSeconds": 7200}
+    assert not {"EnableManagedSpotTraining", "CheckpointConfig", "VpcConfig", "TensorBoardOutputConfig"} & set(r)
+    assert [m["Name"] for m in r["AlgorithmSpecification"]["MetricDefinitions"]] == list(METRIC_NAMES)
+    assert {"Key": "workshop-attendee", "Value": "alice"} in r["Tags"]
+    assert uploaded_json(offline, r, "distributed.json") == {}
+    assert uploaded_json(offline, r, "sourcecode.json")["entry_script"] == "train.py"
+    code = channel(r, "code")["DataSource"]["S3DataSource"]["S3Uri"]
+    assert b"def main" in offline.read(f"{code}/train.py")  # the container-side source, as it is on disk
+    assert d.calls["sagemaker.CreateTrainingJob"] == 1 and "sagemaker.StartTrainingJob" not in d.calls
+
+
+def test_torchrun_on_two_multi_gpu_instances(offline, data):
+    job = Job("lab02-ddp", {"epochs": 1}, data, instance_count=2)
+    d = dry(job, "ml.g5.12xlarge")
+    r = d.request
+    assert d.plan.launcher == "torchrun" and d.plan.processes_per_host == 4 and d.plan.world_size == 8
+    assert r["ResourceConfig"]["InstanceCount"] == 2 and r["ResourceConfig"]["InstanceType"] == "ml.g5.12xlarge"
+    # process_count_per_node unset: the SDK's torchrun driver starts one process per GPU it finds
+    assert uploaded_json(offline, r, "distributed.json") == {"process_count_per_node": None, "smp": None}
+    drivers = channel(r, "sm_drivers")["DataSource"]["S3DataSource"]["S3Uri"][len(f"s3://{BUCKET}/"):]
+    assert f"{drivers}/distributed_drivers/torchrun_driver.py" in offline.objects[BUCKET]
+
+    two = dry(Job("lab02-ddp", {}, data, processes_per_host=2), "ml.g5.12xlarge")
+    assert uploaded_json(offline, two.request, "distributed.json")["process_count_per_node"] == 2
+
+
+def test_smddp_through_the_images_training_toolkit(offline, data):
+    job = Job("lab03-smddp", {"epochs": 2, "precision": "bf16"}, data, distribution="smddp", instance_count=2)
+    d = dry(job, "ml.p4d.24xlarge")
+    r, hps = d.request, d.request["HyperParameters"]
+    assert d.plan.launcher == "smddp" and d.plan.world_size == 16
+    assert r["AlgorithmSpecification"]["TrainingImage"] == \
+        "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.3.0-gpu-py311"
+    assert sj.image_has_smddp(r["AlgorithmSpecification"]["TrainingImage"])
+    # no SDK driver: the image's own entrypoint (the training toolkit) runs mpirun ... smddprun
+    assert "ContainerEntrypoint" not in r["AlgorithmSpecification"]
+    assert [c["ChannelName"] for c in r["InputDataConfig"]] == ["train", "validation"]
+    assert hps["sagemaker_distributed_dataparallel_enabled"] == "true"
+    assert json.loads(hps["sagemaker_program"]) == "train.py"
+    assert json.loads(hps["sagemaker_instance_type"]) == "ml.p4d.24xlarge"
+    assert json.loads(hps["sagemaker_region"]) == "us-east-1"
+    # the toolkit JSON-decodes every value, as SDK v2 encoded them
+    assert json.loads(hps["epochs"]) == 2 and json.loads(hps["precision"]) == "bf16"
+    submit = json.loads(hps["sagemaker_submit_directory"])
+    assert submit.startswith(f"s3://{BUCKET}/alice/source/") and submit.endswith("/sourcedir.tar.gz")
+    with tarfile.open(fileobj=io.BytesIO(offline.read(submit))) as tar:
+        names = tar.getnames()
+        assert tar.extractfile("train.py").read() == (SOURCE_DIR / "train.py").read_bytes()
+    assert "catalog_data.py" in names and not any("__pycache__" in n for n in names)
+
+
+def test_the_source_tarball_is_reproducible(tmp_path):
+    a = sj.source_tarball(SOURCE_DIR, (tmp_path / "a").mkdir() or tmp_path / "a").read_bytes()
+    b = sj.source_tarball(SOURCE_DIR, (tmp_path / "b").mkdir() or tmp_path / "b").read_bytes()
+    assert a == b  # same content, same name in S3: an unchanged source is not uploaded twice
+
+
+def test_smp_v2_on_the_smp_image(offline, data):
+    job = Job("lab07-smp", {"epochs": 1}, data, distribution="smp", instance_count=2,
+              smp={"hybrid_shard_degree": 8, "tensor_parallel_degree": 2})
+    d = dry(job, "ml.p4d.24xlarge")
+    r = d.request
+    assert r["AlgorithmSpecification"]["TrainingImage"] == \
+        "658645717510.dkr.ecr.us-east-1.amazonaws.com/smdistributed-modelparallel:2.5.1-gpu-py311-cu124"
+    assert json.loads(r["HyperParameters"]["mp_parameters"]) == {"hybrid_shard_degree": 8,
+                                                                 "tensor_parallel_degree": 2}
+    assert uploaded_json(offline, r, "distributed.json")["smp"]["tensor_parallel_degree"] == 2
+    assert sj.image_has_smddp(r["AlgorithmSpecification"]["TrainingImage"])  # SMP images bundle SMDDP
+
+
+def test_spot_with_max_wait_and_checkpoints(offline, data):
+    job = Job("lab04-spot", {"epochs": 3}, data, spot=True, checkpoints=True, max_runtime_s=3600)
+    d = dry(job, "ml.g5.2xlarge")
+    r = d.request
+    assert r["EnableManagedSpotTraining"] is True
+    assert r["StoppingCondition"] == {"MaxRuntimeInSeconds": 3600, "MaxWaitTimeInSeconds": 7200}
+    assert r["CheckpointConfig"] == {"S3Uri": f"s3://{BUCKET}/alice/checkpoints/lab04-spot/",
+                                     "LocalPath": "/opt/ml/checkpoints"}
+    assert any("max_wait_s not set" in n for n in d.plan.notes)
+    assert d.estimate.spot and d.estimate.max_usd == pytest.approx(1.52 * 0.7)
+
+    given = dry(Job("lab04-spot", {}, data, spot=True, checkpoints=True, max_runtime_s=3600, max_wait_s=5400),
+                "ml.g5.2xlarge", checkpoint_s3_uri="s3://team-bucket/ckpt/run-7/")
+    assert given.request["StoppingCondition"]["MaxWaitTimeInSeconds"] == 5400
+    assert given.request["CheckpointConfig"]["S3Uri"] == "s3://team-bucket/ckpt/run-7/"
+
+
+def test_checkpoints_without_spot(offline, data):
+    r = dry(Job("lab04-ckpt", {}, data, checkpoints=True), "ml.g5.2xlarge").request
+    assert "EnableManagedSpotTraining" not in r and r["CheckpointConfig"]["LocalPath"] == "/opt/ml/checkpoints"
+    assert "MaxWaitTimeInSeconds" not in r["StoppingCondition"]
+
+
+def test_fastfile_channels_are_fastfile_in_the_request(offline, data):
+    job = Job("lab05-fastfile", {}, {**data, "extra": "s3://shared-data/catalog/big/"}, input_mode="FastFile",
+              channel_modes={"validation": "File"})
+    d = dry(job, "ml.g5.2xlarge")
+    r = d.request
+    assert channel(r, "train")["InputMode"] == "FastFile"
+    assert channel(r, "extra")["InputMode"] == "FastFile"
+    assert channel(r, "extra")["DataSource"]["S3DataSource"]["S3Uri"] == "s3://shared-data/catalog/big/"
+    assert channel(r, "validation")["InputMode"] == "File"
+    assert not any(k.startswith("catalog/big") for k in offline.objects.get("shared-data", {}))  # not re-uploaded
+
+
+def test_the_sdk_pitfall_a_plain_string_source_is_file_mode(offline):
+    """Why the helpers always build an explicit S3DataSource: the SDK turns a plain string into File mode."""
+    from sagemaker.core.training.configs import Compute, InputData
+    from sagemaker.train import ModelTrainer
+
+    trainer = ModelTrainer(sagemaker_session=offline.sagemaker_session(), role=ROLE, training_image="img:1",
+                           training_input_mode="FastFile", compute=Compute(instance_type="ml.g5.2xlarge"),
+                           input_data_config=[InputData(channel_name="train", data_source="s3://b/train/")])
+    with aws_offline.config_validated_once():
+        trainer.train(wait=False, logs=False)
+    assert channel(offline.request("CreateTrainingJob"), "train")["InputMode"] == "File"
+
+
+def test_fsx_channel_with_its_vpc(offline, data):
+    fsx = {"file_system_id": "fs-0123456789abcdef0", "directory_path": "/abcdef12/catalog",
+           "subnets": ["subnet-0aa"], "security_group_ids": ["sg-0bb"]}
+    job = Job("lab05-fsx", {}, {"train": "train", "validation": data["validation"]}, fsx=fsx,
+              channel_modes={"train": "FSx"})
+    d = dry(job, "ml.p4d.24xlarge")
+    r = d.request
+    assert channel(r, "train")["DataSource"] == {"FileSystemDataSource": {
+        "FileSystemId": "fs-0123456789abcdef0", "FileSystemType": "FSxLustre",
+        "DirectoryPath": "/abcdef12/catalog/train", "FileSystemAccessMode": "ro"}}
+    assert channel(r, "validation")["DataSource"]["S3DataSource"]
+    assert r["VpcConfig"] == {"SecurityGroupIds": ["sg-0bb"], "Subnets": ["subnet-0aa"]}
+
+
+def test_tensorboard_output_when_the_script_writes_there(offline, data):
+    r = dry(Job("lab06-tb", {"tensorboard_dir": "/opt/ml/output/tensorboard"}, data), "ml.g5.2xlarge").request
+    assert r["TensorBoardOutputConfig"] == {"LocalPath": "/opt/ml/output/tensorboard",
+                                            "S3OutputPath": f"s3://{BUCKET}/alice/tensorboard/lab06-tb/"}
+
+
+def test_telemetry_is_off(offline, data, monkeypatch):
+    from sagemaker.core.telemetry import telemetry_logging
+
+    sent = []
+    monkeypatch.setattr(telemetry_logging, "_send_telemetry_request", lambda *a, **k: sent.append(a))
+    dry(Job("lab01-single", {}, data), "ml.g5.2xlarge")
+    assert sent == []
+
+
+# ---------------------------------------------------------------------------------------------------- the dry run shown
+def test_the_dry_run_shows_request_cost_and_uploads(offline, data, capsys):
+    job = Job("lab01-single", {"epochs": 1, "hf_token": "hf_abc123"}, data, environment={"WANDB_API_KEY": "k-1"})
+    d = sj.run(job, "ml.g5.2xlarge", attendee="alice", budget_usd=1.0)
+    printed = capsys.readouterr().out
+    assert printed.startswith("DRY RUN - nothing launched")
+    for text in ("1 x ml.g5.2xlarge", "CreateTrainingJob request:", '"TrainingJobName": "alice-lab01-single-',
+                 "on-demand, at most  $3.04", "OVER BUDGET", "upload     1 file(s)", "launch=True"):
+        assert text in printed, text
+    assert "hf_abc123" not in printed and "k-1" not in printed  # secret-looking values are hidden
+    assert d.request["HyperParameters"]["hf_token"] == "hf_abc123"  # ...but sent as given
+    assert d.over_budget and d.history == [] and d.metrics == {}
+    assert "<details>" in d._repr_html_() and "hf_abc123" not in d._repr_html_()
+    with pytest.raises(sj.LaunchRefused, match="placeholder"):
+        d.launch()
+
+
+def test_each_dry_run_request_is_saved_for_the_lab_runner(offline, data, tmp_path, monkeypatch):
+    monkeypatch.setenv(sj.REQUESTS_ENV, str(tmp_path / "requests"))
+    dry(Job("lab02-ddp", {}, data, instance_count=2), "ml.g5.12xlarge")
+    dry(Job("lab02-ddp-fsdp", {}, data), "ml.g5.12xlarge")
+    saved = sorted((tmp_path / "requests").glob("*.json"))
+    assert [p.name for p in saved] == ["01-lab02-ddp.json", "02-lab02-ddp-fsdp.json"]
+    first = json.loads(saved[0].read_text())
+    assert first["launcher"] == "torchrun" and first["world_size"] == 8 and first["target"] == "ml.g5.12xlarge"
+    assert first["request"]["ResourceConfig"]["InstanceCount"] == 2
+
+
+def test_headless_without_credentials_the_dry_run_uses_placeholders(no_studio, data, capsys):
+    """No offline block, no credentials: the learner still sees the request, and what a launch will need."""
+    with aws_offline.offline_environment(), aws_offline.network_guard() as attempts:
+        for key in aws_offline.FAKE_CREDENTIALS:  # offline_environment puts them back afterwards
+            os.environ.pop(key)
+        d = sj.run(Job("lab01-single", {}, data), "ml.g5.2xlarge", attendee="alice")
+    assert not attempts
+    assert d.request["RoleArn"] == ROLE and "no AWS credentials" in d.where
+    assert any("aws configure" in n for n in d.notes)
+    assert "Placeholders are shown" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------------------------------- preflight errors
+ERRORS = [
+    ("unknown type", dict(), "ml.p4d.24xlarg", {}, instances.UnknownInstanceType, "'ml.p4d.24xlarge'"),
+    ("no ml prefix", dict(), "p4d.24xlarge", {}, instances.UnknownInstanceType, "start with 'ml.'"),
+    ("smddp on p5", dict(distribution="smddp"), "ml.p5.48xlarge", {}, sj.UnsupportedFeature,
+     "supports only ml.p4d.24xlarge, ml.p4de.24xlarge, ml.p3dn.24xlarge"),
+    ("smddp on g5", dict(distribution="smddp"), "ml.g5.48xlarge", {}, sj.UnsupportedFeature,
+     "distribution='torchrun'"),
+    ("smddp, image without it", dict(distribution="smddp", image_uri=(
+        "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.10.0-gpu-py313")), "ml.p4d.24xlarge", {},
+     sj.UnsupportedFeature, "does not ship SMDDP"),
+    ("smp, image without it", dict(distribution="smp", image_uri="123.dkr.ecr.us-east-1.amazonaws.com/mine:1"),
+     "ml.p4d.24xlarge", {}, sj.UnsupportedFeature, "SMP image"),
+    ("smp on g5", dict(distribution="smp"), "ml.g5.48xlarge", {}, sj.UnsupportedFeature, "ml.p4d.24xlarge"),
+    ("smp degrees", dict(distribution="smp", smp={"tensor_parallel_degree": 3}), "ml.p4d.24xlarge", {},
+     sj.ProcessCountError, "must divide the 8 processes"),
+    ("fsx without subnets", dict(channel_modes={"train": "FSx"}, fsx={
+        "file_system_id": "fs-0123456789abcdef0", "directory_path": "/mnt/x", "security_group_ids": ["sg-1"]}),
+     "ml.p4d.24xlarge", {}, sj.FSxConfigError, "needs subnets.*port 988"),
+    ("fsx without security groups", dict(channel_modes={"train": "FSx"}, fsx={
+        "file_system_id": "fs-0123456789abcdef0", "directory_path": "/mnt/x", "subnets": ["subnet-1"]}),
+     "ml.p4d.24xlarge", {}, sj.FSxConfigError, "needs security_group_ids"),
+    ("max wait below max runtime", dict(spot=True, checkpoints=True, max_runtime_s=3600, max_wait_s=1800),
+     "ml.g5.2xlarge", {}, sj.SpotConfigError, "max_wait_s >= 3600"),
+    ("spot without checkpoints", dict(spot=True), "ml.g5.2xlarge", {}, sj.SpotConfigError, "checkpoints=True"),
+    ("max wait without spot", dict(max_wait_s=9000), "ml.g5.2xlarge", {}, sj.SpotConfigError, "spot=True"),
+    ("more processes than gpus", dict(processes_per_host=8), "ml.g5.12xlarge", {}, sj.ProcessCountError,
+     "has 4 GPU.*at most 4"),
+    ("pipe mode", dict(input_mode="Pipe"), "ml.g5.2xlarge", {}, sj.ChannelError, "FastFile"),
+    ("reserved channel", dict(channels={"code": "s3://b/c/"}), "ml.g5.2xlarge", {}, sj.ChannelError, "reserved"),
+    ("bare role name", dict(), "ml.g5.2xlarge", {"role": "MySageMakerRole"}, aws.RoleError,
+     "arn:aws:iam::<account-id>:role/MySageMakerRole"),
+    ("malformed bucket", dict(), "ml.g5.2xlarge", {"bucket": "My_Bucket"}, aws.BucketError, "bucket name"),
+    ("a local target", dict(), "local_cpu", {}, sj.TargetError, "run_job"),
+]
+
+
+@pytest.mark.parametrize("case, fields, target, options, error, says", ERRORS, ids=[e[0] for e in ERRORS])
+def test_preflight_errors_name_the_fix_before_any_aws_call(offline, data, case, fields, target, options, error,
+                                                           says):
+    job = Job("lab-x", {}, fields.pop("channels", data), **fields)
+    with pytest.raises(error, match=says):
+        dry(job, target, **options)
+    assert offline.calls == [], f"{case}: AWS was called before the error"
+
+
+def test_missing_channel_directory(offline, tmp_path):
+    with pytest.raises(sj.ChannelError, match="helpers.catalog build"):
+        dry(Job("lab-x", {}, {"train": tmp_path / "nowhere"}), "ml.g5.2xlarge")
+    assert offline.calls == []
+
+
+# ---------------------------------------------------------------------------------------------------- launch: refusals
+def test_launch_inside_an_offline_block_is_refused(offline, data):
+    with pytest.raises(sj.LaunchRefused, match="offline"):
+        dry(Job("lab-x", {}, data), "ml.g5.2xlarge", launch=True, budget_usd=100)
+    assert offline.calls == []
+
+
+def test_budget_exceeded_refuses_before_any_call(fake_aws, data):
+    job = Job("lab03-smddp", {}, data, distribution="smddp", instance_count=2)
+    with pytest.raises(cost.BudgetExceeded, match=r"up to \$101.01 on-demand.*budget of \$20.00"):
+        sj.run(job, "ml.p4d.24xlarge", launch=True, budget_usd=20, session=fake_aws.boto_session, attendee="alice")
+    assert fake_aws.calls == []
+
+
+def test_budget_from_the_environment(fake_aws, data, monkeypatch):
+    monkeypatch.setenv(cost.BUDGET_ENV, "1")
+    with pytest.raises(cost.BudgetExceeded, match=r"\$3.04"):
+        sj.run(Job("lab-x", {}, data), "ml.g5.2xlarge", launch=True, session=fake_aws.boto_session,
+               attendee="alice")
+    assert fake_aws.calls == []
+
+
+def test_no_credentials_refuses_before_any_call(no_studio, data):
+    with aws_offline.offline_environment(), aws_offline.network_guard() as attempts:
+        for key in aws_offline.FAKE_CREDENTIALS:
+            os.environ.pop(key)  # offline_environment puts them back afterwards
+        off = aws_offline.OfflineAWS(credentials=False)
+        with pytest.raises(aws.NoCredentials, match="aws configure"):
+            sj.run(Job("lab-x", {}, data), "ml.g5.2xlarge", launch=True, budget_usd=10, session=off.boto_session,
+                   attendee="alice")
+        assert off.calls == []
+    assert not attempts
+
+
+def test_bare_role_name_refuses_a_launch_before_any_call(fake_aws, data):
+    with pytest.raises(aws.RoleError, match="full ARN"):
+        sj.run(Job("lab-x", {}, data), "ml.g5.2xlarge", launch=True, budget_usd=10, role="SageMakerRole",
+               session=fake_aws.boto_session, attendee="alice")
+    assert fake_aws.calls == []
+
+
+def test_a_missing_bucket_refuses_before_anything_is_written(fake_aws, data):
+    fake_aws.respond("HeadBucket", ClientErrorAnswer("404", "Not Found", 404))
+    with pytest.raises(aws.BucketError, match="aws s3 mb s3://no-such-bucket"):
+        sj.run(Job("lab-x", {}, data), "ml.g5.2xlarge", launch=True, budget_usd=10, bucket="no-such-bucket",
+               session=fake_aws.boto_session, attendee="alice")
+    assert set(fake_aws.summary()) == {"sts.GetCallerIdentity", "iam.GetRole", "s3.HeadBucket"}  # reads only
+
+
+def test_a_quota_too_low_refuses_before_anything_is_written(fake_aws, data):
+    fake_aws.respond("ListServiceQuotas", {"Quotas": [{"QuotaName": "ml.p4d.24xlarge for training job usage",
+                                                       "Value": 1.0, "ServiceCode": "sagemaker"}]})
+    job = Job("lab03-smddp", {}, data, distribution="smddp", instance_count=2)
+    with pytest.raises(aws.QuotaError, match="is 1 and this job asks for 2"):
+        sj.run(job, "ml.p4d.24xlarge", launch=True, budget_usd=500, session=fake_aws.boto_session, attendee="alice")
+    assert not fake_aws.calls_to("PutObject") and not fake_aws.calls_to("CreateTrainingJob")
+
+
+def test_a_shared_login_name_cannot_launch(fake_aws, data, monkeypatch):
+    monkeypatch.setattr(aws.getpass, "getuser", lambda: "sagemaker-user")
+    with pytest.raises(aws.AwsSetupError, match="WORKSHOP_ATTENDEE"):
+        sj.run(Job("lab-x", {}, data), "ml.g5.2xlarge", launch=True, budget_usd=10, session=fake_aws.boto_session)
+    assert not fake_aws.calls_to("CreateTrainingJob")
+
+
+# ---------------------------------------------------------------------------------------------------- launch and follow
+LOG = ["Invoking script with the following command:", "[setup] steps=100 world_size=2 precision=bf16",
+       "[train] step=50 epoch=0 train_loss=1.2500 samples_per_sec=900.0",
+       "[1,0]<stdout>:[train] step=100 epoch=0 train_loss=0.8000 samples_per_sec=950.0",
+       "[eval] step=100 val_loss=0.7000 val_accuracy=0.8100 val_macro_f1=0.7000",
+       "[final] val_accuracy=0.8100 val_macro_f1=0.7000 samples_per_sec=940.0"]
+
+
+def test_launch_follows_status_and_logs_to_the_bill(fake_aws, data, capsys):
+    fake_aws.script_job(ScriptedJob(
+        statuses=[("InProgress", "Starting"), ("InProgress", "Downloading"), ("InProgress", "Training"),
+                  ("Completed", "Completed")],
+        log_lines=LOG, training_seconds=1000, billable_seconds=300, final_metrics={"val_accuracy": 0.81}))
+    job = Job("lab04-spot", {"epochs": 1}, data, spot=True, checkpoints=True, max_runtime_s=3600)
+    result = sj.run(job, "ml.g5.2xlarge", launch=True, budget_usd=5, session=fake_aws.boto_session,
+                    attendee="alice", poll_s=0)
+    out = capsys.readouterr().out
+    assert result.status == "Completed" and result.name.startswith("alice-lab04-spot-")
+    assert result.metrics == {"val_accuracy": 0.81, "val_macro_f1": 0.7, "samples_per_sec": 940.0}
+    assert result.curve("train", "train_loss") == ([50, 100], [1.25, 0.8])  # the mpirun-tagged line parsed too
+    assert (result.training_seconds, result.billable_seconds) == (1000, 300)
+    assert result.cost.savings == pytest.approx(0.7) and "spot saved 70%" in out
+    assert result.model_artifacts.endswith(f"/{result.name}/output/model.tar.gz")
+    assert result.console_url == aws.console_url("us-east-1", result.name) and result.console_url in out
+    for text in ("launched alice-lab04-spot-", "--- InProgress / Downloading", "<- step 50/100 (50%)",
+                 "--- Completed / Completed"):
+        assert text in out, text
+    created = fake_aws.request("CreateTrainingJob")
+    assert created["EnableManagedSpotTraining"] and created["CheckpointConfig"]["S3Uri"].startswith(
+        f"s3://{BUCKET}/alice/checkpoints/")
+    made = list(fake_aws.summary())
+    assert made.index("sts.GetCallerIdentity") < made.index("service-quotas.ListServiceQuotas") < \
+        made.index("sagemaker.CreateTrainingJob")
+    assert "cloudwatch-logs.GetLogEvents" in made
+
+
+def test_a_failed_job_raises_with_its_reason_and_log_tail(fake_aws, data):
+    fake_aws.script_job(ScriptedJob(statuses=[("InProgress", "Training"), ("Failed", "Failed")],
+                                    log_lines=["[setup] steps=10", "RuntimeError: CUDA out of memory"],
+                                    training_seconds=60, failure_reason="AlgorithmError: ExitCode 1"))
+    with pytest.raises(sj.TrainingJobFailed) as err:
+        sj.run(Job("lab-x", {}, data), "ml.g5.2xlarge", launch=True, budget_usd=5, session=fake_aws.boto_session,
+               attendee="alice", poll_s=0, echo=False)
+    msg = str(err.value)
+    assert "failed: AlgorithmError: ExitCode 1" in msg and "CUDA out of memory" in msg and "console" in msg
+    assert err.value.result.billable_seconds == 60
+
+
+def test_launch_without_waiting_then_stop(fake_aws, data):
+    fake_aws.script_job(ScriptedJob(statuses=[("InProgress", "Training")]))
+    launched = sj.run(Job("lab-x", {}, data), "ml.g5.2xlarge", launch=True, budget_usd=5,
+                      session=fake_aws.boto_session, attendee="alice", wait=False, echo=False, poll_s=0)
+    assert isinstance(launched, sj.LaunchedJob) and launched.describe()["TrainingJobStatus"] == "InProgress"
+    launched.stop()
+    assert fake_aws.request("StopTrainingJob") == {"TrainingJobName": launched.name}
+    result = launched.wait(check=False)
+    assert result.status == "Stopped"
+    assert aws.cleanup("alice", boto_session=fake_aws.boto_session) == []
+
+
+def test_cleanup_after_launches_stops_only_running_jobs_of_this_attendee(fake_aws, data):
+    fake_aws.script_job(ScriptedJob(statuses=[("InProgress", "Training")]))
+    names = [sj.run(Job(f"lab0{i}-x", {}, data), "ml.g5.2xlarge", launch=True, budget_usd=5, wait=False,
+                    session=fake_aws.boto_session, attendee=who, echo=False).name
+             for i, who in ((1, "alice"), (2, "alice"), (3, "bob"))]
+    assert aws.cleanup("alice", boto_session=fake_aws.boto_session) == names[:2]
+    assert [c.params["TrainingJobName"] for c in fake_aws.calls_to("StopTrainingJob")] == names[:2]
+
+
+# ---------------------------------------------------------------------------------------------------- images and local mode
+def test_default_images_come_from_the_sdk():
+    p4d = instances.lookup("ml.p4d.24xlarge")
+    assert sj.default_image("torchrun", p4d, "eu-west-1")[0] == \
+        "763104351884.dkr.ecr.eu-west-1.amazonaws.com/pytorch-training:2.10.0-gpu-py313"
+    cpu = sj.default_image("script", instances.lookup("ml.m5.xlarge"))[0]
+    assert cpu.endswith("pytorch-training:2.10.0-cpu-py313")
+    uri, why = sj.default_image("smddp", p4d)
+    assert uri.endswith("pytorch-training:2.3.0-gpu-py311") and "SMDDP" in why
+
+
+@pytest.mark.parametrize("uri, has", [
+    ("763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.3.0-gpu-py311-cu121-ubuntu20.04-sagemaker",
+     True),
+    ("763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.2.0-gpu-py310", True),
+    ("763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.4.0-gpu-py311", False),
+    ("763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.3.0-cpu-py311", False),
+    ("658645717510.dkr.ecr.us-east-1.amazonaws.com/smdistributed-modelparallel:2.4.1-gpu-py311-cu121", True),
+    ("123456789012.dkr.ecr.us-east-1.amazonaws.com/my-own:latest", False)])
+def test_which_images_ship_smddp(uri, has):
+    assert sj.image_has_smddp(uri) is has
+
+
+def test_a_custom_smddp_image_can_be_vouched_for(offline, data):
+    job = Job("lab03-smddp", {}, data, distribution="smddp", image_uri="123456789012.dkr.ecr.us-east-1.amazonaws.com/"
+                                                                     "mine:smddp")
+    d = dry(job, "ml.p4d.24xlarge", image_has_smddp=True)
+    assert d.request["AlgorithmSpecification"]["TrainingImage"].endswith("mine:smddp")
+
+
+def test_local_container_says_why_it_cannot_run(data, monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no docker on the PATH
+    with pytest.raises(sj.LocalContainerUnavailable, match="`docker` command is not installed.*target='local'"):
+        sj.run(Job("lab-x", {}, data), "local_container")
