@@ -74,7 +74,9 @@ def parse_args(argv=None):
     p.add_argument("--eval_subset", type=int, default=0, help="validate on the first N rows only (0: all)")
     p.add_argument("--log_every", type=int, default=20)
     p.add_argument("--evals_per_epoch", type=int, default=1)
-    p.add_argument("--backend", choices=["auto", "gloo", "nccl"], default="auto")
+    p.add_argument("--backend", choices=["auto", "gloo", "nccl", "smddp"], default="auto",
+                   help="collectives: auto (nccl on GPUs, gloo on CPUs) or smddp (SageMaker's data-parallel "
+                        "library, falls back to auto where it is not installed)")
     # SageMaker passes hyperparameters the script may not know (and the SDK adds its own): keep going
     args, unknown = p.parse_known_args(argv)
     args.unknown = unknown
@@ -82,20 +84,42 @@ def parse_args(argv=None):
 
 
 class Dist:
-    """Rank and world from torchrun's environment; one process without it (nanoGPT's one-line DDP detection)."""
+    """Rank and world from the launcher's environment; one process without it (nanoGPT's one-line DDP detection).
+
+    torchrun sets RANK/LOCAL_RANK/WORLD_SIZE; mpirun (the launcher SageMaker uses for SMDDP) sets OMPI_COMM_WORLD_*.
+    """
 
     def __init__(self, backend: str):
-        self.enabled = int(os.environ.get("RANK", -1)) != -1
-        self.rank = int(os.environ.get("RANK", 0))
-        self.local_rank = int(os.environ.get("LOCAL_RANK", 0))
-        self.world = int(os.environ.get("WORLD_SIZE", 1))
+        env = os.environ.get
+        self.enabled = env("RANK", env("OMPI_COMM_WORLD_RANK")) is not None
+        self.rank = int(env("RANK", env("OMPI_COMM_WORLD_RANK", 0)))
+        self.local_rank = int(env("LOCAL_RANK", env("OMPI_COMM_WORLD_LOCAL_RANK", 0)))
+        self.world = int(env("WORLD_SIZE", env("OMPI_COMM_WORLD_SIZE", 1)))
+        self.master = self.rank == 0
         self.device = torch.device(f"cuda:{self.local_rank}" if torch.cuda.is_available() else "cpu")
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
+        self.backend = self.pick_backend(backend) if self.enabled else "none"
         if self.enabled:
-            backend = backend if backend != "auto" else ("nccl" if self.device.type == "cuda" else "gloo")
-            dist.init_process_group(backend=backend, device_id=self.device if backend == "nccl" else None)
-        self.master = self.rank == 0
+            dist.init_process_group(backend=self.backend, rank=self.rank, world_size=self.world,
+                                    device_id=self.device if self.backend == "nccl" else None)
+
+    def pick_backend(self, requested: str) -> str:
+        """The collectives library: NCCL on GPUs, gloo on CPUs, or SMDDP where its SageMaker image provides it."""
+        native = "nccl" if self.device.type == "cuda" else "gloo"
+        if requested != "smddp":
+            return native if requested == "auto" else requested
+        try:  # the SMDDP diff: this import registers "smddp" as a torch.distributed backend
+            import smdistributed.dataparallel.torch.torch_smddp  # noqa: F401
+            return "smddp"
+        except Exception as e:  # noqa: BLE001 - missing, or built for another PyTorch: say which, then fall back
+            why = f"{type(e).__name__}: {e}"
+        if "RANK" not in os.environ:  # launched by mpirun: no torchrun rendezvous to fall back on
+            raise SystemExit(f"--backend smddp under mpirun, but SMDDP cannot be imported ({why}). Use an image "
+                             f"that ships SMDDP (PyTorch 2.3.0 DLC or an SMP image) or distribution='torchrun'.")
+        self.print(f"[warn] --backend smddp: SMDDP cannot be imported here ({why}); falling back to {native}. "
+                   f"It ships only in SageMaker's SMDDP images (ml.p4d, ml.p4de, ml.p3dn).")
+        return native
 
     def all_reduce(self, tensor: torch.Tensor) -> torch.Tensor:
         if self.enabled:
@@ -237,9 +261,9 @@ def main(args) -> None:
         optimizer, lambda s: min((s + 1) / warmup, max(0.0, (total_steps - s) / max(1, total_steps - warmup))))
 
     n_params = sum(p.numel() for p in raw_model.parameters())
-    d.print(f"[setup] device={d.device.type} world_size={d.world} precision={precision} model_size={args.model_size} "
-            f"params={n_params} train_rows={len(train_set)} val_rows={len(val_set)} global_batch={args.batch_size} "
-            f"steps={total_steps} host={os.environ.get('SM_CURRENT_HOST', 'local')}")
+    d.print(f"[setup] device={d.device.type} backend={d.backend} world_size={d.world} precision={precision} "
+            f"model_size={args.model_size} params={n_params} train_rows={len(train_set)} val_rows={len(val_set)} "
+            f"global_batch={args.batch_size} steps={total_steps} host={os.environ.get('SM_CURRENT_HOST', 'local')}")
     if args.unknown:
         d.print(f"[setup] ignoring unknown arguments: {' '.join(args.unknown)}")
     metrics = Metrics(d)

@@ -1,0 +1,291 @@
+"""A scaling planner for data-parallel training: how long, how efficient and how expensive on 1...N instances.
+
+Clearly a model, with every input shown. From a measured step compute time on one GPU, the gradient size and an
+instance type's interconnect it predicts, for 1, 2, 4... instances:
+
+* the gradient all-reduce time of a ring: every rank sends and receives ``2 (N-1)/N x gradient bytes``, so the time is
+  that volume over the slowest link the ring crosses (NVLink/PCIe inside an instance, the network between them) at
+  ``link_efficiency`` of its nominal bandwidth, plus a per-hop latency for every gradient bucket;
+* how much of it hides behind the backward pass (DDP all-reduces gradient buckets while backward still runs): the
+  exposed part is what is left after ``overlap x backward time``, and never less than the last bucket's share;
+* step time = compute + exposed communication; weak scaling (the per-GPU batch stays fixed, so the global batch
+  grows with the GPUs), scaling efficiency = compute / step time;
+* time per epoch, time to train (plus a fixed per-job overhead) and cost at the catalogue's on-demand price.
+
+What it ignores: data loading stalls, stragglers, the optimizer step's own cost growing with nothing, NCCL's tree and
+NVLS algorithms, SMDDP's parameter-server-style AllReduce, network contention with other tenants, and the fact that
+a larger global batch can need more epochs to reach the same accuracy.
+
+Sources for the interconnect figures are next to them; inter-node bandwidth is the catalogue's ``network_gbps``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from . import instances
+
+GB = 1e9
+
+
+@dataclass(frozen=True)
+class Link:
+    """One kind of link between GPUs: nominal bandwidth per GPU (intra-node) or per instance (network), per
+    direction, in GB/s."""
+
+    name: str
+    gbytes_per_s: float
+    source: str
+
+
+_NVIDIA = "NVIDIA datasheet"
+# GPU-to-GPU inside one instance, per GPU and direction (NVLink totals are quoted bidirectional: halved here)
+INTRA_NODE: dict[str, Link] = {
+    "V100": Link("NVLink 2", 150.0, f"{_NVIDIA} Tesla V100 SXM2: NVLink 300 GB/s bidirectional"),
+    "A100": Link("NVLink 3 + NVSwitch", 300.0, f"{_NVIDIA} A100 SXM4: NVLink 600 GB/s bidirectional"),
+    "H100": Link("NVLink 4 + NVSwitch", 450.0, f"{_NVIDIA} H100 SXM5: NVLink 900 GB/s bidirectional"),
+    "H200": Link("NVLink 4 + NVSwitch", 450.0, f"{_NVIDIA} H200 SXM: NVLink 900 GB/s bidirectional"),
+    "A10G": Link("PCIe Gen4 x16", 32.0, "PCIe 4.0 x16: 31.5 GB/s per direction; G5 has no NVLink"),
+    "L4": Link("PCIe Gen4 x16", 32.0, "PCIe 4.0 x16: 31.5 GB/s per direction; G6 has no NVLink"),
+    "L40S": Link("PCIe Gen4 x16", 32.0, "PCIe 4.0 x16: 31.5 GB/s per direction; G6e has no NVLink"),
+    "T4": Link("PCIe Gen3 x16", 16.0, "PCIe 3.0 x16: 15.75 GB/s per direction"),
+}
+# dense tensor-core TFLOP/s used to carry a step time measured on one GPU over to another (bf16; fp16 where the GPU
+# has no bf16). H100/H200: the matmul ceiling measured on the workshop's reference H100, as train.py uses.
+PEAK_TFLOPS = {"H100": 788.0, "H200": 788.0, "A100": 312.0, "A10G": 125.0, "L4": 121.0, "L40S": 362.0,
+               "V100": 125.0, "T4": 65.0}
+
+
+@dataclass(frozen=True)
+class MeasuredStep:
+    """A step time measured on one GPU: the planner's compute input when no measurement of your own is at hand."""
+
+    gpu: str
+    per_gpu_batch: int
+    samples_per_s: float
+    what: str
+    source: str
+
+    @property
+    def step_s(self) -> float:
+        return self.per_gpu_batch / self.samples_per_s
+
+
+# DistilBERT-base shape (6 layers, dim 768, vocab 30522), 128 tokens, 64 labels; a plain loop with bf16 autocast and
+# fused AdamW, no compile: 3,375 samples/s at batch 64 (measured on the workshop's lent H100 on 2026-11-22).
+REFERENCE_STEP = MeasuredStep("H100", 64, 3375.0, "DistilBERT-base shape, seq 128, bf16 autocast, fused AdamW",
+                              "the workshop's reference H100, 2026-11-22 (REFERENCE sheet)")
+# distilbert-base with a 30,522-token vocabulary and a 44-way head: fp32 gradients, as DDP all-reduces them
+DISTILBERT_BASE_PARAMS = 66_987_308
+
+
+def estimate_step_s(gpu: str, per_gpu_batch: int, measured: MeasuredStep = REFERENCE_STEP) -> float:
+    """A step time for ``gpu`` carried over from ``measured`` by the ratio of dense tensor peaks and of batch sizes:
+    a rough stand-in for your own measurement (launch-bound small batches scale worse than this says)."""
+    if gpu not in PEAK_TFLOPS:
+        raise ValueError(f"no peak TFLOP/s on file for GPU {gpu!r}; known: {', '.join(PEAK_TFLOPS)}. Pass a "
+                         f"measured step_compute_s instead.")
+    return measured.step_s * (PEAK_TFLOPS[measured.gpu] / PEAK_TFLOPS[gpu]) * (per_gpu_batch / measured.per_gpu_batch)
+
+
+@dataclass(frozen=True)
+class Assumptions:
+    """The model's knobs, all visible. Defaults are typical, not measured on your cluster."""
+
+    link_efficiency: float = 0.8  # fraction of nominal bandwidth a ring all-reduce reaches (NCCL busbw / link)
+    overlap: float = 1.0  # fraction of the backward pass that can hide all-reduce (0: none, as without DDP buckets)
+    backward_share: float = 2 / 3  # backward is about twice the forward's FLOPs: 2/3 of the compute step
+    bucket_bytes: int = 25 * 2**20  # DDP's default gradient bucket (bucket_cap_mb=25)
+    intra_latency_s: float = 3e-6  # per ring hop inside an instance (order of magnitude)
+    inter_latency_s: float = 10e-6  # per ring hop across the network (order of magnitude)
+    overhead_s: float = 600.0  # per job: image pull, data download, start-up; billed, not scaled
+
+    def __post_init__(self):
+        if not 0 < self.link_efficiency <= 1:
+            raise ValueError("link_efficiency must be in (0, 1]")
+        if not 0 <= self.overlap <= 1 or not 0 <= self.backward_share <= 1:
+            raise ValueError("overlap and backward_share must be in [0, 1]")
+        if self.bucket_bytes <= 0 or self.overhead_s < 0:
+            raise ValueError("bucket_bytes must be positive and overhead_s not negative")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What is being trained, as the planner sees it."""
+
+    samples_per_epoch: int
+    per_gpu_batch: int
+    step_compute_s: float  # one GPU, one step of per_gpu_batch: forward + backward + optimizer, no communication
+    grad_bytes: int  # bytes all-reduced per step (fp32 gradients: 4 x parameters)
+    epochs: float = 1.0
+    source: str = ""  # where step_compute_s came from
+
+    def __post_init__(self):
+        if self.samples_per_epoch <= 0 or self.per_gpu_batch <= 0 or self.epochs <= 0:
+            raise ValueError("samples_per_epoch, per_gpu_batch and epochs must be positive")
+        if self.step_compute_s <= 0 or self.grad_bytes <= 0:
+            raise ValueError("step_compute_s and grad_bytes must be positive (measure a step first)")
+
+
+def ring_allreduce_s(nbytes: float, ranks: int, gbytes_per_s: float, hop_latency_s: float = 0.0) -> float:
+    """Ring all-reduce: each rank sends (and receives) 2(N-1)/N x nbytes, in 2(N-1) hops."""
+    if ranks <= 1:
+        return 0.0
+    return 2 * (ranks - 1) / ranks * nbytes / (gbytes_per_s * GB) + 2 * (ranks - 1) * hop_latency_s
+
+
+def links(instance_type: str) -> tuple[Link, Link]:
+    """(inside one instance, between instances) for a catalogue instance type."""
+    t = instances.lookup(instance_type)
+    if not t.gpu:
+        raise ValueError(f"{instance_type} has no GPUs: the planner models GPU data parallelism")
+    inter = Link("EFA" if t.efa else "ENA network", t.network_gbps / 8,
+                 f"helpers.instances: {t.name} network {t.network_gbps:g} Gb/s")
+    return INTRA_NODE[t.gpu.model], inter
+
+
+def allreduce_s(grad_bytes: float, gpus_per_node: int, nodes: int, intra: Link, inter: Link,
+                a: Assumptions = Assumptions()) -> float:
+    """One step's gradient all-reduce across ``nodes`` instances of ``gpus_per_node`` GPUs."""
+    buckets = math.ceil(grad_bytes / a.bucket_bytes)
+    local = ring_allreduce_s(grad_bytes, gpus_per_node, intra.gbytes_per_s * a.link_efficiency,
+                             a.intra_latency_s * buckets)
+    if nodes == 1:
+        return local
+    # a ring that spans instances crosses every instance's network once each way: each instance's network carries
+    # 2(N-1)/N of the gradients, while the faster links inside carry theirs at the same time; the slower sets the pace
+    ranks = gpus_per_node * nodes
+    network = ring_allreduce_s(grad_bytes, ranks, inter.gbytes_per_s * a.link_efficiency,
+                               a.inter_latency_s * buckets)
+    return max(network, local)
+
+
+def exposed_s(compute_s: float, comm_s: float, grad_bytes: float, a: Assumptions = Assumptions()) -> float:
+    """The communication the step waits for: what backward cannot hide, and at least the last bucket."""
+    if comm_s <= 0:
+        return 0.0
+    last_bucket = comm_s * min(1.0, a.bucket_bytes / grad_bytes)
+    return max(comm_s - a.overlap * a.backward_share * compute_s, last_bucket)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    instance_type: str
+    instances: int
+    gpus: int
+    global_batch: int
+    compute_s: float
+    allreduce_s: float
+    exposed_s: float
+    step_s: float
+    efficiency: float  # compute / step: 1.0 is linear scaling
+    speedup: float  # against one GPU of the same type
+    epoch_h: float
+    train_h: float  # epochs x epoch time + the per-job overhead
+    usd: float | None  # all instances, on-demand; None where the catalogue has no price
+
+    def row(self) -> dict:
+        row = asdict(self)
+        for key in ("compute_s", "allreduce_s", "exposed_s", "step_s"):
+            row[key.replace("_s", "_ms")] = round(row.pop(key) * 1e3, 2)
+        return row
+
+
+def predict(work: Workload, instance_type: str, instance_count: int, a: Assumptions = Assumptions(),
+            gpus_per_instance: int | None = None) -> Prediction:
+    """One configuration: ``instance_count`` x ``instance_type`` with one process per GPU."""
+    t = instances.lookup(instance_type)
+    intra, inter = links(instance_type)
+    g = gpus_per_instance or t.gpus
+    if instance_count < 1 or not 1 <= g <= t.gpus:
+        raise ValueError(f"instance_count must be >= 1 and GPUs per instance 1..{t.gpus} on {t.name}")
+    gpus = g * instance_count
+    comm = allreduce_s(work.grad_bytes, g, instance_count, intra, inter, a)
+    exposed = exposed_s(work.step_compute_s, comm, work.grad_bytes, a)
+    step = work.step_compute_s + exposed
+    steps_per_epoch = math.ceil(work.samples_per_epoch / (work.per_gpu_batch * gpus))
+    epoch_s = steps_per_epoch * step
+    train_s = work.epochs * epoch_s + a.overhead_s
+    one_gpu_s = math.ceil(work.samples_per_epoch / work.per_gpu_batch) * work.step_compute_s
+    usd = None if t.price_per_hour is None else instance_count * t.price_per_hour * train_s / 3600
+    return Prediction(t.name, instance_count, gpus, work.per_gpu_batch * gpus, work.step_compute_s, comm, exposed,
+                      step, work.step_compute_s / step, one_gpu_s / epoch_s, epoch_s / 3600, train_s / 3600, usd)
+
+
+def plan(work: Workload, instance_type: str, counts=(1, 2, 4, 8, 16), a: Assumptions = Assumptions()) -> list[Prediction]:
+    """Predictions for 1...N instances of one type."""
+    return [predict(work, instance_type, n, a) for n in counts]
+
+
+# ------------------------------------------------------------------------------------------------ case studies
+@dataclass(frozen=True)
+class CaseStudy:
+    """A published scaling figure, as the source states it, and the efficiency it implies (speedup per added GPU)."""
+
+    name: str
+    gpus: int
+    baseline_gpus: int
+    speedup: float
+    published: str
+    caveat: str
+    source: str
+    instance_type: str = ""
+    lower_bound: bool = False  # the source says "more than": the speedup is at least this
+
+    @property
+    def efficiency(self) -> float:
+        return self.speedup * self.baseline_gpus / self.gpus
+
+
+CASE_STUDIES = [
+    CaseStudy("Hyundai (segmentation, SMDDP)", 64, 1, 0.93 * 64, "up to 93% scaling efficiency on 8 instances, 64 GPUs",
+              "their model and data, not DistilBERT; efficiency as published, speedup derived from it",
+              "AWS Korea blog: 현대자동차, Amazon SageMaker 기반 자율 주행 기계 학습 모델의 학습 시간 단축 사례",
+              "ml.p3.16xlarge"),
+    CaseStudy("Kakao Style (DistilBERT, SMDDP)", 16, 1, 15 * 24 / 30, "more than 15 days on 1 V100 -> 30 h on 16 V100s",
+              "'more than 15 days': 12x is a lower bound; 2 x ml.p3.16xlarge",
+              "AWS Korea tech blog: 카카오스타일의 Amazon SageMaker 분산 훈련을 활용한 카테고리 자동 분류 시스템 모델 구축 사례",
+              "ml.p3.16xlarge", lower_bound=True),
+    CaseStudy("KT (ViT distillation, SMDDP)", 32, 2, 3.20 / 0.11, "29x faster: 3.20 h/epoch on 2 A100s -> 0.11 h on 32",
+              "also bf16, a larger batch and data-loader fixes: not scaling alone (above 1.0 per GPU)",
+              "AWS Japan blog: Amazon SageMakerを使用してビジョントランスフォーマーモデルのトレーニング時間を短縮するKTの取り組み",
+              "ml.p4d.24xlarge"),
+]
+
+
+def case_study_table() -> list[dict]:
+    return [{"case": c.name, "published": c.published, "GPUs": c.gpus, "vs GPUs": c.baseline_gpus,
+             "speedup": round(c.speedup, 1), "per-GPU efficiency": round(c.efficiency, 2),
+             "bound": "at least" if c.lower_bound else "", "caveat": c.caveat} for c in CASE_STUDIES]
+
+
+# ------------------------------------------------------------------------------------------------ plot
+def plot(plans: dict[str, list[Prediction]], case_studies=CASE_STUDIES, title: str = "Scaling plan (a model)"):
+    """Left: time to train against dollars, one line per instance type, points labelled with the instance count.
+    Right: predicted scaling efficiency against GPUs, with the case studies' published figures beside it."""
+    import matplotlib.pyplot as plt
+
+    fig, (ax_cost, ax_eff) = plt.subplots(1, 2, figsize=(12, 4.2))
+    for label, preds in plans.items():
+        priced = [p for p in preds if p.usd is not None]
+        if priced:
+            line, = ax_cost.plot([p.usd for p in priced], [p.train_h for p in priced], "o-", label=label)
+            for p in priced:
+                ax_cost.annotate(f"{p.instances}x", (p.usd, p.train_h), textcoords="offset points", xytext=(4, 3),
+                                 fontsize=7, color=line.get_color())
+        ax_eff.plot([p.gpus for p in preds], [p.efficiency for p in preds], "o-", label=label)
+    for c in case_studies:
+        ax_eff.scatter([c.gpus], [c.efficiency], marker="^" if c.lower_bound else "*", s=90, zorder=5,
+                       edgecolor="black", label=f"{c.name}{' (at least)' if c.lower_bound else ''}")
+    ax_cost.set(xscale="log", yscale="log", xlabel="cost of the run (USD, on-demand)", ylabel="time to train (hours)",
+                title="Time against money")
+    ax_eff.set(xscale="log", xlabel="GPUs", ylabel="scaling efficiency (1.0 = linear)", title="Efficiency",
+               ylim=(0, max(1.2, *(c.efficiency + 0.1 for c in case_studies))))
+    ax_eff.set_xscale("log", base=2)
+    ax_eff.axhline(1.0, color="grey", ls=":", lw=1)
+    for ax in (ax_cost, ax_eff):
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,1 @@
+"""Test stand-in for SageMaker's data-parallel library (see torch_smddp.py)."""
