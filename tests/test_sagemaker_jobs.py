@@ -208,6 +208,23 @@ def test_the_sdk_pitfall_a_plain_string_source_is_file_mode(offline):
     assert channel(offline.request("CreateTrainingJob"), "train")["InputMode"] == "File"
 
 
+@pytest.mark.parametrize("module", ["sagemaker.pytorch", "sagemaker.estimator", "sagemaker.inputs",
+                                    "sagemaker.debugger"])
+def test_the_v2_api_is_gone_from_the_installed_sdk(module):
+    import importlib
+
+    with pytest.raises(ModuleNotFoundError):  # the README's v2 -> v3 table exists because of this
+        importlib.import_module(module)
+
+
+def test_model_trainer_takes_no_v2_distribution_argument():
+    from pydantic import ValidationError
+    from sagemaker.train import ModelTrainer
+
+    with pytest.raises(ValidationError, match="distribution"):
+        ModelTrainer(training_image="img:1", distribution={"torch_distributed": {"enabled": True}})
+
+
 def test_fsx_channel_with_its_vpc(offline, data):
     fsx = {"file_system_id": "fs-0123456789abcdef0", "directory_path": "/abcdef12/catalog",
            "subnets": ["subnet-0aa"], "security_group_ids": ["sg-0bb"]}
