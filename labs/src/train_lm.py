@@ -1,0 +1,461 @@
+"""Train a small Llama-style language model on product titles, sharded five ways: the model-parallel lab's script.
+
+The same loop trains under each ``--strategy``; only the few lines that wrap the model and build the optimizer
+change (``apply_<strategy>`` below). Several strategies can run one after another in one launch
+(``--strategy single,ddp,zero,fsdp,tp``), each from the same seed on the same global batches, so their losses and
+per-rank bytes sit side by side::
+
+    python train_lm.py --train ../../data/catalog/train --validation ../../data/catalog/validation
+    torchrun --nproc_per_node 2 train_lm.py --strategy single,ddp,zero,fsdp,tp ...
+
+single  the plain model on one process (in a multi-rank launch rank 0 runs it alone, the others wait)
+ddp     every rank holds everything; gradients are averaged (all-reduce)
+zero    ZeroRedundancyOptimizer: DDP, with the optimizer state sharded across ranks (ZeRO stage 1)
+fsdp    FSDP2 ``fully_shard``: parameters, gradients and optimizer state sharded (ZeRO stage 3); on SageMaker's SMP
+        image (``torch.sagemaker`` importable) the same flag takes the SMP v2 path instead
+tp      tensor parallel (``parallelize_module``): every rank holds a slice of each attention and MLP matrix and
+        sees the whole batch
+
+Per strategy and rank the script reports parameter, gradient and optimizer-state bytes, the bytes autograd saved
+for backward (activations), peak CUDA memory on GPUs, step time and loss, as ``[memory]``/``[train]`` metric lines
+and in ``metrics.json``. It saves a sharded checkpoint (torch.distributed.checkpoint) per strategy and loads it back
+into a plain single-process model for a perplexity check and a few generated tokens.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import statistics
+import time
+import warnings
+from contextlib import nullcontext
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from catalog_data import load_tokenizer, read_channel, read_labels
+from sampling import GlobalBatchPlan
+from train import Dist, Metrics, fail, pick_precision, str2bool
+
+STRATEGIES = ("single", "ddp", "zero", "fsdp", "tp")
+# name: (hidden, layers, heads, ffn). "tiny" keeps a CPU smoke run to seconds; "1b" is Llama-3.2-1B's shape.
+MODEL_SIZES = {"tiny": (128, 2, 4, 344), "small": (256, 4, 8, 688), "medium": (512, 8, 8, 1376),
+               "1b": (2048, 16, 32, 8192)}
+
+
+def parse_args(argv=None):
+    env = os.environ.get
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--train", default=env("SM_CHANNEL_TRAIN", "/opt/ml/input/data/train"))
+    p.add_argument("--validation", default=env("SM_CHANNEL_VALIDATION", "/opt/ml/input/data/validation"))
+    p.add_argument("--model_dir", default=env("SM_MODEL_DIR", "/opt/ml/model"))
+    p.add_argument("--output_data_dir", default=env("SM_OUTPUT_DATA_DIR", "/opt/ml/output/data"))
+    p.add_argument("--strategy", default="single", help=f"one or several (comma-separated) of {', '.join(STRATEGIES)}")
+    p.add_argument("--model_size", choices=sorted(MODEL_SIZES), default="tiny")
+    p.add_argument("--block_size", type=int, default=64, help="tokens per training sequence (titles are packed)")
+    p.add_argument("--batch_size", type=int, default=16, help="GLOBAL batch in sequences")
+    p.add_argument("--max_steps", type=int, default=20)
+    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--weight_decay", type=float, default=0.01)
+    p.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto")
+    p.add_argument("--activation_checkpointing", type=str2bool, default=False,
+                   help="recompute each decoder layer in backward instead of keeping its activations")
+    p.add_argument("--subset", type=int, default=0, help="read the first N titles only (0: all)")
+    p.add_argument("--eval_blocks", type=int, default=32, help="validation sequences for the perplexity check")
+    p.add_argument("--generate_tokens", type=int, default=8)
+    p.add_argument("--log_every", type=int, default=5)
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--backend", choices=["auto", "gloo", "nccl"], default="auto")
+    p.add_argument("--mp_parameters", default="", help="SMP v2 degrees as JSON (SageMaker passes them)")
+    args, unknown = p.parse_known_args(argv)
+    args.unknown = unknown
+    args.strategies = [s.strip() for s in args.strategy.split(",") if s.strip()]
+    bad = [s for s in args.strategies if s not in STRATEGIES]
+    if bad or not args.strategies:
+        raise SystemExit(f"--strategy {args.strategy!r}: choose one or several (comma-separated) of "
+                         f"{', '.join(STRATEGIES)}")
+    if args.mp_parameters and args.strategies != ["fsdp"]:
+        raise SystemExit(f"SMP v2 degrees (mp_parameters) shard the model through FSDP: use --strategy fsdp, "
+                         f"not {args.strategy!r}")
+    return args
+
+
+# ---------------------------------------------------------------------------------------------------- data
+def packed_blocks(channel: str, tokenizer, block_size: int, subset: int) -> torch.Tensor:
+    """Titles tokenized as ``[CLS] title [SEP]``, concatenated and cut into (n, block_size + 1) rows: every
+    sequence is full, so no padding, and the mean loss of N equal slices is the loss of the whole batch."""
+    labels = read_labels(channel) if os.path.isfile(os.path.join(channel, "labels.json")) else None
+    titles, _ = read_channel(channel, labels or read_labels(os.path.dirname(channel) + "/train"), subset)
+    ids = [t for row in tokenizer(titles)["input_ids"] for t in row]
+    n = len(ids) // (block_size + 1)
+    if n == 0:
+        raise SystemExit(f"{channel}: {len(ids)} tokens make no sequence of {block_size + 1}: lower --block_size")
+    return torch.tensor(ids[: n * (block_size + 1)], dtype=torch.long).view(n, block_size + 1)
+
+
+def build_model(args, vocab_size: int):
+    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # a progress bar per save is noise in a job log
+
+    hidden, layers, heads, ffn = MODEL_SIZES[args.model_size]
+    config = LlamaConfig(vocab_size=vocab_size, hidden_size=hidden, num_hidden_layers=layers,
+                         num_attention_heads=heads, num_key_value_heads=heads, intermediate_size=ffn,
+                         max_position_embeddings=args.block_size, tie_word_embeddings=False,
+                         attn_implementation="sdpa", use_cache=False)
+    return LlamaForCausalLM(config)
+
+
+# ---------------------------------------------------------------------------------------------------- strategies
+class Setup:
+    """What a strategy hands the loop: the model to call, its optimizer, and which slice of the batch this rank
+    trains on (data-parallel strategies split the global batch; tensor parallel ranks all see all of it)."""
+
+    def __init__(self, model, optimizer, dp_rank: int = 0, dp_world: int = 1):
+        self.model, self.optimizer, self.dp_rank, self.dp_world = model, optimizer, dp_rank, dp_world
+
+
+def adamw(params, args):
+    return torch.optim.AdamW(params, lr=args.lr, weight_decay=args.weight_decay)
+
+
+def apply_single(model, d: Dist, args) -> Setup:
+    return Setup(model, adamw(model.parameters(), args))
+
+
+def apply_ddp(model, d: Dist, args) -> Setup:
+    model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[d.local_rank] if d.device.type == "cuda" else None)
+    return Setup(model, adamw(model.parameters(), args), d.rank, d.world)
+
+
+def apply_zero(model, d: Dist, args) -> Setup:
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+
+    model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[d.local_rank] if d.device.type == "cuda" else None)
+    # each rank keeps (and updates) the AdamW moments of 1/world of the parameters, then broadcasts its slice
+    optimizer = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.AdamW, lr=args.lr,
+                                        weight_decay=args.weight_decay)
+    return Setup(model, optimizer, d.rank, d.world)
+
+
+def apply_fsdp(model, d: Dist, args) -> Setup:
+    tsm = sagemaker_model_parallel()
+    if tsm is not None:
+        return apply_smp(tsm, model, d, args)
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    # bf16 compute and all-gathers, fp32 gradient reduction and master weights (the sharded parameters stay fp32)
+    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) \
+        if args.precision == "bf16" else MixedPrecisionPolicy()
+    for layer in model.model.layers:  # one all-gather per decoder layer, freed again after use
+        fully_shard(layer, mp_policy=mp)
+    fully_shard(model, mp_policy=mp)  # the rest: embeddings, final norm, LM head
+    return Setup(model, adamw(model.parameters(), args), d.rank, d.world)
+
+
+def apply_tp(model, d: Dist, args) -> Setup:
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    heads = model.config.num_attention_heads
+    if heads % d.world or model.config.intermediate_size % d.world:
+        raise SystemExit(f"--strategy tp splits {heads} heads and {model.config.intermediate_size} MLP columns "
+                         f"across {d.world} ranks: both must divide evenly; pick another --model_size or rank count")
+    mesh = init_device_mesh(d.device.type, (d.world,))
+    # Megatron-style: split q/k/v and the MLP's up/gate by output columns, o_proj and down by input rows, so each
+    # block needs one all-reduce forward and one backward; heads split evenly across ranks
+    plan = {"self_attn.q_proj": ColwiseParallel(), "self_attn.k_proj": ColwiseParallel(),
+            "self_attn.v_proj": ColwiseParallel(), "self_attn.o_proj": RowwiseParallel(),
+            "mlp.gate_proj": ColwiseParallel(), "mlp.up_proj": ColwiseParallel(), "mlp.down_proj": RowwiseParallel()}
+    for layer in model.model.layers:
+        parallelize_module(layer, mesh, plan)
+    return Setup(model, adamw(model.parameters(), args))
+
+
+APPLY = {"single": apply_single, "ddp": apply_ddp, "zero": apply_zero, "fsdp": apply_fsdp, "tp": apply_tp}
+
+
+def sagemaker_model_parallel():
+    """``torch.sagemaker`` (SMP v2) where SageMaker's SMP image provides it; None everywhere else."""
+    try:
+        import torch.sagemaker as tsm
+    except ImportError:
+        return None
+    return tsm
+
+
+def apply_smp(tsm, model, d: Dist, args) -> Setup:
+    """The SMP v2 path (SageMaker's SMP image only): ``tsm.init()`` reads the degrees SageMaker passes in
+    ``mp_parameters``; ``tsm.transform`` swaps in SMP's tensor-parallel layers; PyTorch FSDP then shards over the
+    data-parallel ranks, hybrid-sharded in groups of ``hybrid_shard_degree``. Ranks of one tensor-parallel group
+    (consecutive ranks) read the same batch."""
+    import functools
+
+    from torch.distributed.fsdp import FullyShardedDataParallel, MixedPrecision, ShardingStrategy
+    from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer
+
+    tsm.init()
+    degrees = json.loads(args.mp_parameters or "{}")
+    tp = int(degrees.get("tensor_parallel_degree") or 1)
+    if tp > 1:
+        model = tsm.transform(model)
+    bf16 = args.precision == "bf16"
+    model = FullyShardedDataParallel(
+        model, auto_wrap_policy=functools.partial(transformer_auto_wrap_policy, transformer_layer_cls={LlamaDecoderLayer}),
+        sharding_strategy=ShardingStrategy.HYBRID_SHARD if degrees.get("hybrid_shard_degree") else ShardingStrategy.FULL_SHARD,
+        mixed_precision=MixedPrecision(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if bf16 else None,
+        device_id=d.device, use_orig_params=True)
+    return Setup(model, adamw(model.parameters(), args), d.rank // tp, d.world // tp)
+
+
+# ---------------------------------------------------------------------------------------------------- measuring
+def local_bytes(tensors) -> int:
+    """Bytes this rank holds for these tensors: a sharded (DTensor) parameter counts its local shard only."""
+    total = 0
+    for t in tensors:
+        if t is None:
+            continue
+        t = t.to_local() if hasattr(t, "to_local") else t
+        total += t.numel() * t.element_size()
+    return total
+
+
+def optimizer_state_bytes(optimizer) -> int:
+    state = getattr(optimizer, "optim", optimizer).state  # ZeroRedundancyOptimizer keeps its shard's in .optim
+    return local_bytes(v for s in state.values() for v in s.values() if torch.is_tensor(v))
+
+
+class SavedForBackward:
+    """Counts the bytes autograd keeps for backward during a forward pass (the activations), each storage once.
+    Weights saved for backward (a parameter, its transposed view, FSDP's all-gathered copy) are not activations."""
+
+    def __init__(self):
+        self.seen, self.bytes = set(), 0
+
+    def pack(self, t):
+        base = t._base if t._base is not None else t
+        local = t.to_local() if hasattr(t, "to_local") else t
+        key = local.untyped_storage().data_ptr()
+        if not (base.is_leaf and base.requires_grad) and key not in self.seen:
+            self.seen.add(key)
+            self.bytes += local.untyped_storage().nbytes()
+        return t
+
+    def hooks(self):
+        return torch.autograd.graph.saved_tensors_hooks(self.pack, lambda t: t)
+
+
+# ---------------------------------------------------------------------------------------------------- the loop
+def lm_loss(model, x: torch.Tensor, y: torch.Tensor, autocast) -> torch.Tensor:
+    with autocast:
+        logits = model(input_ids=x).logits
+    return F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
+
+
+def train_one(strategy: str, d: Dist, args, blocks, val_blocks, vocab: int, metrics: Metrics) -> dict:
+    """Build the model from the seed, wrap it the strategy's way, train ``max_steps``, measure, checkpoint."""
+    torch.manual_seed(args.seed)  # the same initial weights for every strategy and rank
+    model = build_model(args, vocab).to(d.device)
+    if args.activation_checkpointing:
+        model.activation_checkpointing_enable({"use_reentrant": False})
+    model.train()
+    raw = model
+    setup = APPLY[strategy](model, d, args)
+    model, optimizer = setup.model, setup.optimizer
+    amp = {"bf16": torch.bfloat16}.get(args.precision) if strategy != "fsdp" else None  # FSDP2: its policy casts
+    autocast = torch.autocast(d.device.type, dtype=amp) if amp else nullcontext()
+    plan = GlobalBatchPlan(len(blocks), args.batch_size, setup.dp_world, setup.dp_rank, seed=args.seed)
+    if len(plan) == 0:
+        raise SystemExit(f"{len(blocks)} sequences make no global batch of {args.batch_size}: lower --batch_size")
+    saved = SavedForBackward()
+    if d.device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(d.device)
+    step, epoch, step_times, losses, grad_bytes = 0, 0, [], [], 0
+    while step < args.max_steps:
+        plan.set_epoch(epoch)
+        for rows in plan:
+            batch = blocks[rows].to(d.device)
+            t0 = time.perf_counter()
+            with saved.hooks() if step == 0 else nullcontext():  # measure activations once, on the first step
+                loss = lm_loss(model, batch[:, :-1], batch[:, 1:], autocast)
+            loss.backward()
+            grad_bytes = grad_bytes or local_bytes(p.grad for p in model.parameters())
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            if d.device.type == "cuda":
+                torch.cuda.synchronize()
+            step_times.append(time.perf_counter() - t0)
+            step += 1
+            # each data-parallel rank's loss covers an equal share of the global batch: their mean is its loss
+            loss_now = loss.detach().float().clone()
+            if strategy != "single" and d.enabled:
+                dist.all_reduce(loss_now)
+                loss_now /= d.world
+            losses.append(loss_now.item())
+            if step % args.log_every == 0 or step == args.max_steps:
+                metrics.log("train", strategy=strategy, step=step, train_loss=losses[-1],
+                            step_ms=1000 * statistics.median(step_times[1:] or step_times))
+            if step >= args.max_steps:
+                break
+        epoch += 1
+
+    mine = {"rank": d.rank, "param_bytes": local_bytes(model.parameters()), "grad_bytes": grad_bytes,
+            "optimizer_bytes": optimizer_state_bytes(optimizer), "activation_bytes": saved.bytes,
+            "step_ms": 1000 * statistics.median(step_times[1:] or step_times)}
+    if d.device.type == "cuda":
+        mine["peak_cuda_bytes"] = torch.cuda.max_memory_allocated(d.device)
+    val_loss = evaluate(model, val_blocks, d.device, autocast)
+    ranks = gather(mine, d, strategy)
+    for row in ranks:
+        metrics.log("memory", strategy=strategy, **row)
+    out = {"strategy": strategy, "losses": losses, "ranks": ranks, "val_loss": val_loss,
+           "params": sum(p.numel() for p in raw.parameters()) if strategy != "tp" else None}
+    out.update(save_and_reload(strategy, model, d, args, val_blocks, val_loss, metrics))
+    return out
+
+
+@torch.no_grad()
+def evaluate(model, val_blocks: torch.Tensor, device, autocast) -> float:
+    """Mean loss on a fixed set of validation sequences; every rank runs the same ones (sharded models need all
+    ranks in each forward)."""
+    model.eval()
+    batch = val_blocks.to(device)
+    loss = lm_loss(model, batch[:, :-1], batch[:, 1:], autocast).item()
+    model.train()
+    return loss
+
+
+def gather(row: dict, d: Dist, strategy: str) -> list[dict]:
+    if strategy == "single" or not d.enabled:
+        return [row]
+    rows = [None] * d.world
+    dist.all_gather_object(rows, row)
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------------- checkpoints
+def state_dict_of(model) -> dict:
+    """The model's state dict with the plain model's names, as this rank's shards (DTensors where sharded)."""
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict
+
+    return get_model_state_dict(model)
+
+
+def save_and_reload(strategy: str, model, d: Dist, args, val_blocks, val_loss: float, metrics: Metrics) -> dict:
+    """Every rank writes its own shards (torch.distributed.checkpoint); rank 0 then loads them into a plain model
+    in this process, as inference on one device would, and checks it scores the same."""
+    import torch.distributed.checkpoint as dcp
+
+    path = os.path.join(args.model_dir, "sharded", strategy)
+    alone = strategy == "single" or not d.enabled
+    if d.master:
+        shutil.rmtree(path, ignore_errors=True)
+    if not alone:
+        dist.barrier()
+    if d.master or not alone:
+        dcp.save(state_dict_of(model), checkpoint_id=path, no_dist=alone)
+    if not alone:
+        dist.barrier()
+    if not d.master:
+        return {}
+    reloaded = load_sharded(path, args)
+    reloaded_loss = evaluate(reloaded, val_blocks, "cpu", nullcontext())
+    files = sorted(f for f in os.listdir(path) if f.endswith(".distcp"))
+    metrics.log("checkpoint", strategy=strategy, files=len(files), val_loss=val_loss, reloaded_val_loss=reloaded_loss,
+                perplexity=math.exp(reloaded_loss))
+    return {"checkpoint": path, "checkpoint_files": files, "reloaded_val_loss": reloaded_loss, "model": reloaded}
+
+
+def load_sharded(path: str, args, device: str = "cpu"):
+    """A plain single-process model with the weights of a sharded checkpoint, whatever wrote it (any strategy,
+    any number of ranks): DCP reshards on load."""
+    import torch.distributed.checkpoint as dcp
+
+    torch.manual_seed(args.seed)
+    model = build_model(args, vocab_size_of(path)).to(device)
+    state = model.state_dict()
+    dcp.load(state, checkpoint_id=path, no_dist=True)
+    model.load_state_dict(state)
+    return model.eval()
+
+
+def vocab_size_of(path: str) -> int:
+    import torch.distributed.checkpoint as dcp
+
+    meta = dcp.FileSystemReader(path).read_metadata()
+    return meta.state_dict_metadata["model.embed_tokens.weight"].size[0]
+
+
+# ---------------------------------------------------------------------------------------------------- main
+def main(args) -> None:
+    # rank 0 alone writes and reads checkpoints without the process group on purpose: no warning for that
+    warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+    d = Dist(args.backend)
+    args.precision = pick_precision(args.precision, d.device)
+    if args.batch_size % d.world:
+        raise SystemExit(f"--batch_size {args.batch_size} is the global batch; it must divide by the {d.world} ranks")
+    tokenizer = load_tokenizer(os.path.join(args.train, "tokenizer.json"))
+    blocks = packed_blocks(args.train, tokenizer, args.block_size, args.subset)
+    val_blocks = packed_blocks(args.validation, tokenizer, args.block_size, 0)[: args.eval_blocks]
+    metrics = Metrics(d)
+    hidden, layers, heads, ffn = MODEL_SIZES[args.model_size]
+    d.print(f"[setup] device={d.device.type} world_size={d.world} precision={args.precision} "
+            f"model_size={args.model_size} hidden={hidden} layers={layers} heads={heads} ffn={ffn} "
+            f"vocab={len(tokenizer)} block_size={args.block_size} global_batch={args.batch_size} "
+            f"sequences={len(blocks)} steps={args.max_steps} strategies={','.join(args.strategies)} "
+            f"activation_checkpointing={args.activation_checkpointing} smp={sagemaker_model_parallel() is not None}")
+    if args.unknown:
+        d.print(f"[setup] ignoring unknown arguments: {' '.join(args.unknown)}")
+    from transformers import LlamaForCausalLM  # noqa: F401 - import on every rank now, not while others wait
+    start, results = time.perf_counter(), []
+    for strategy in args.strategies:
+        if strategy == "single" and d.enabled:  # one process trains alone; the others wait for it
+            results += [train_one(strategy, d, args, blocks, val_blocks, len(tokenizer), metrics)] if d.master else []
+            dist.barrier()
+            continue
+        results.append(train_one(strategy, d, args, blocks, val_blocks, len(tokenizer), metrics))
+    if d.master:
+        finish(args, tokenizer, val_blocks, results, metrics, time.perf_counter() - start)
+    d.exit(0)
+
+
+def finish(args, tokenizer, val_blocks, results: list[dict], metrics: Metrics, seconds: float) -> None:
+    """Rank 0: a few tokens from the last reloaded model, that model saved for inference, and metrics.json."""
+    model = results[-1].pop("model")
+    starts = (val_blocks[0] == tokenizer.cls_token_id).nonzero()  # a title's first tokens, from its [CLS]
+    first = int(starts[0]) if len(starts) and int(starts[0]) + 3 <= val_blocks.shape[1] else 0
+    prompt = val_blocks[:1, first:first + 3]
+    with torch.no_grad():  # greedy, until the end of a title ([SEP]) or generate_tokens
+        out = model.generate(prompt, max_new_tokens=args.generate_tokens, do_sample=False,
+                             eos_token_id=tokenizer.sep_token_id, pad_token_id=tokenizer.pad_token_id)
+    sample = {"prompt": tokenizer.decode(prompt[0]), "generated": tokenizer.decode(out[0, prompt.shape[1]:])}
+    print(f"[sample] strategy={results[-1]['strategy']} {sample['prompt']!r} -> {sample['generated']!r}", flush=True)
+    os.makedirs(args.model_dir, exist_ok=True)
+    model.save_pretrained(args.model_dir)  # the consolidated model, next to the sharded checkpoints
+    shutil.copy(os.path.join(args.train, "tokenizer.json"), args.model_dir)
+    for r in results:
+        r.pop("model", None)
+    metrics.log("final", strategies=",".join(r["strategy"] for r in results), train_loss=results[-1]["losses"][-1],
+                val_loss=results[-1]["val_loss"], seconds=seconds)
+    os.makedirs(args.output_data_dir, exist_ok=True)
+    hyperparameters = {k: v for k, v in vars(args).items() if k != "unknown"}
+    with open(os.path.join(args.output_data_dir, "metrics.json"), "w", encoding="utf-8") as f:
+        json.dump({"strategies": results, "sample": sample, "history": metrics.history,
+                   "hyperparameters": hyperparameters}, f, indent=1)
+
+
+if __name__ == "__main__":
+    try:
+        main(parse_args())
+    except SystemExit as e:
+        if e.code not in (0, None):
+            fail(e)
+        raise
+    except Exception as e:  # noqa: BLE001 - record why, then fail
+        fail(e)
