@@ -79,6 +79,21 @@ REFERENCE_STEP = MeasuredStep("H100", 64, 3375.0, "DistilBERT-base shape, seq 12
 DISTILBERT_BASE_PARAMS = 66_987_308
 
 
+def local_gpu_model() -> str | None:
+    """The first local GPU as a ``PEAK_TFLOPS`` key ("A100"...), or None (no GPU, or one not on file)."""
+    import shutil
+    import subprocess
+
+    if not shutil.which("nvidia-smi"):
+        return None
+    try:
+        name = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                              text=True, timeout=20).stdout.splitlines()[0]
+    except (OSError, subprocess.SubprocessError, IndexError):
+        return None
+    return next((k for k in PEAK_TFLOPS if k in name), None)
+
+
 def estimate_step_s(gpu: str, per_gpu_batch: int, measured: MeasuredStep = REFERENCE_STEP) -> float:
     """A step time for ``gpu`` carried over from ``measured`` by the ratio of dense tensor peaks and of batch sizes:
     a rough stand-in for your own measurement (launch-bound small batches scale worse than this says)."""
@@ -264,8 +279,9 @@ def plot(plans: dict[str, list[Prediction]], case_studies=CASE_STUDIES, title: s
     """Left: time to train against dollars, one line per instance type, points labelled with the instance count.
     Right: predicted scaling efficiency against GPUs, with the case studies' published figures beside it."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
 
-    fig, (ax_cost, ax_eff) = plt.subplots(1, 2, figsize=(12, 4.2))
+    fig, (ax_cost, ax_eff) = plt.subplots(1, 2, figsize=(13, 4.2))
     for label, preds in plans.items():
         priced = [p for p in preds if p.usd is not None]
         if priced:
@@ -277,15 +293,20 @@ def plot(plans: dict[str, list[Prediction]], case_studies=CASE_STUDIES, title: s
     for c in case_studies:
         ax_eff.scatter([c.gpus], [c.efficiency], marker="^" if c.lower_bound else "*", s=90, zorder=5,
                        edgecolor="black", label=f"{c.name}{' (at least)' if c.lower_bound else ''}")
+    plain = FuncFormatter(lambda v, _: f"{v:g}")
     ax_cost.set(xscale="log", yscale="log", xlabel="cost of the run (USD, on-demand)", ylabel="time to train (hours)",
                 title="Time against money")
-    ax_eff.set(xscale="log", xlabel="GPUs", ylabel="scaling efficiency (1.0 = linear)", title="Efficiency",
+    ax_eff.set(xlabel="GPUs", ylabel="scaling efficiency (1.0 = linear)", title="Efficiency",
                ylim=(0, max(1.2, *(c.efficiency + 0.1 for c in case_studies))))
     ax_eff.set_xscale("log", base=2)
     ax_eff.axhline(1.0, color="grey", ls=":", lw=1)
+    for axis in (ax_cost.xaxis, ax_cost.yaxis, ax_eff.xaxis):
+        axis.set_major_formatter(plain)
+        axis.set_minor_formatter(plain if axis is ax_cost.yaxis else FuncFormatter(lambda v, _: ""))
+    ax_cost.legend(fontsize=7)
+    ax_eff.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     for ax in (ax_cost, ax_eff):
         ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=7)
     fig.suptitle(title)
     fig.tight_layout()
     return fig

@@ -1,0 +1,146 @@
+"""The teaching diffs stay honest: labs 02 and 03 show the script's real lines, and those lines are the whole change.
+
+Single -> DDP: the few lines lab 02 shows exist, and torch.distributed is reached only through ``Dist`` (plus one
+DDP wrap), so nothing else in the script changes with the world size. DDP -> SMDDP: the lines that run only when
+SMDDP is used are exactly the import and the backend name, and lab 03 shows them.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, SRC
+
+FAKE_SMDDP = Path(__file__).resolve().parent / "fake_smddp"
+TRAIN = SRC / "train.py"
+
+
+def shown_excerpts(notebook: str) -> list[str]:
+    """The text of every ``report.excerpt(...)`` a lab calls, evaluated against today's sources."""
+    from helpers import report
+
+    nb = json.loads((REPO / "labs" / notebook).read_text(encoding="utf-8"))
+    texts = []
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        for node in ast.walk(ast.parse("".join(cell["source"]))):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) == "report.excerpt":
+                args = [ast.literal_eval(a) for a in node.args]
+                kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords}
+                texts.append(report.excerpt(*args, **kwargs).text)  # raises if its markers drifted
+    assert texts, f"{notebook} shows no excerpts of the training code"
+    return texts
+
+
+def _shown(line: str, texts: list[str]) -> bool:
+    return any(line in text for text in texts)
+
+
+def _tree():
+    return ast.parse(TRAIN.read_text(encoding="utf-8"))
+
+
+def _span(node) -> range:
+    return range(node.lineno, node.end_lineno + 1)
+
+
+def _dist_class(tree) -> ast.ClassDef:
+    return next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Dist")
+
+
+DDP_LINES = [
+    "dist.init_process_group(backend=self.backend",  # join the process group
+    "model = torch.nn.parallel.DistributedDataParallel(model",  # gradients averaged during backward
+    "per_rank_batch = args.batch_size // d.world",  # the global batch split across ranks
+    "manual_seed(self.seed * 100_003 + self.epoch)",  # one plan per epoch, the same on every rank
+    "yield batch[lo:hi]",  # each rank's slice of the global batch
+    "loss_now = d.all_reduce(",  # the logged loss averaged over ranks
+    "save(args, raw_model",  # rank 0 saves the unwrapped model
+]
+
+
+@pytest.mark.parametrize("line", DDP_LINES)
+def test_lab02_shows_each_line_of_the_ddp_diff(line):
+    assert _shown(line, shown_excerpts("02_ddp.ipynb")), f"lab 02 no longer shows {line!r}"
+
+
+def test_torch_distributed_is_reached_only_through_dist_and_one_ddp_wrap():
+    """If the training loop called torch.distributed itself, lab 02's "few lines" would not be the whole diff."""
+    tree = _tree()
+    inside = _span(_dist_class(tree))
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+             and n.value.id == "dist"]
+    assert calls and all(n.lineno in inside for n in calls), \
+        [ast.unparse(n) for n in calls if n.lineno not in inside]
+    source = TRAIN.read_text(encoding="utf-8")
+    assert source.count("DistributedDataParallel(") == 1 and source.count("init_process_group(") == 1
+
+
+def test_smddp_appears_only_in_the_backend_flag_and_dist():
+    tree = _tree()
+    dist_cls = _dist_class(tree)
+    parse_args = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "parse_args")
+    allowed = set(_span(dist_cls)) | set(_span(parse_args))
+    lines = TRAIN.read_text(encoding="utf-8").splitlines()
+    mentions = [i + 1 for i, line in enumerate(lines) if re.search(r"smddp|smdistributed", line, re.IGNORECASE)]
+    assert mentions and all(i in allowed for i in mentions), [lines[i - 1] for i in mentions if i not in allowed]
+    # the loop does not branch on the backend: outside Dist it is only printed
+    uses = [n for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "backend"
+            and isinstance(n.value, ast.Name) and n.value.id == "d"]
+    assert all("[setup]" in lines[n.lineno - 1] for n in uses)
+
+
+def _lines_run(train, requested: str) -> set[str]:
+    """The source lines of ``Dist.pick_backend`` that run for ``requested``."""
+    import torch
+
+    code = train.Dist.pick_backend.__code__
+    seen: set[int] = set()
+
+    def tracer(frame, event, arg):
+        if frame.f_code is code:
+            if event == "line":
+                seen.add(frame.f_lineno)
+            return tracer
+        return None
+
+    d = object.__new__(train.Dist)
+    d.device, d.master = torch.device("cpu"), True
+    sys.settrace(tracer)
+    try:
+        chosen = d.pick_backend(requested)
+    finally:
+        sys.settrace(None)
+    lines = TRAIN.read_text(encoding="utf-8").splitlines()
+    return chosen, {lines[i - 1].strip() for i in seen}
+
+
+def test_smddp_variant_differs_from_ddp_by_the_import_and_the_backend_name(monkeypatch):
+    """Run the backend choice both ways (SMDDP importable through a stand-in) and diff the lines that ran."""
+    monkeypatch.syspath_prepend(str(SRC))
+    monkeypatch.syspath_prepend(str(FAKE_SMDDP))
+    import train
+
+    native, ddp = _lines_run(train, "auto")
+    smddp_backend, smddp = _lines_run(train, "smddp")
+    assert (native, smddp_backend) == ("gloo", "smddp")
+    added = smddp - ddp
+    assert {line.split("#")[0].strip() for line in added} == {
+        "try:", "import smdistributed.dataparallel.torch.torch_smddp", 'return "smddp"'}
+    assert ddp - smddp == {'return native if requested == "auto" else requested'}
+    for name in [m for m in sys.modules if m.split(".")[0] == "smdistributed"]:
+        monkeypatch.delitem(sys.modules, name)  # the stand-in stays out of every other test
+    texts = shown_excerpts("03_smddp.ipynb")
+    for line in added:
+        assert _shown(line, texts), f"lab 03 does not show {line!r}"
+
+
+def test_lab03_shows_the_fallback_and_the_mpirun_guard():
+    texts = shown_excerpts("03_smddp.ipynb")
+    assert _shown("falling back to {native}", texts) and _shown('if "RANK" not in os.environ', texts)
