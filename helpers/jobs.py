@@ -45,6 +45,7 @@ class Job:
     channels: dict[str, str | Path] = field(default_factory=dict)  # channel -> local directory or s3:// URI
     input_mode: str = "File"  # File | FastFile | FSx (per channel overrides in channel_modes)
     channel_modes: dict[str, str] = field(default_factory=dict)
+    s3_endpoint: str | None = None  # local runs only: the loopback object store s3:// channels live on (lab 05)
     entry_point: str = "train.py"
     source_dir: Path = SOURCE_DIR
     processes_per_host: int | None = None  # None: one per GPU, one on a CPU

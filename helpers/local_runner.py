@@ -90,8 +90,8 @@ def stage_channel(mode: str, source: Path, dest: Path) -> None:
     nothing and keeps the job from altering the source).
     """
     if mode != "File":
-        raise JobSetupError(f"input mode {mode!r} is not available on the local runner for a local directory; "
-                            f"use 'File' (the object-store lab adds FastFile and FSx).")
+        raise JobSetupError(f"input mode {mode!r} needs an s3:// channel on the local object store "
+                            f"(helpers.objectstore, lab 05); a local directory is presented in 'File' mode.")
     try:
         shutil.copytree(source, dest, copy_function=os.link, dirs_exist_ok=True)
     except OSError:
@@ -155,6 +155,10 @@ class LocalJob:
         except BaseException:  # KeyboardInterrupt in a notebook, or a callback failing: never leave orphans
             self.stop(grace=5)
             raise
+        finally:
+            from . import input_modes
+
+            input_modes.release(self.run_dir)  # stop serving FastFile channels; record what they fetched
         return self._result(codes)
 
     def _take(self, host: str, line: str, multi: bool) -> None:
@@ -218,11 +222,17 @@ class LocalRunner:
         for name, path in job.channels.items():
             p = Path(path)
             if str(path).startswith("s3://"):
-                raise JobSetupError(f"channel {name!r} is an S3 URI ({path}); the local runner reads local "
-                                    f"directories. Use helpers.objectstore for the local S3 lab, or an ml.* target.")
+                continue  # checked against the object store by input_modes, below
             if not p.is_dir() or not any(p.iterdir()):
                 raise JobSetupError(f"channel {name!r}: {p} is missing or empty. Build the data first "
                                     f"(`python -m helpers.catalog build --out data/catalog`).")
+            if job.mode_of(name) != "File":
+                raise JobSetupError(f"channel {name!r}: input mode {job.mode_of(name)!r} needs an s3:// channel on "
+                                    f"the local object store (helpers.objectstore, lab 05); a local directory is "
+                                    f"presented in 'File' mode.")
+        from . import input_modes
+
+        inputs = input_modes.JobInputs(job, self.runs_dir.parent / "fsx")  # s3:// channels, File/FastFile/FSx
 
         name = self.job_name or f"{job.name}-{datetime.now():%Y%m%d-%H%M%S-%f}"[:63]
         run_dir = self.runs_dir / name
@@ -240,7 +250,10 @@ class LocalRunner:
                              job.hyperparameters)
             cfg.write(layout)
             for channel, path in job.channels.items():
-                stage_channel(job.mode_of(channel), Path(path), layout.data / channel)
+                if inputs.serves(channel):
+                    inputs.stage(channel, layout.data / channel, host)
+                else:
+                    stage_channel(job.mode_of(channel), Path(path), layout.data / channel)
             env = {k: v for k, v in os.environ.items() if not k.startswith(_SCRUB_PREFIXES)}
             env.update(container_env(layout, cfg, target.gpus, target.cpus, job.entry_point, distributed,
                                      master_addr="127.0.0.1", master_port=port))
@@ -249,6 +262,8 @@ class LocalRunner:
                 env["GLOO_SOCKET_IFNAME"] = "lo"  # gloo would otherwise resolve the host name to pick a NIC
                 env["CUDA_VISIBLE_DEVICES"] = ""
             env.update(job.environment)
+            inputs.run_dir = run_dir
+            env.update(inputs.environment(env, host))  # FastFile: the read-through, first on PYTHONPATH
             args = hyperparameter_args(cfg.hyperparameters_json())
             if distributed:  # the v3 torchrun driver's command, with the rendezvous on loopback
                 cmd = [sys.executable, "-m", "torch.distributed.run", f"--nnodes={len(hosts)}",
@@ -258,6 +273,7 @@ class LocalRunner:
                 cmd = [sys.executable, job.entry_point, *args]
             (layout.input / "command.json").write_text(json.dumps(cmd, indent=1))
             commands.append((host, cmd, env, layout.code))
+        input_modes.register(run_dir, inputs)
         return run_dir, commands
 
     def start(self, job: Job, target: Target) -> LocalJob:

@@ -1,0 +1,68 @@
+"""Read a channel the way a data loader would, and say how fast: the input-mode lab's I/O-only job.
+
+Standard library only, so it runs in any SageMaker image and in the local runner; it reads only the container
+contract (``SM_CHANNEL_<NAME>``). ``--access sequential`` reads the files in name order, each front to back;
+``--access random`` reads a random ``--fraction`` of them in random order (a shuffled data set of one object per
+record). Metric lines::
+
+    [read] files=10 bytes=1048576 seconds=0.2
+    [final] files=40 bytes=4194304 read_seconds=0.81 mb_per_s=5.2 first_byte_s=0.01
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import time
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--channel", default="train", help="the channel to read (SM_CHANNEL_<NAME>)")
+    p.add_argument("--access", choices=["sequential", "random"], default="sequential")
+    p.add_argument("--fraction", type=float, default=1.0, help="share of the files to read")
+    p.add_argument("--pattern", default="", help="only files whose name ends with this (e.g. .csv)")
+    p.add_argument("--block_kb", type=int, default=1024)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--log_every", type=int, default=0, help="a [read] line every N files (0: ten per run)")
+    args, _ = p.parse_known_args(argv)  # SageMaker adds hyperparameters of its own
+    return args
+
+
+def channel_files(root: str, pattern: str) -> list[str]:
+    found = []
+    for dirpath, _, names in os.walk(root, followlinks=True):
+        found += [os.path.join(dirpath, n) for n in names if n.endswith(pattern)]
+    return sorted(found)
+
+
+def main(args) -> None:
+    start = time.perf_counter()
+    root = os.environ.get(f"SM_CHANNEL_{args.channel.upper()}", f"/opt/ml/input/data/{args.channel}")
+    files = channel_files(root, args.pattern)
+    if not files:
+        raise SystemExit(f"{root}: no files{' ending in ' + args.pattern if args.pattern else ''} in this channel")
+    if args.access == "random":
+        files = random.Random(args.seed).sample(files, max(1, round(len(files) * args.fraction)))
+    else:
+        files = files[:max(1, round(len(files) * args.fraction))]
+    listed = sum(os.path.getsize(f) for f in files)
+    print(f"[setup] channel={args.channel} access={args.access} files={len(files)} bytes_listed={listed}", flush=True)
+    every = args.log_every or max(1, len(files) // 10)
+    block = args.block_kb << 10
+    total, first_byte = 0, None
+    t0 = time.perf_counter()
+    for i, path in enumerate(files, start=1):
+        with open(path, "rb") as f:
+            while chunk := f.read(block):
+                first_byte = first_byte if first_byte is not None else time.perf_counter() - start
+                total += len(chunk)
+        if i % every == 0 or i == len(files):
+            print(f"[read] files={i} bytes={total} seconds={time.perf_counter() - t0:.4f}", flush=True)
+    seconds = time.perf_counter() - t0
+    print(f"[final] files={len(files)} bytes={total} read_seconds={seconds:.4f} "
+          f"mb_per_s={total / 1e6 / seconds if seconds else 0:.4f} first_byte_s={first_byte or 0:.4f}", flush=True)
+
+
+if __name__ == "__main__":
+    main(parse_args())

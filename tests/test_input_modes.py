@@ -1,0 +1,334 @@
+"""File, FastFile and FSx channels from the loopback object store: what each presents, fetches and keeps."""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import TINY
+from helpers import catalog, input_modes, objectstore
+from helpers.input_modes import InputModeError
+from helpers.jobs import Job
+from helpers.local_runner import JobSetupError, LocalJob, LocalRunner
+from helpers.targets import Target
+
+CPU = Target("local_cpu", "local_cpu", 0, 2)
+BUCKET = "modes-data"
+
+# reads the train channel as a training script would (plain files, no idea of the mode) and reports what it saw
+PROBE = textwrap.dedent('''
+    import hashlib, json, os, socket, sys
+    root = os.environ["SM_CHANNEL_TRAIN"]
+    names = sorted(os.listdir(root))
+    sizes = {n: os.path.getsize(os.path.join(root, n)) for n in names}
+    # bytes on disk when the script starts: a FastFile placeholder holds none (a sparse file)
+    holding = [n for n in names if os.stat(os.path.join(root, n)).st_blocks > 0]
+    which = sys.argv[sys.argv.index("--read") + 1]
+    wanted = names if which == "all" else [n for n in names if n.endswith(".csv")][:1]
+    digests = {}
+    for n in wanted:
+        with open(os.path.join(root, n), "rb") as f:
+            digests[n] = hashlib.sha256(f.read()).hexdigest()
+    guard = ""
+    if "--probe_network" in sys.argv:
+        try:
+            socket.getaddrinfo("example.invalid", 80)
+        except PermissionError as err:
+            guard = str(err)
+        except OSError:
+            guard = "not blocked"
+    with open(os.path.join(os.environ["SM_MODEL_DIR"], "probe.json"), "w") as f:
+        json.dump({"sizes": sizes, "holding": holding, "digests": digests, "guard": guard,
+                   "channel_is_link": os.path.islink(root)}, f)
+    print("[final] probe=1")
+''')
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """A three-shard catalogue, uploaded to a store that lives for this module."""
+    root = tmp_path_factory.mktemp("modes")
+    shards = catalog.shards(root / "catalog", rows=3000, n_shards=3, vocab_size=600, tokenizer_rows=3000)
+    with objectstore.ObjectStore(root / "store") as store:
+        store.create_bucket(BUCKET)
+        for split in ("train", "validation"):
+            store.upload_dir(shards / split, f"s3://{BUCKET}/shards/{split}/")
+        yield store, shards
+
+
+@pytest.fixture
+def probe_dir(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "probe.py").write_text(PROBE)
+    return src
+
+
+def probe_job(store, mode: str, probe_dir: Path, read: str = "all", uri: str = f"s3://{BUCKET}/shards/train/",
+              **kw) -> Job:
+    return Job(f"probe-{mode.lower()}", {"read": read}, {"train": uri}, input_mode=mode, s3_endpoint=store.endpoint,
+               entry_point="probe.py", source_dir=probe_dir, **kw)
+
+
+def seen(result) -> dict:
+    return json.loads((result.model_dir / "probe.json").read_text())
+
+
+@pytest.mark.parametrize("mode", input_modes.MODES)
+def test_every_mode_presents_the_same_files_and_bytes(data, runner, probe_dir, mode):
+    store, shards = data
+    result = runner.run(probe_job(store, mode, probe_dir), CPU)
+    saw = seen(result)
+    local = {p.name: p for p in (shards / "train").iterdir()}
+    assert saw["sizes"] == {n: p.stat().st_size for n, p in local.items()}
+    assert saw["digests"] == {n: sha(p) for n, p in local.items()}  # identical bytes, whatever the mode
+    io = input_modes.job_io(result)
+    total = sum(p.stat().st_size for p in local.values())
+    assert io["bytes_in_channels"] == total and io["bytes_from_store"] == total
+    if mode == "FastFile":  # nothing before the start; everything on the script's opens
+        assert io["bytes_before_start"] == 0 and io["bytes_during_job"] == total and not saw["holding"]
+    else:  # File and a cold FSx fetch everything before the script starts
+        assert io["bytes_before_start"] == total and sorted(saw["holding"]) == sorted(local)
+    assert saw["channel_is_link"] == (mode == "FSx")
+
+
+def test_fastfile_starts_before_the_bytes_and_fetches_only_what_is_opened(data, runner, probe_dir):
+    store, shards = data
+    result = runner.run(probe_job(store, "FastFile", probe_dir, read="one"), CPU)
+    saw = seen(result)
+    first = sorted((shards / "train").glob("*.csv"))[0]
+    assert saw["holding"] == [] and len(saw["sizes"]) == 5  # every object listed at its size, no bytes yet
+    assert saw["digests"] == {first.name: sha(first)}
+    record = json.loads((result.run_dir / "inputs.json").read_text())
+    fetched = [f["key"] for f in record["fetches"]]
+    # the file it opened, plus one file of sequential read-ahead
+    assert fetched[0] == f"shards/train/{first.name}" and len(fetched) == 1 + input_modes.READ_AHEAD
+    assert [f["reason"] for f in record["fetches"]] == ["open"] + ["read-ahead"] * input_modes.READ_AHEAD
+    io = input_modes.job_io(result)
+    assert 0 < io["bytes_from_store"] < io["bytes_in_channels"] and io["objects_from_store"] == len(fetched)
+    untouched = result.run_dir / "algo-1" / "input" / "data" / "train" / "tokenizer.json"
+    assert untouched.stat().st_blocks == 0 and set(untouched.read_bytes()) == {0}  # still a placeholder
+
+
+def test_fsx_outlives_jobs_and_follows_the_store(data, runner, probe_dir):
+    store, shards = data
+    uri = f"s3://{BUCKET}/fsx-case/"
+    store.upload_dir(shards / "train", uri)
+    first = runner.run(probe_job(store, "FSx", probe_dir, uri=uri), CPU)
+    second = runner.run(probe_job(store, "FSx", probe_dir, uri=uri), CPU)
+    total = input_modes.job_io(first)["bytes_in_channels"]
+    assert input_modes.job_io(first)["bytes_before_start"] == total
+    assert input_modes.job_io(second)["bytes_from_store"] == 0  # warm: starts at once
+    assert seen(second)["digests"] == seen(first)["digests"]
+    shared = runner.runs_dir.parent / "fsx" / BUCKET / "fsx-case"
+    assert (second.run_dir / "algo-1" / "input" / "data" / "train").resolve() == shared.resolve()
+    # the store changes between jobs: one object rewritten, one removed
+    client = store.client()
+    client.put_object(Bucket=BUCKET, Key="fsx-case/labels.json", Body=b'["only"]')
+    client.delete_object(Bucket=BUCKET, Key="fsx-case/tokenizer.json")
+    third = runner.run(probe_job(store, "FSx", probe_dir, uri=uri), CPU)
+    io = input_modes.job_io(third)
+    assert io["objects_from_store"] == 1 and io["bytes_from_store"] == len(b'["only"]')
+    assert "tokenizer.json" not in seen(third)["sizes"]
+    assert seen(third)["digests"]["labels.json"] == hashlib.sha256(b'["only"]').hexdigest()
+
+
+def test_an_object_gone_after_presenting_fails_the_job_naming_it(data, runner, probe_dir):
+    store, shards = data
+    uri = f"s3://{BUCKET}/vanishing/"
+    store.upload_dir(shards / "train", uri)
+    job = probe_job(store, "FastFile", probe_dir, uri=uri)
+    run_dir, commands = runner.prepare(job, CPU)
+    gone = sorted(o.key for o in store.list(uri))[0]
+    store.client().delete_object(Bucket=BUCKET, Key=gone)
+    result = LocalJob(job, CPU, run_dir, commands, False, None).wait()
+    assert result.status == "Failed"
+    log = "\n".join(result.log_tail)
+    assert f"s3://{BUCKET}/{gone}" in log and "no longer has it" in log
+
+
+@pytest.mark.slow
+def test_the_training_script_runs_unchanged_on_fastfile(data, runner):
+    """train.py reads labels, tokenizer (from Rust) and the first shard; the rest is never fetched."""
+    store, _ = data
+    channels = {s: f"s3://{BUCKET}/shards/{s}/" for s in ("train", "validation")}
+    job = Job("fastfile-train", {**TINY, "subset": 400, "eval_subset": 100, "max_steps": 4}, channels,
+              input_mode="FastFile", s3_endpoint=store.endpoint)
+    result = runner.run(job, CPU)
+    assert result.status == "Completed" and result.metrics["val_accuracy"] >= 0
+    io = input_modes.job_io(result)
+    assert io["bytes_before_start"] == 0 and 0 < io["bytes_from_store"] < io["bytes_in_channels"]
+    assert (result.model_dir / "tokenizer.json").read_bytes() == \
+        store.client().get_object(Bucket=BUCKET, Key="shards/train/tokenizer.json")["Body"].read()
+
+
+def test_fastfile_job_stays_on_loopback_under_the_network_guard(data, runner, probe_dir, tmp_path):
+    """The read-through loads before any other sitecustomize and still runs it (here: the network guard)."""
+    from test_network import GUARD
+
+    store, _ = data
+    site = tmp_path / "guard"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(GUARD)
+    log = tmp_path / "network.log"
+    job = probe_job(store, "FastFile", probe_dir, environment={"PYTHONPATH": str(site),
+                                                               "NETWORK_GUARD_LOG": str(log)})
+    job.hyperparameters["probe_network"] = "1"
+    saw = seen(runner.run(job, CPU))
+    assert "network guard" in saw["guard"]  # the guard ran in the job...
+    attempts = [json.loads(line)["host"] for line in log.read_text().splitlines()]
+    assert attempts == ["example.invalid"]  # ...and saw nothing but the probe's own lookup
+    assert saw["digests"]  # while every file came through the loopback read-through
+
+
+# ---------------------------------------------------------------------------------------------- bad input
+@pytest.mark.parametrize("uri, match", [
+    (f"s3://no-such-bucket/x/", "bucket 'no-such-bucket' does not exist"),
+    (f"s3://{BUCKET}/shards/tarin/", r"no objects under s3://modes-data/shards/tarin/.*shards/train/"),
+    (f"s3://{BUCKET}/shards/train/missing.csv", "no object s3://modes-data/shards/train/missing.csv"),
+])
+def test_missing_bucket_prefix_or_object_is_named_before_anything_is_written(data, runner, probe_dir, uri, match):
+    store, _ = data
+    with pytest.raises(InputModeError, match=match):
+        runner.prepare(probe_job(store, "File", probe_dir, uri=uri), CPU)
+    assert not runner.runs_dir.exists()
+
+
+def test_an_empty_channel_is_refused(data, runner, probe_dir):
+    store, _ = data
+    store.client().put_object(Bucket=BUCKET, Key="empty/zero.csv", Body=b"")
+    with pytest.raises(InputModeError, match="only empty objects"):
+        runner.prepare(probe_job(store, "FastFile", probe_dir, uri=f"s3://{BUCKET}/empty/"), CPU)
+
+
+def test_one_object_can_be_a_channel(data, runner, probe_dir):
+    store, shards = data
+    result = runner.run(probe_job(store, "FastFile", probe_dir, uri=f"s3://{BUCKET}/shards/train/labels.json"),
+                        CPU)
+    assert seen(result)["digests"] == {"labels.json": sha(shards / "train" / "labels.json")}
+
+
+def test_unreachable_or_unset_endpoint_is_refused(data, runner, probe_dir):
+    store, _ = data
+    dead = f"http://127.0.0.1:{objectstore._free_ports(1)[0]}"
+    with pytest.raises(InputModeError, match=f"cannot reach the object store at {dead}"):
+        runner.prepare(Job("x", {}, {"train": f"s3://{BUCKET}/shards/train/"}, s3_endpoint=dead,
+                           entry_point="probe.py", source_dir=probe_dir), CPU)
+    with pytest.raises(InputModeError, match="Job.s3_endpoint is not set"):
+        runner.prepare(Job("x", {}, {"train": f"s3://{BUCKET}/shards/train/"}, entry_point="probe.py",
+                           source_dir=probe_dir), CPU)
+    with pytest.raises(InputModeError, match="not a local object store endpoint"):
+        runner.prepare(Job("x", {}, {"train": f"s3://{BUCKET}/shards/train/"}, s3_endpoint="https://s3.amazonaws.com",
+                           entry_point="probe.py", source_dir=probe_dir), CPU)
+    assert not runner.runs_dir.exists()
+
+
+def test_modes_other_than_the_three_and_local_directories_in_lazy_modes_are_refused(data, runner, probe_dir):
+    store, shards = data
+    with pytest.raises(InputModeError, match="Pipe mode is legacy"):
+        runner.prepare(probe_job(store, "Pipe", probe_dir), CPU)
+    with pytest.raises(JobSetupError, match="needs an s3:// channel"):
+        runner.prepare(Job("x", {}, {"train": shards / "train"}, input_mode="FastFile", entry_point="probe.py",
+                           source_dir=probe_dir), CPU)
+
+
+# ---------------------------------------------------------------------------------------------- SageMaker
+def _transitions(*phases: tuple[str, int, str]) -> list[dict]:
+    t = dt.datetime(2026, 11, 20, 9, 0, tzinfo=dt.timezone.utc)
+    out = []
+    for status, seconds, message in phases:
+        out.append({"Status": status, "StartTime": t, "EndTime": t + dt.timedelta(seconds=seconds),
+                    "StatusMessage": message})
+        t += dt.timedelta(seconds=seconds)
+    return out
+
+
+# DescribeTrainingJob responses in the service's shape (300 GB in File mode, then the same job on FSx)
+FILE_JOB = {"TrainingJobName": "seg-file", "TrainingJobStatus": "Completed", "BillableTimeInSeconds": 9300,
+            "InputDataConfig": [{"ChannelName": "train", "InputMode": "File", "DataSource": {"S3DataSource": {
+                "S3DataType": "S3Prefix", "S3Uri": "s3://b/seg/train/"}}}],
+            "SecondaryStatusTransitions": _transitions(
+                ("Starting", 95, "Preparing the instances for training"),
+                ("Downloading", 3540, "Downloading input data"),
+                ("Training", 5580, "Training image download completed. Training in progress."),
+                ("Uploading", 60, "Uploading generated training model"),
+                ("Completed", 0, "Training job completed"))}
+FSX_JOB = {"TrainingJobName": "seg-fsx", "TrainingJobStatus": "Completed", "BillableTimeInSeconds": 5760,
+           "InputDataConfig": [{"ChannelName": "train", "DataSource": {"FileSystemDataSource": {
+               "FileSystemId": "fs-0123456789abcdef0", "FileSystemType": "FSxLustre",
+               "DirectoryPath": "/abcdef12/seg/train", "FileSystemAccessMode": "ro"}}}],
+           "SecondaryStatusTransitions": _transitions(
+               ("Starting", 110, "Preparing the instances for training"),
+               ("Downloading", 12, "Downloading input data"),
+               ("Training", 5580, "Training in progress."),
+               ("Uploading", 58, "Uploading generated training model"),
+               ("Completed", 0, "Training job completed"))}
+
+
+def test_recorded_responses_have_the_service_shape():
+    import botocore.session
+
+    shape = botocore.session.get_session().get_service_model("sagemaker").operation_model(
+        "DescribeTrainingJob").output_shape
+    transition = shape.members["SecondaryStatusTransitions"].member
+    for response in (FILE_JOB, FSX_JOB):
+        assert set(response) <= set(shape.members)
+        for t in response["SecondaryStatusTransitions"]:
+            assert set(t) <= set(transition.members) and t["Status"] in transition.members["Status"].enum
+
+
+def test_startup_cost_reads_the_secondary_status_transitions():
+    rows = input_modes.startup_cost(FILE_JOB)
+    assert [r["phase"] for r in rows] == ["Starting", "Downloading", "Training", "Uploading", "Completed"]
+    assert rows[1]["seconds"] == 3540 and rows[1]["share"] == pytest.approx(3540 / 9275)
+    file_share, fsx_share = input_modes.download_share(FILE_JOB), input_modes.download_share(FSX_JOB)
+    assert file_share["downloading_s"] == 3540 and file_share["training_s"] == 5580
+    assert file_share["download_share"] == pytest.approx(3540 / 9120)
+    assert fsx_share["downloading_s"] == 12 and fsx_share["input_mode"] == "train=FSx"
+    assert file_share["input_mode"] == "train=File"
+    running = {"SecondaryStatusTransitions": [{"Status": "Downloading", "StartTime": FILE_JOB[
+        "SecondaryStatusTransitions"][1]["StartTime"]}]}
+    assert input_modes.startup_cost(running)[0]["seconds"] != input_modes.startup_cost(running)[0]["seconds"]  # NaN
+
+
+FSX = {"file_system_id": "fs-0123456789abcdef0", "mount_name": "abcdef12", "path": "lab05/shards",
+       "subnets": ["subnet-0a1b2c3d"], "security_group_ids": ["sg-0a1b2c3d"]}
+
+
+def test_real_channel_definitions_per_mode_in_the_dry_run(small_catalog):
+    from helpers import sagemaker_jobs
+
+    base = Job("lab05", {"epochs": 1})
+    data = {"train": "s3://my-bucket/lab05/shards/train/", "validation": str(small_catalog / "validation")}
+    jobs = input_modes.sagemaker_jobs_per_mode(base, data, FSX)
+    requests = {m: sagemaker_jobs.dry_run_offline(j, "ml.g5.2xlarge", echo=False).request for m, j in jobs.items()}
+    rows = {m: input_modes.channel_definitions(r) for m, r in requests.items()}
+    assert {r["InputMode"] for r in rows["File"]} == {"File"}
+    assert [r["InputMode"] for r in rows["FastFile"]] == ["FastFile", "FastFile"]  # explicit on every channel
+    assert rows["FastFile"][0]["source"] == data["train"]
+    fsx_sources = [c["DataSource"]["FileSystemDataSource"] for c in requests["FSx"]["InputDataConfig"]
+                   if "FileSystemDataSource" in c["DataSource"]]
+    assert [s["DirectoryPath"] for s in fsx_sources] == ["/abcdef12/lab05/shards/train",
+                                                         "/abcdef12/lab05/shards/validation"]
+    assert all(s["FileSystemType"] == "FSxLustre" and s["FileSystemAccessMode"] == "ro" for s in fsx_sources)
+    assert requests["FSx"]["VpcConfig"] == {"Subnets": ["subnet-0a1b2c3d"], "SecurityGroupIds": ["sg-0a1b2c3d"]}
+    assert "VpcConfig" not in requests["FastFile"]
+
+
+def test_fsx_preflight_wants_networking_and_a_mount_name():
+    from helpers import sagemaker_jobs
+
+    no_network = {k: v for k, v in FSX.items() if k not in ("subnets", "security_group_ids")}
+    job = input_modes.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, no_network)["FSx"]
+    with pytest.raises(sagemaker_jobs.FSxConfigError, match="988"):
+        sagemaker_jobs.preflight(job, "ml.g5.2xlarge")
+    with pytest.raises(InputModeError, match="mount name '/fsx'"):
+        input_modes.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, {**FSX, "mount_name": "/fsx"})
