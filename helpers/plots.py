@@ -58,3 +58,30 @@ def class_counts(counts: dict[str, int], title: str = "Rows per category"):
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def stacked_bars(labels: Sequence[str], parts: dict[str, Sequence[float]], ylabel: str, title: str = "",
+                 side: tuple[Sequence[float], str, str] | None = None):
+    """One stacked bar per configuration (``parts``: component -> values), and optionally a plain bar chart of
+    another figure beside it (``side``: values, its y label, its title), e.g. bytes per rank next to step time."""
+    fig, axes = plt.subplots(1, 2 if side else 1, figsize=(11 if side else 6, 3.8), squeeze=False)
+    ax = axes[0][0]
+    bottom = [0.0] * len(labels)
+    for name, values in parts.items():
+        ax.bar(labels, values, bottom=bottom, label=name)
+        bottom = [b + v for b, v in zip(bottom, values)]
+    ax.set(ylabel=ylabel, title=title)
+    ax.tick_params(axis="x", rotation=30)
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    if side:
+        values, side_label, side_title = side
+        drawn = axes[0][1].bar(labels, values, color="#4C72B0")
+        for bar, value in zip(drawn, values):
+            axes[0][1].annotate(f"{value:.0f}", (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center",
+                                va="bottom", fontsize=9)
+        axes[0][1].set(ylabel=side_label, title=side_title)
+        axes[0][1].tick_params(axis="x", rotation=30)
+        axes[0][1].grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig

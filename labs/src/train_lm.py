@@ -42,9 +42,10 @@ from sampling import GlobalBatchPlan
 from train import Dist, Metrics, fail, pick_precision, str2bool
 
 STRATEGIES = ("single", "ddp", "zero", "fsdp", "tp")
-# name: (hidden, layers, heads, ffn). "tiny" keeps a CPU smoke run to seconds; "1b" is Llama-3.2-1B's shape.
+# name: (hidden, layers, heads, ffn). "tiny" keeps a CPU smoke run to seconds; "1b" and "7b" have the layers of
+# Llama-3.2-1B and Llama-2-7B (with the catalogue's small vocabulary).
 MODEL_SIZES = {"tiny": (128, 2, 4, 344), "small": (256, 4, 8, 688), "medium": (512, 8, 8, 1376),
-               "1b": (2048, 16, 32, 8192)}
+               "1b": (2048, 16, 32, 8192), "7b": (4096, 32, 32, 11008)}
 
 
 def parse_args(argv=None):
