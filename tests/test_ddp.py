@@ -87,9 +87,11 @@ def test_smddp_backend_is_used_where_the_library_imports(single, runner, small_c
     _assert_parity(single, smddp)
 
 
-def test_smddp_under_mpirun_without_the_library_stops_with_a_clear_error(small_catalog, tmp_path):
-    """mpirun (SageMaker's SMDDP launcher) sets OMPI_COMM_WORLD_*, not RANK: there is no torchrun rendezvous to fall
-    back on, so a missing or mismatched library must fail at once, saying what to change."""
+def test_smddp_under_mpirun_without_the_library_stops_with_a_clear_error(small_catalog, tmp_path, monkeypatch):
+    """A bare mpirun (SageMaker's SMDDP launcher) sets OMPI_COMM_WORLD_*, not torchrun's rendezvous address: there is
+    nothing to fall back on, so a missing or mismatched library must fail at once, saying what to change."""
+    for name in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(name, raising=False)
     done = run_script(["train.py", "--train", str(small_catalog / "train"), "--validation",
                        str(small_catalog / "validation"), "--backend", "smddp"],
                       env={"SM_OUTPUT_DIR": str(tmp_path), "OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "1",

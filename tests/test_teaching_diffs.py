@@ -143,4 +143,4 @@ def test_smddp_variant_differs_from_ddp_by_the_import_and_the_backend_name(monke
 
 def test_lab03_shows_the_fallback_and_the_mpirun_guard():
     texts = shown_excerpts("03_smddp.ipynb")
-    assert _shown("falling back to {native}", texts) and _shown('if "RANK" not in os.environ', texts)
+    assert _shown("falling back to {native}", texts) and _shown('if "MASTER_ADDR" not in os.environ', texts)
