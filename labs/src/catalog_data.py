@@ -72,6 +72,29 @@ class TokenizedTitles(torch.utils.data.Dataset):
         return self.ids[i], self.targets[i]
 
 
+class TitlesTokenizedOnTheFly(torch.utils.data.Dataset):
+    """The same items as :class:`TokenizedTitles`, tokenized one title at a time in ``__getitem__``.
+
+    The common raw-data pipeline (decode or tokenize per sample, inside the loader): every epoch pays the work again,
+    and it runs in the trainer process or in DataLoader workers that compete with it for the CPU cores.
+    """
+
+    def __init__(self, titles: list[str], targets: list[int], tokenizer, max_length: int):
+        self.titles, self.targets, self.tokenizer, self.max_length = titles, targets, tokenizer, max_length
+
+    @property
+    def ids(self):
+        raise DataError("token lengths are only known up front with --tokenize ahead: --bucket_by_length needs "
+                        "them, so use --tokenize ahead with it.")
+
+    def __len__(self) -> int:
+        return len(self.titles)
+
+    def __getitem__(self, i: int):
+        ids = self.tokenizer(self.titles[i], truncation=True, max_length=self.max_length)["input_ids"]
+        return ids, self.targets[i]
+
+
 class PadCollator:
     """Pads a batch to its longest title (dynamic padding), or to ``pad_to`` when set."""
 

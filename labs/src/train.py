@@ -24,7 +24,9 @@ from contextlib import nullcontext
 import torch
 import torch.distributed as dist
 
-from catalog_data import PadCollator, TokenizedTitles, load_tokenizer, read_channel, read_labels
+import profiling
+from catalog_data import (PadCollator, TitlesTokenizedOnTheFly, TokenizedTitles, load_tokenizer, read_channel,
+                          read_labels)
 from sampling import GlobalBatchPlan
 
 # name: (dim, layers, heads, ffn). "base" is distilbert-base's shape; "tiny" is for CPU smoke runs.
@@ -74,6 +76,14 @@ def parse_args(argv=None):
     p.add_argument("--eval_subset", type=int, default=0, help="validate on the first N rows only (0: all)")
     p.add_argument("--log_every", type=int, default=20)
     p.add_argument("--evals_per_epoch", type=int, default=1)
+    # the data pipeline (lab 07): where tokenizing happens, and who feeds the trainer
+    p.add_argument("--tokenize", choices=["ahead", "on_the_fly"], default="ahead",
+                   help="ahead: every title once, before training; on_the_fly: per sample, in the loader")
+    p.add_argument("--num_workers", type=int, default=0, help="DataLoader worker processes (0: the trainer itself)")
+    p.add_argument("--pin_memory", type=str2bool, default=False, help="page-locked batches: faster copies to a GPU")
+    p.add_argument("--persistent_workers", type=str2bool, default=False, help="keep workers alive across epochs")
+    p.add_argument("--threads", type=int, default=0, help="trainer's intra-op threads (0: OMP_NUM_THREADS)")
+    profiling.add_arguments(p, str2bool)
     p.add_argument("--backend", choices=["auto", "gloo", "nccl", "smddp"], default="auto",
                    help="collectives: auto (nccl on GPUs, gloo on CPUs) or smddp (SageMaker's data-parallel "
                         "library, falls back to auto where it is not installed)")
@@ -114,7 +124,7 @@ class Dist:
             return "smddp"
         except Exception as e:  # noqa: BLE001 - missing, or built for another PyTorch: say which, then fall back
             why = f"{type(e).__name__}: {e}"
-        if "MASTER_ADDR" not in os.environ:  # a bare mpirun launch: no rendezvous address to fall back on
+        if "RANK" not in os.environ:  # launched by mpirun: no torchrun rendezvous to fall back on
             raise SystemExit(f"--backend smddp under mpirun, but SMDDP cannot be imported ({why}). Use an image "
                              f"that ships SMDDP (PyTorch 2.3.0 DLC or an SMP image) or distribution='torchrun'.")
         self.print(f"[warn] --backend smddp: SMDDP cannot be imported here ({why}); falling back to {native}. "
@@ -223,6 +233,7 @@ def evaluate(model, data, collate, d: Dist, autocast, batch_size: int, num_label
 def main(args) -> None:
     d = Dist(args.backend)
     torch.manual_seed(args.seed + d.rank)  # per-rank stream: dropout differs across ranks, as it should
+    torch.set_num_threads(args.threads or torch.get_num_threads())  # workers + threads > cores: they fight
     precision = pick_precision(args.precision, d.device)
     amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
     autocast = torch.autocast(d.device.type, dtype=amp_dtype) if amp_dtype else nullcontext()
@@ -235,7 +246,8 @@ def main(args) -> None:
     labels = read_labels(args.train)
     tokenizer_file = os.path.join(args.pretrained, "tokenizer.json") if args.pretrained else ""
     tokenizer = load_tokenizer(tokenizer_file if os.path.isfile(tokenizer_file) else os.path.join(args.train, "tokenizer.json"))
-    train_set = TokenizedTitles(*read_channel(args.train, labels, args.subset), tokenizer, args.max_length)
+    Titles = TitlesTokenizedOnTheFly if args.tokenize == "on_the_fly" else TokenizedTitles
+    train_set = Titles(*read_channel(args.train, labels, args.subset), tokenizer, args.max_length)
     val_set = TokenizedTitles(*read_channel(args.validation, labels, args.eval_subset), tokenizer, args.max_length)
     collate = PadCollator(tokenizer.pad_token_id)
     # one global plan of batches per epoch, each rank taking its slice: step i trains on the same rows whatever the
@@ -244,6 +256,8 @@ def main(args) -> None:
                               lengths=[len(ids) for ids in train_set.ids] if args.bucket_by_length else None)
     # the loader's own generator: starting an iterator must not draw from (and shift) the global torch RNG
     loader = torch.utils.data.DataLoader(train_set, batch_sampler=sampler, collate_fn=collate,
+                                         num_workers=args.num_workers, pin_memory=args.pin_memory and d.device.type == "cuda",
+                                         persistent_workers=args.persistent_workers and args.num_workers > 0,
                                          generator=torch.Generator().manual_seed(args.seed))
     steps_per_epoch = len(loader)
     if steps_per_epoch == 0:
@@ -275,10 +289,11 @@ def main(args) -> None:
     flops, flops_of = 0.0, FlopCounter(raw_model)
     window_start, window_samples = time.perf_counter(), 0
     train_start = time.perf_counter()
+    profiler = profiling.start(args, d, total_steps)  # the data-wait clock; torch.profiler too with --profile
     model.train()
     while step < total_steps:
         sampler.set_epoch(epoch)
-        for batch in loader:
+        for batch in profiler.batches(loader):
             batch = {k: v.to(d.device, non_blocking=True) for k, v in batch.items()}
             with autocast:
                 loss = model(**batch).loss
@@ -289,6 +304,7 @@ def main(args) -> None:
             scaler.update()
             optimizer.zero_grad(set_to_none=True)
             schedule.step()
+            profiler.step()
             step += 1
             width = batch["input_ids"].shape[1]
             seen += args.batch_size
@@ -321,6 +337,7 @@ def main(args) -> None:
                "train_seconds": train_seconds, "steps": step, "samples": seen, "precision": precision,
                "world_size": d.world, "params": n_params,
                "flops_per_sample": flops / max(seen, 1)}
+    summary.update(profiler.close())
     if peak:
         summary["mfu"] = samples_per_sec * summary["flops_per_sample"] / (peak * 1e12)
     metrics.log("final", **{k: v for k, v in final.items() if k.startswith("val_")}, **summary)

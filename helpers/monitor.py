@@ -1,0 +1,388 @@
+"""A system monitor for local jobs: per-core CPU, the job's processes and, where there are GPUs, their use.
+
+It samples in a background thread every ``interval`` seconds (0.5 s, as SageMaker Debugger's system profiler did)
+while a job runs, and draws what the case studies read their bottlenecks from: a heatmap of every core (and GPU) over
+time, and line charts of the job's CPU and memory by role (launcher, trainer ranks, DataLoader workers)::
+
+    local = LocalRunner().start(job, target)
+    with monitor.watch(local) as mon:
+        result = local.wait()
+    mon.heatmap(); mon.lines(); mon.table()
+
+GPUs are read through NVML (the ``nvidia-ml-py`` package); without it, or without a driver, GPU rows are simply absent.
+The top-operators tables that ``--profile`` writes are read here too (:func:`top_ops`), so a lab can show them.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import psutil
+
+ROLES = ("launcher", "trainer", "loader workers")
+
+
+@dataclass
+class Sample:
+    """One reading: ``t`` seconds since the monitor started; CPU in % of one core (200 = two cores busy)."""
+
+    t: float
+    cores: list[float]  # % busy per logical core, whole machine
+    cpu_by_role: dict[str, float]  # the job's processes, % of one core, by role
+    rss_mb_by_role: dict[str, float]
+    processes: dict[str, int]  # how many processes of each role
+    gpu_util: list[float] = field(default_factory=list)  # % per GPU
+    gpu_mem_gb: list[float] = field(default_factory=list)
+
+
+class GPUs:
+    """NVML readings, or none: a machine without the package or the driver has no GPU rows."""
+
+    def __init__(self):
+        self.handles, self.names, self.nvml = [], [], None
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            count = pynvml.nvmlDeviceGetCount()
+        except Exception:  # noqa: BLE001 - no package, no driver, no device: all mean "no GPU rows"
+            return
+        self.nvml = pynvml
+        self.handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+        self.names = [_text(pynvml.nvmlDeviceGetName(h)) for h in self.handles]
+
+    def read(self) -> tuple[list[float], list[float]]:
+        util, mem = [], []
+        for h in self.handles:
+            try:
+                util.append(float(self.nvml.nvmlDeviceGetUtilizationRates(h).gpu))
+                mem.append(self.nvml.nvmlDeviceGetMemoryInfo(h).used / 1e9)
+            except Exception:  # noqa: BLE001 - a GPU that stops answering reads as idle rather than ending the run
+                util.append(0.0)
+                mem.append(0.0)
+        return util, mem
+
+    def close(self) -> None:
+        if self.nvml is not None:
+            with contextlib.suppress(Exception):
+                self.nvml.nvmlShutdown()
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class Monitor:
+    """Samples the machine and a set of process trees in a background thread until :meth:`stop`.
+
+    ``roots``: PIDs (or ``Popen`` objects) whose whole process trees are the job; more can be added with
+    :meth:`track`. CPU per process comes from its CPU-time counters, so a DataLoader worker that lives for less than
+    one interval is still counted.
+    """
+
+    def __init__(self, roots: Iterable = (), interval: float = 0.5, gpus: bool = True):
+        if interval <= 0:
+            raise ValueError(f"interval must be positive, got {interval}")
+        self.interval = interval
+        self.samples: list[Sample] = []
+        self.roots: list[psutil.Process] = []
+        self.gpus = GPUs() if gpus else None
+        self.gpu_names = self.gpus.names if self.gpus else []
+        self._cpu_seen: dict[int, float] = {}  # pid -> CPU seconds at the last sample
+        self._procs: dict[int, psutil.Process] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._t0 = self._last = time.monotonic()
+        self._wall_last = time.time()
+        for root in roots:
+            self.track(root)
+
+    @property
+    def cpu_count(self) -> int:
+        return psutil.cpu_count() or 1
+
+    def track(self, process) -> None:
+        """Follow this process and every process it starts (``pid`` or anything with a ``.pid``)."""
+        pid = getattr(process, "pid", process)
+        with contextlib.suppress(psutil.NoSuchProcess):
+            self.roots.append(psutil.Process(pid))
+
+    def start(self) -> "Monitor":
+        if self._thread is not None:
+            raise RuntimeError("this monitor is already running; make a new Monitor for another job")
+        psutil.cpu_percent(percpu=True)  # the first call only sets the baseline for the next
+        self._t0 = self._last = time.monotonic()
+        self._wall_last = time.time()
+        self._thread = threading.Thread(target=self._run, name="system-monitor", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> "Monitor":
+        """Take a last sample and join the thread; safe to call twice."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self.gpus is not None:
+            self.gpus.close()
+        return self
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def __enter__(self) -> "Monitor":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.samples.append(self.sample())
+        self.samples.append(self.sample())  # the end of the job: its last partial interval
+
+    # ---- one reading
+    def sample(self) -> Sample:
+        now, wall = time.monotonic(), time.time()
+        elapsed = max(now - self._last, 1e-3)
+        cores = psutil.cpu_percent(percpu=True)
+        cpu = {r: 0.0 for r in ROLES}
+        rss = {r: 0.0 for r in ROLES}
+        count = {r: 0 for r in ROLES}
+        for proc, role in self._job_processes():
+            try:
+                with proc.oneshot():
+                    times = proc.cpu_times()
+                    used = times.user + times.system
+                    mem = proc.memory_info().rss
+                    created = proc.create_time()
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+            # a process first seen now: count all its CPU time if it started after the last sample
+            before = self._cpu_seen.get(proc.pid, 0.0 if created >= self._wall_last else used)
+            self._cpu_seen[proc.pid] = used
+            cpu[role] += 100.0 * max(0.0, used - before) / elapsed
+            rss[role] += mem / 1e6
+            count[role] += 1
+        util, mem_gb = self.gpus.read() if self.gpus else ([], [])
+        self._last, self._wall_last = now, wall
+        return Sample(round(now - self._t0, 3), cores, cpu, rss, count, util, mem_gb)
+
+    def _job_processes(self) -> Iterator[tuple[psutil.Process, str]]:
+        """Every live process of the tracked trees, with its role. DataLoader workers are forked: they carry their
+        parent's command line. A trainer runs the entry script; a launcher (torchrun) starts trainers."""
+        seen = set()
+        for root in self.roots:
+            try:
+                tree = [root, *root.children(recursive=True)]
+            except psutil.NoSuchProcess:
+                continue
+            for proc in tree:
+                if proc.pid in seen:
+                    continue
+                seen.add(proc.pid)
+                proc = self._procs.setdefault(proc.pid, proc)
+                yield proc, self._role(proc)
+
+    def _role(self, proc: psutil.Process) -> str:
+        try:
+            cmd = proc.cmdline()
+            parent = proc.parent()
+            parent_cmd = parent.cmdline() if parent is not None else []
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            return "trainer"
+        if "torch.distributed.run" in cmd or any(c.endswith("torchrun") for c in cmd[:2]):
+            return "launcher"
+        if cmd and cmd == parent_cmd:
+            return "loader workers"
+        return "trainer"
+
+    # ---- results
+    def summary(self) -> dict:
+        """Averages over the run: how busy the cores were, what the job used, peak memory."""
+        if not self.samples:
+            return {}
+        n = len(self.samples)
+        busy = [sum(s.cores) / max(1, len(s.cores)) for s in self.samples]
+        out = {"seconds": self.samples[-1].t, "samples": n, "cores": len(self.samples[0].cores),
+               "machine_cpu_pct": sum(busy) / n}
+        for role in ROLES:
+            out[f"{role}_cores"] = sum(s.cpu_by_role[role] for s in self.samples) / n / 100
+        out["job_cores"] = sum(out[f"{r}_cores"] for r in ROLES)
+        out["peak_rss_mb"] = max(sum(s.rss_mb_by_role.values()) for s in self.samples)
+        out["peak_workers"] = max(s.processes["loader workers"] for s in self.samples)
+        for i, name in enumerate(self.gpu_names):
+            out[f"gpu{i}_util_pct"] = sum(s.gpu_util[i] for s in self.samples) / n
+            out[f"gpu{i}_peak_mem_gb"] = max(s.gpu_mem_gb[i] for s in self.samples)
+        return out
+
+    def rows(self) -> list[dict]:
+        """One row per sample: time, each core, the job's CPU and memory by role, each GPU."""
+        out = []
+        for s in self.samples:
+            row = {"t": s.t, **{f"cpu{i}": v for i, v in enumerate(s.cores)}}
+            row.update({f"{r} cpu%": s.cpu_by_role[r] for r in ROLES})
+            row.update({f"{r} MB": s.rss_mb_by_role[r] for r in ROLES})
+            row.update({f"gpu{i}%": v for i, v in enumerate(s.gpu_util)})
+            row.update({f"gpu{i} GB": v for i, v in enumerate(s.gpu_mem_gb)})
+            out.append(row)
+        return out
+
+    def table(self, every: int = 1, title: str = "System samples"):
+        """The samples as a table (every ``every``-th row)."""
+        from .report import Table
+
+        return Table(self.rows()[::max(1, every)], title=title)
+
+    def matrix(self) -> tuple[list[str], list[float], list[list[float]]]:
+        """(row labels, times, values in %): every core, the job's share of all cores (on a shared machine the
+        cores can be busy with someone else's work), then every GPU, as the heatmap draws them."""
+        times = [s.t for s in self.samples]
+        cores = len(self.samples[0].cores) if self.samples else 0
+        labels = [f"cpu{i}" for i in range(cores)] + (["job"] if cores else [])
+        labels += [f"gpu{i}" for i in range(len(self.gpu_names))]
+        values = [[s.cores[i] for s in self.samples] for i in range(cores)]
+        if cores:
+            values.append([min(100.0, sum(s.cpu_by_role.values()) / cores) for s in self.samples])
+        values += [[s.gpu_util[i] for s in self.samples] for i in range(len(self.gpu_names))]
+        return labels, times, values
+
+    def heatmap(self, title: str = "Utilisation", ax=None):
+        labels, times, values = self.matrix()
+        return heatmap(labels, times, values, title=title, ax=ax)
+
+    def lines(self, title: str = ""):
+        return lines(self, title=title)
+
+
+@contextlib.contextmanager
+def watch(job=None, interval: float = 0.5, gpus: bool = True) -> Iterator[Monitor]:
+    """Monitor a local job (anything with ``.procs``: the LocalRunner's ``LocalJob``) for the length of the block."""
+    procs = getattr(job, "procs", {}) if job is not None else {}
+    mon = Monitor(procs.values() if isinstance(procs, dict) else procs, interval=interval, gpus=gpus)
+    with mon:
+        yield mon
+
+
+def run_monitored(job, target, interval: float = 0.5, **runner_options):
+    """Launch ``job`` on a local target with the monitor on: ``(JobResult, Monitor)``. Raises like ``run_job``."""
+    from . import targets
+    from .local_runner import JobFailed, LocalRunner
+
+    t = targets.resolve(target) if isinstance(target, str) else target
+    if not t.is_local:
+        raise ValueError(f"run_monitored watches processes on this machine; {t.name} is a SageMaker instance type: "
+                         f"use helpers.cloudwatch for a real job's metrics.")
+    runner = LocalRunner(**runner_options)
+    local = runner.start(job, t)
+    with watch(local, interval=interval) as mon:
+        result = local.wait()
+    if result.status != "Completed" and runner.check:
+        tail = "\n".join(result.log_tail[-25:])
+        raise JobFailed(f"job {result.name} {result.status.lower()}: {result.failure_reason}\n"
+                        f"--- last lines of its log ({result.run_dir}) ---\n{tail}", result)
+    return result, mon
+
+
+# ---------------------------------------------------------------------------------------------------- plots
+def heatmap(labels: list[str], times: list[float], values: list[list[float]], title: str = "Utilisation",
+            ax=None, vmax: float = 100.0, xlabel: str = "seconds"):
+    """Rows (cores, GPUs or hosts) against time, darker = busier, as SageMaker Debugger's heatmap drew them."""
+    import matplotlib.pyplot as plt
+
+    fig = None
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(10, 0.45 * max(2, len(labels)) + 1.4))
+    if not times:
+        ax.set_title(f"{title} (no samples)")
+        return fig or ax.figure
+    edges = _edges(times)
+    image = ax.pcolormesh(edges, range(len(labels) + 1), values, cmap="viridis", vmin=0, vmax=vmax, shading="flat")
+    ax.set_yticks([i + 0.5 for i in range(len(labels))], labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set(xlabel=xlabel, title=title)
+    (fig or ax.figure).colorbar(image, ax=ax, label="% busy", pad=0.01)
+    if fig is not None:
+        fig.tight_layout()
+    return fig or ax.figure
+
+
+def _edges(times: list[float]) -> list[float]:
+    """Cell edges for samples taken at the end of each interval: the first cell starts at 0 (or one step back)."""
+    step = (times[-1] - times[0]) / (len(times) - 1) if len(times) > 1 else 0.5
+    first = max(0.0, times[0] - step)
+    return [first, *times]
+
+
+def compare_heatmaps(monitors: dict, title: str = "Utilisation, side by side"):
+    """One heatmap per run (``{"label": Monitor}``), stacked on the same colour scale and time axis."""
+    import matplotlib.pyplot as plt
+
+    rows = max(len(m.matrix()[0]) for m in monitors.values())
+    fig, axes = plt.subplots(len(monitors), 1, figsize=(10, len(monitors) * (0.45 * max(2, rows) + 1.1)),
+                             sharex=True, squeeze=False)
+    for ax, (label, mon) in zip(axes[:, 0], monitors.items()):
+        s = mon.summary()
+        mon.heatmap(title=f"{label}: {s.get('seconds', 0):.0f} s, machine {s.get('machine_cpu_pct', 0):.0f}% busy",
+                    ax=ax)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def lines(mon: Monitor, title: str = ""):
+    """The job's CPU (in cores) and memory by role over time, and GPU use where there are GPUs."""
+    import matplotlib.pyplot as plt
+
+    panels = 3 if mon.gpu_names else 2
+    fig, axes = plt.subplots(1, panels, figsize=(4.2 * panels, 3.2))
+    t = [s.t for s in mon.samples]
+    ax_cpu, ax_mem = axes[0], axes[1]
+    for role in ROLES:
+        if any(s.processes[role] for s in mon.samples):
+            ax_cpu.plot(t, [s.cpu_by_role[role] / 100 for s in mon.samples], label=role)
+            ax_mem.plot(t, [s.rss_mb_by_role[role] for s in mon.samples], label=role)
+    ax_cpu.axhline(mon.cpu_count, color="grey", ls=":", label=f"{mon.cpu_count} cores")
+    ax_cpu.set(xlabel="seconds", ylabel="cores busy", title="Job CPU by role")
+    ax_mem.set(xlabel="seconds", ylabel="RSS (MB)", title="Job memory by role")
+    if mon.gpu_names:
+        for i, name in enumerate(mon.gpu_names):
+            axes[2].plot(t, [s.gpu_util[i] for s in mon.samples], label=f"gpu{i}")
+        axes[2].set(xlabel="seconds", ylabel="% busy", title="GPU utilisation", ylim=(0, 105))
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------------- profiles
+def top_ops(output_dir: str | Path, rank: int = 0, device: str | None = None, limit: int = 8) -> list[dict]:
+    """The top operators ``train.py --profile`` wrote for one rank: per-step milliseconds and share of the time.
+
+    ``device``: "cpu" or "gpu" (default: the GPU list when the run had one, else the CPU list).
+    """
+    report = profile_report(output_dir, rank)
+    which = device or ("gpu" if "gpu" in report else "cpu")
+    if which not in report:
+        raise KeyError(f"the profile has no {which!r} list (it has {', '.join(k for k in ('cpu', 'gpu') if k in report)})")
+    return [{"operator": r["name"] if len(r["name"]) <= 60 else r["name"][:57] + "...",
+             "ms per step": r["self_ms_per_step"], "share": r["share"], "calls per step": r["calls_per_step"]}
+            for r in report[which][:limit]]
+
+
+def profile_report(output_dir: str | Path, rank: int = 0) -> dict:
+    """The whole ``top_ops.rank<r>.json`` of a run's output directory (``result.output_dir`` or its profile dir)."""
+    base = Path(output_dir)
+    for candidate in (base / f"top_ops.rank{rank}.json", base / "profile" / f"top_ops.rank{rank}.json"):
+        if candidate.is_file():
+            return json.loads(candidate.read_text(encoding="utf-8"))
+    raise FileNotFoundError(f"no top_ops.rank{rank}.json under {base}: was the job run with profile=True (and did "
+                            f"it train for at least the profile schedule's steps)?")

@@ -1,0 +1,191 @@
+"""Where a training step's time goes: a data-wait clock on every step, and torch.profiler around a few of them.
+
+The clock always runs (two ``perf_counter`` calls a step): it splits the loop's wall time into waiting for the next
+batch (inside ``next(loader)``) and everything else, and adds ``data_wait_frac`` and friends to the run's summary.
+``--profile`` adds torch.profiler on a ``wait, warmup, active`` schedule. Its trace lands in ``--profile_dir`` as a
+Chrome trace (``<host>-rank<r>.<id>.pt.trace.json.gz``: open it in https://ui.perfetto.dev or TensorBoard); rank
+``r`` also writes its top operators as ``top_ops.rank<r>.json`` and ``.txt``. On SageMaker, a ``--profile_dir``
+under ``/opt/ml/output/tensorboard`` is uploaded to the job's TensorBoard S3 location while it runs.
+
+SageMaker Debugger's framework profiling and SageMaker Profiler are going away; these are plain PyTorch, so they
+run the same in any container. The training loop calls three hooks::
+
+    profiler = profiling.start(args, d, total_steps)
+    for batch in profiler.batches(loader): ... ; profiler.step()
+    summary.update(profiler.close())
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import torch
+
+# operators that only wrap others (their self time is the wrapper's own bookkeeping): not a bottleneck by themselves
+_WRAPPERS = ("ProfilerStep",)  # "ProfilerStep#7", or "ProfilerStep*" once key_averages() merges them
+
+
+def add_arguments(p, boolean) -> None:
+    """The profiling flags, on train.py's parser (``boolean``: its SageMaker-safe string-to-bool)."""
+    p.add_argument("--profile", type=boolean, default=False,
+                   help="torch.profiler around a few steps: a Chrome/TensorBoard trace and a top-operators table")
+    p.add_argument("--profile_dir", default="",
+                   help="where the trace and tables go (default: <output_data_dir>/profile; on SageMaker, a path "
+                        "under /opt/ml/output/tensorboard is uploaded as the job runs)")
+    p.add_argument("--profile_schedule", default="2,2,5",
+                   help="wait,warmup,active steps: skip start-up, warm the profiler up, then record")
+
+
+def parse_schedule(text: str) -> tuple[int, int, int]:
+    try:
+        wait, warmup, active = (int(x) for x in str(text).split(","))
+    except ValueError:
+        raise SystemExit(f"--profile_schedule {text!r}: give three whole numbers, wait,warmup,active (e.g. 2,2,5)")
+    if wait < 0 or warmup < 0 or active < 1:
+        raise SystemExit(f"--profile_schedule {text!r}: wait and warmup must be >= 0 and active >= 1")
+    return wait, warmup, active
+
+
+class StepClock:
+    """Splits each step into data wait (blocked in ``next(loader)``) and the rest, from the second step on (the
+    first batch carries worker start-up: it is reported on its own as ``first_batch_s``)."""
+
+    def __init__(self):
+        self.start = time.perf_counter()
+        self.first_batch_s = None
+        self.wait = self.total = 0.0
+        self.steps = 0
+        self.arrived = None  # when the current step's batch arrived
+
+    def batches(self, loader, counted=lambda: True):
+        """Yield the loader's batches, timing each wait; ``counted()`` says whether the coming step counts."""
+        it = iter(loader)
+        while True:
+            before = time.perf_counter()
+            try:
+                batch = next(it)
+            except StopIteration:
+                return
+            now = time.perf_counter()
+            if self.first_batch_s is None:
+                self.first_batch_s = now - self.start
+            elif self.arrived is not None and counted():
+                self.wait += now - before
+                self.total += now - self.arrived
+                self.steps += 1
+            self.arrived = now
+            yield batch
+
+    def summary(self) -> dict:
+        if not self.steps:
+            return {"first_batch_s": self.first_batch_s or 0.0}
+        return {"data_wait_frac": self.wait / self.total, "data_wait_ms": 1e3 * self.wait / self.steps,
+                "step_ms": 1e3 * self.total / self.steps, "first_batch_s": self.first_batch_s}
+
+
+class StepTimer:
+    """The profiler when ``--profile`` is off: only the clock. Same hooks, so the loop has no branches."""
+
+    def __init__(self, num_workers: int = 0):
+        self.clock = StepClock()
+        self.num_workers = num_workers
+
+    def batches(self, loader):
+        return self.clock.batches(loader, self.counted)
+
+    def counted(self) -> bool:
+        return True
+
+    def step(self) -> None:
+        pass
+
+    def close(self) -> dict:
+        return {**self.clock.summary(), "threads": torch.get_num_threads(), "num_workers": self.num_workers}
+
+
+class TorchProfiler(StepTimer):
+    """torch.profiler on a ``wait, warmup, active`` schedule; profiled steps are left out of the clock's figures
+    (the profiler slows them down)."""
+
+    def __init__(self, out_dir: str, schedule: tuple[int, int, int], device: torch.device, rank: int,
+                 num_workers: int = 0):
+        super().__init__(num_workers)
+        self.out_dir, self.schedule, self.device, self.rank = out_dir, schedule, device, rank
+        os.makedirs(out_dir, exist_ok=True)
+        host = os.environ.get("SM_CURRENT_HOST", "local")
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if device.type == "cuda":
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        wait, warmup, active = schedule
+        self.steps_done = 0
+        self.prof = torch.profiler.profile(
+            activities=activities, record_shapes=True,
+            schedule=torch.profiler.schedule(wait=wait, warmup=warmup, active=active, repeat=1),
+            on_trace_ready=torch.profiler.tensorboard_trace_handler(out_dir, worker_name=f"{host}-rank{rank}",
+                                                                   use_gzip=True))
+        self.prof.start()
+
+    def counted(self) -> bool:
+        # asked as batch n+1 arrives (steps_done == n): the span covers step n's work (0-based n-1) and the wait
+        # for step n+1 (0-based n); leave it out if either ran under the profiler
+        wait, warmup, active = self.schedule
+        return not wait <= self.steps_done <= wait + warmup + active
+
+    def step(self) -> None:
+        self.steps_done += 1
+        self.prof.step()
+
+    def close(self) -> dict:
+        self.prof.stop()
+        report = top_operators(self.prof, self.device, self.schedule)
+        report["traces"] = sorted(f for f in os.listdir(self.out_dir) if f.endswith((".pt.trace.json",
+                                                                                    ".pt.trace.json.gz")))
+        base = os.path.join(self.out_dir, f"top_ops.rank{self.rank}")
+        with open(base + ".json", "w", encoding="utf-8") as f:
+            json.dump(report, f, indent=1)
+        with open(base + ".txt", "w", encoding="utf-8") as f:
+            f.write(report.pop("table"))
+        return {**super().close(), "profiled_steps": self.schedule[2],
+                "profiled_step_ms": report["step_ms"]}
+
+
+def top_operators(prof, device: torch.device, schedule: tuple[int, int, int], limit: int = 40) -> dict:
+    """The operators that took the most time over the active steps, per step: self time on the CPU, and on the
+    GPU when there is one (that list is where GEMM kernels show up)."""
+    active = schedule[2]
+    averages = prof.key_averages()
+    steps = [e for e in averages if e.key.startswith(_WRAPPERS)]
+    step_ms = sum(e.cpu_time_total for e in steps) / 1e3 / max(1, sum(e.count for e in steps))
+    report = {"device": device.type, "schedule": dict(zip(("wait", "warmup", "active"), schedule)),
+              "step_ms": step_ms, "cpu": _ranked(averages, "self_cpu_time_total", "cpu_time_total", active, limit)}
+    sort_by = "self_cpu_time_total"
+    if device.type == "cuda":
+        report["gpu"] = _ranked(averages, "self_device_time_total", "device_time_total", active, limit)
+        sort_by = "self_device_time_total"
+    report["table"] = averages.table(sort_by=sort_by, row_limit=15)
+    return report
+
+
+def _ranked(averages, self_key: str, total_key: str, active: int, limit: int) -> list[dict]:
+    rows = [e for e in averages if not e.key.startswith(_WRAPPERS) and getattr(e, self_key, 0) > 0]
+    spent = sum(getattr(e, self_key) for e in rows) or 1.0
+    rows.sort(key=lambda e: -getattr(e, self_key))
+    return [{"name": e.key, "calls_per_step": e.count / active,
+             "self_ms_per_step": getattr(e, self_key) / 1e3 / active,
+             "total_ms_per_step": getattr(e, total_key) / 1e3 / active,
+             "share": getattr(e, self_key) / spent} for e in rows[:limit]]
+
+
+def start(args, d, total_steps: int) -> StepTimer:
+    """The loop's profiler: the clock alone, or torch.profiler as well with ``--profile``. Checks the schedule
+    fits the run before training starts."""
+    workers = getattr(args, "num_workers", 0)
+    if not args.profile:
+        return StepTimer(workers)
+    schedule = parse_schedule(args.profile_schedule)
+    if sum(schedule) > total_steps:
+        raise SystemExit(f"--profile_schedule {args.profile_schedule} needs {sum(schedule)} steps but this run has "
+                         f"{total_steps}: shorten the schedule or train for more steps")
+    out_dir = args.profile_dir or os.path.join(args.output_data_dir, "profile")
+    return TorchProfiler(out_dir, schedule, d.device, d.rank, workers)

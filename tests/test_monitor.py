@@ -1,0 +1,114 @@
+"""The system monitor: samples a real process tree in the background, finds its roles, stops cleanly."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import types
+
+import matplotlib
+import pytest
+
+matplotlib.use("Agg")
+
+from helpers import monitor  # noqa: E402
+
+# a "trainer" that forks one "loader worker" (same command line, as DataLoader workers have), both busy for a while
+BUSY = textwrap.dedent("""
+    import os, time
+    def spin(seconds):
+        end = time.time() + seconds
+        while time.time() < end:
+            pass
+    pid = os.fork()
+    spin(1.5)
+    if pid:
+        os.waitpid(pid, 0)
+""")
+
+
+@pytest.fixture
+def busy_job():
+    proc = subprocess.Popen([sys.executable, "-c", BUSY])
+    yield types.SimpleNamespace(procs={"algo-1": proc})
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+
+
+def test_samples_a_real_process_tree_and_stops_cleanly(busy_job):
+    with monitor.watch(busy_job, interval=0.2, gpus=False) as mon:
+        assert mon.running
+        busy_job.procs["algo-1"].wait(timeout=60)
+    assert not mon.running and not mon._thread.is_alive()
+    n = len(mon.samples)
+    assert n >= 3
+    assert all(len(s.cores) == mon.cpu_count for s in mon.samples)
+    assert max(s.processes["trainer"] for s in mon.samples) == 1
+    assert max(s.processes["loader workers"] for s in mon.samples) == 1  # the fork carries its parent's command
+    summary = mon.summary()
+    # two spinning processes for 1.5 s: well over a tenth of a core each, however busy the machine is
+    assert summary["trainer_cores"] > 0 and summary["loader workers_cores"] > 0
+    assert summary["peak_rss_mb"] > 1 and summary["peak_workers"] == 1
+    assert not any(k.startswith("gpu") for k in summary)  # gpus=False: no GPU rows at all
+    mon.stop()  # a second stop is harmless
+    assert len(mon.samples) == n
+
+
+def test_results_as_table_heatmap_and_lines(busy_job):
+    with monitor.watch(busy_job, interval=0.2, gpus=False) as mon:
+        busy_job.procs["algo-1"].wait(timeout=60)
+    labels, times, values = mon.matrix()
+    assert labels == [f"cpu{i}" for i in range(mon.cpu_count)] + ["job"]
+    assert len(values) == len(labels) and all(len(row) == len(times) for row in values)
+    assert all(0 <= v <= 100 for row in values for v in row)
+    table = mon.table()
+    assert len(table.rows) == len(mon.samples) and "trainer cpu%" in table.columns
+    assert "cpu0" in repr(table)
+    assert mon.heatmap().axes and mon.lines().axes
+    assert monitor.compare_heatmaps({"a": mon, "b": mon}).axes
+
+
+def test_gpu_rows_come_from_nvml_when_present(monkeypatch, busy_job):
+    """With NVML answering (a stand-in module here: this machine has no GPU), every sample carries each GPU."""
+    class Util:
+        gpu = 87
+
+    class Mem:
+        used = 5e9
+
+    fake = types.SimpleNamespace(
+        nvmlInit=lambda: None, nvmlShutdown=lambda: None, nvmlDeviceGetCount=lambda: 2,
+        nvmlDeviceGetHandleByIndex=lambda i: i, nvmlDeviceGetName=lambda h: b"NVIDIA H100 80GB HBM3",
+        nvmlDeviceGetUtilizationRates=lambda h: Util, nvmlDeviceGetMemoryInfo=lambda h: Mem)
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    with monitor.watch(busy_job, interval=0.2) as mon:
+        busy_job.procs["algo-1"].wait(timeout=60)
+    assert mon.gpu_names == ["NVIDIA H100 80GB HBM3"] * 2
+    assert all(s.gpu_util == [87.0, 87.0] and s.gpu_mem_gb == [5.0, 5.0] for s in mon.samples)
+    labels, _, _ = mon.matrix()
+    assert labels[-2:] == ["gpu0", "gpu1"]
+    assert mon.summary()["gpu1_util_pct"] == 87.0
+    assert len(mon.lines().axes) >= 3  # the GPU panel
+
+
+def test_no_nvml_means_no_gpu_rows(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import fails as if the package were missing
+    assert monitor.GPUs().names == []
+
+
+def test_bad_interval_is_refused():
+    with pytest.raises(ValueError, match="interval"):
+        monitor.Monitor(interval=0)
+
+
+def test_remote_targets_are_refused_before_launch():
+    from helpers import jobs
+
+    with pytest.raises(ValueError, match="cloudwatch"):
+        monitor.run_monitored(jobs.Job(name="x"), "ml.g5.2xlarge")
+
+
+def test_missing_profile_says_what_to_do(tmp_path):
+    with pytest.raises(FileNotFoundError, match="profile=True"):
+        monitor.top_ops(tmp_path)

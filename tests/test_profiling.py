@@ -1,0 +1,139 @@
+"""Profiling in the training script: the trace and top-operators table, the data-pipeline knobs, the step clock."""
+from __future__ import annotations
+
+import gzip
+import json
+import sys
+import types
+
+import pytest
+import torch
+
+from conftest import SRC, TINY, run_script
+from helpers import monitor
+
+sys.path.insert(0, str(SRC))
+import profiling  # noqa: E402
+from catalog_data import (DataError, PadCollator, TitlesTokenizedOnTheFly, TokenizedTitles, load_tokenizer,  # noqa: E402
+                          read_channel, read_labels)
+from sampling import GlobalBatchPlan  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def profiled(small_catalog, tmp_path_factory):
+    """One by-hand run with the starved pipeline's knobs and --profile, across an epoch boundary."""
+    out = tmp_path_factory.mktemp("profiled")
+    args = ["train.py", "--train", str(small_catalog / "train"), "--validation", str(small_catalog / "validation"),
+            "--model_dir", str(out / "model"), "--output_data_dir", str(out / "data"), "--subset", "640",
+            "--eval_subset", "200", "--max_steps", "26", "--epochs", "2",
+            *[x for k, v in TINY.items() for x in (f"--{k}", str(v))],
+            "--tokenize", "on_the_fly", "--num_workers", "2", "--persistent_workers", "true", "--threads", "1",
+            "--profile", "true", "--profile_schedule", "2,1,3"]
+    done = run_script(args, env={"SM_OUTPUT_DIR": str(out / "output")})
+    assert done.returncode == 0, done.stdout + done.stderr
+    return out, json.loads((out / "data" / "metrics.json").read_text())["summary"]
+
+
+@pytest.mark.slow
+def test_profile_writes_a_chrome_trace(profiled):
+    out, _ = profiled
+    traces = list((out / "data" / "profile").glob("local-rank0.*.pt.trace.json.gz"))
+    assert len(traces) == 1
+    trace = json.loads(gzip.decompress(traces[0].read_bytes()))
+    names = {e.get("name", "") for e in trace["traceEvents"]}
+    assert {"ProfilerStep#3", "ProfilerStep#4", "ProfilerStep#5"} <= names  # the active steps (wait 2, warmup 1)
+    assert "ProfilerStep#1" not in names and "ProfilerStep#6" not in names
+    assert any(n.startswith("enumerate(DataLoader)#_MultiProcessingDataLoaderIter") for n in names)
+    assert any(n in ("aten::addmm", "aten::mm") for n in names)
+
+
+@pytest.mark.slow
+def test_profile_writes_the_top_operators(profiled):
+    out, summary = profiled
+    report = monitor.profile_report(out / "data")
+    assert report["device"] == "cpu" and report["schedule"] == {"wait": 2, "warmup": 1, "active": 3}
+    assert report["traces"] and report["step_ms"] > 0 and "gpu" not in report
+    ops = report["cpu"]
+    assert ops and all(not o["name"].startswith("ProfilerStep") for o in ops)
+    assert ops == sorted(ops, key=lambda o: -o["self_ms_per_step"])
+    assert 0 < sum(o["share"] for o in ops) <= 1.0 + 1e-9
+    assert any(o["name"] in ("aten::addmm", "aten::mm") for o in ops)
+    text = (out / "data" / "profile" / "top_ops.rank0.txt").read_text()
+    assert "Self CPU" in text and "aten::" in text
+    rows = monitor.top_ops(out / "data", limit=5)
+    assert len(rows) == 5 and set(rows[0]) == {"operator", "ms per step", "share", "calls per step"}
+    # the knobs reached the trainer, and the clock left the profiled steps out
+    assert summary["threads"] == 1 and summary["num_workers"] == 2 and summary["profiled_steps"] == 3
+    assert 0 <= summary["data_wait_frac"] < 1 and summary["step_ms"] > 0 and summary["steps"] == 26
+
+
+def _datasets(catalog, rows=300):
+    labels = read_labels(catalog / "train")
+    tokenizer = load_tokenizer(str(catalog / "train" / "tokenizer.json"))
+    titles, targets = read_channel(catalog / "train", labels, rows)
+    return (TokenizedTitles(titles, targets, tokenizer, 24), TitlesTokenizedOnTheFly(titles, targets, tokenizer, 24),
+            PadCollator(tokenizer.pad_token_id))
+
+
+def _batches(dataset, collate, workers=0):
+    loader = torch.utils.data.DataLoader(dataset, batch_sampler=GlobalBatchPlan(len(dataset), 32, seed=3),
+                                         collate_fn=collate, num_workers=workers,
+                                         generator=torch.Generator().manual_seed(3))
+    return list(loader)
+
+
+def test_on_the_fly_and_ahead_give_identical_batches(small_catalog):
+    ahead, on_the_fly, collate = _datasets(small_catalog)
+    assert [on_the_fly[i] for i in range(len(ahead))] == [ahead[i] for i in range(len(ahead))]
+    truncated = max(len(ids) for ids, _ in (on_the_fly[i] for i in range(len(on_the_fly))))
+    assert truncated <= 24  # truncation applies per title too
+    reference = _batches(ahead, collate)
+    for got in (_batches(on_the_fly, collate), _batches(on_the_fly, collate, workers=2)):
+        assert len(got) == len(reference) == 300 // 32
+        for a, b in zip(reference, got):
+            assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_length_bucketing_needs_lengths_up_front(small_catalog):
+    _, on_the_fly, _ = _datasets(small_catalog, rows=40)
+    with pytest.raises(DataError, match="--tokenize ahead"):
+        on_the_fly.ids  # noqa: B018 - what train.py reads for --bucket_by_length
+
+
+@pytest.mark.parametrize("text", ["2,2", "a,b,c", "1,1,0", "-1,1,2"])
+def test_bad_schedules_are_refused(text):
+    with pytest.raises(SystemExit, match="--profile_schedule"):
+        profiling.parse_schedule(text)
+
+
+def test_a_schedule_longer_than_the_run_is_refused_before_training(tmp_path):
+    args = types.SimpleNamespace(profile=True, profile_schedule="2,2,5", profile_dir="", output_data_dir=str(tmp_path),
+                                 num_workers=0)
+    with pytest.raises(SystemExit, match="needs 9 steps but this run has 6"):
+        profiling.start(args, types.SimpleNamespace(device=torch.device("cpu"), rank=0), total_steps=6)
+    assert not any(tmp_path.iterdir())  # nothing written
+
+
+def test_without_profile_only_the_clock_runs():
+    args = types.SimpleNamespace(profile=False, num_workers=0)
+    timer = profiling.start(args, None, total_steps=3)
+    assert type(timer) is profiling.StepTimer
+    seen = []
+    for batch in timer.batches([10, 20, 30]):
+        seen.append(batch)
+        timer.step()
+    assert seen == [10, 20, 30]
+    summary = timer.close()
+    assert summary["num_workers"] == 0 and summary["threads"] == torch.get_num_threads()
+    assert 0 <= summary["data_wait_frac"] <= 1 and summary["first_batch_s"] >= 0
+
+
+def test_profiled_steps_are_left_out_of_the_clock():
+    timer = profiling.TorchProfiler.__new__(profiling.TorchProfiler)
+    timer.schedule, timer.steps_done = (2, 1, 3), 0
+    counted = []
+    for done in range(10):
+        timer.steps_done = done
+        counted.append(timer.counted())
+    # asked as batch done+1 arrives: spans touching steps 3-6 (0-based 2-5: warmup and active) are left out
+    assert counted == [True, True, False, False, False, False, False, True, True, True]
