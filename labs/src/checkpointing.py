@@ -121,7 +121,7 @@ class NoCheckpoints:
     def due(self, step: int) -> bool:
         return False
 
-    def save(self, **progress) -> None:
+    def save(self, **_) -> None:
         pass
 
 

@@ -1,0 +1,259 @@
+"""Checkpoints in-process: exact round trips, atomic writes, corrupt and partial checkpoints, refused resumes."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import SRC
+
+sys.path.insert(0, str(SRC))
+import checkpointing  # noqa: E402
+from checkpointing import Checkpointer, CorruptCheckpoint, NoCheckpoints, write_atomic  # noqa: E402
+
+
+@dataclass
+class OneProcess:
+    """The slice of train.py's Dist that the checkpointer uses, for one process."""
+
+    rank: int = 0
+    local_rank: int = 0
+    world: int = 1
+    enabled: bool = False
+    master: bool = True
+    device: torch.device = torch.device("cpu")
+    lines: list = field(default_factory=list)
+
+    def print(self, *a):
+        self.lines.append(" ".join(map(str, a)))
+
+
+@dataclass
+class History:
+    history: list = field(default_factory=list)
+
+
+class Trainer:
+    """A small model trained with dropout, AdamW and a warm-up schedule: every piece of state a resume needs."""
+
+    def __init__(self, seed: int = 0, lr: float = 1e-2):
+        torch.manual_seed(seed)
+        self.model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Dropout(0.3), torch.nn.Linear(16, 3))
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=lr)
+        self.schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: min(1.0, (s + 1) / 5))
+        self.scaler = torch.amp.GradScaler("cpu", enabled=False)
+        self.metrics = History()
+
+    def step(self, step: int) -> float:
+        x = torch.randn(4, 8)  # data drawn from the global RNG, like dropout: a resume must restore it
+        loss = torch.nn.functional.cross_entropy(self.model(x), torch.tensor([0, 1, 2, 1]))
+        loss.backward()
+        self.optimizer.step()
+        self.optimizer.zero_grad()
+        self.schedule.step()
+        self.metrics.history.append({"kind": "train", "step": step, "train_loss": loss.item()})
+        return loss.item()
+
+    def checkpointer(self, directory: Path, d=None, every: int = 2, keep: int = 3, fingerprint=None,
+                     allow=frozenset()) -> Checkpointer:
+        return Checkpointer(directory, d or OneProcess(), every, keep, fingerprint or {"lr": 1e-2, "seed": 0},
+                            set(allow), self.model, self.optimizer, self.schedule, self.scaler, self.metrics)
+
+
+@pytest.fixture(autouse=True)
+def keep_sigterm_handler():
+    """The checkpointer installs a SIGTERM handler: put pytest's back afterwards."""
+    before = signal.getsignal(signal.SIGTERM)
+    yield
+    signal.signal(signal.SIGTERM, before)
+
+
+def train(t: Trainer, ckpt, start: int, stop: int) -> list[float]:
+    losses = []
+    for step in range(start + 1, stop + 1):
+        losses.append(t.step(step))
+        if ckpt.due(step):
+            ckpt.save(step=step, epoch=0)
+    return losses
+
+
+def params(t: Trainer) -> list[torch.Tensor]:
+    return [p.detach().clone() for p in t.model.parameters()]
+
+
+def test_resume_continues_bit_identically(tmp_path):
+    straight = Trainer()
+    expected = train(straight, NoCheckpoints(), 0, 10)
+
+    first = Trainer()
+    train(first, first.checkpointer(tmp_path), 0, 7)  # saves at 2, 4, 6; steps 7 are lost
+    second = Trainer(seed=123)  # another init and RNG position: all of it must come from the checkpoint
+    progress = second.checkpointer(tmp_path).resume({"step": 0, "epoch": 0})
+    assert progress == {"step": 6, "epoch": 0}
+    resumed = train(second, NoCheckpoints(), 6, 10)
+    assert resumed == expected[6:]
+    assert all(torch.equal(a, b) for a, b in zip(params(straight), params(second)))
+    assert second.metrics.history == straight.metrics.history
+    assert second.schedule.get_last_lr() == straight.schedule.get_last_lr()
+
+
+def test_nothing_to_resume_starts_fresh(tmp_path):
+    t = Trainer()
+    d = OneProcess()
+    assert t.checkpointer(tmp_path, d).resume({"step": 0}) == {"step": 0}
+    assert any("event=fresh" in line for line in d.lines)
+
+
+def test_corrupt_newest_checkpoint_is_skipped_and_set_aside(tmp_path):
+    t = Trainer()
+    train(t, t.checkpointer(tmp_path), 0, 6)
+    newest = tmp_path / "step-00000006" / "state.pt"
+    newest.write_bytes(newest.read_bytes()[:100])  # truncated, as an interrupted upload would leave it
+    d = OneProcess()
+    again = Trainer()
+    ckpt = again.checkpointer(tmp_path, d)
+    assert ckpt.resume({"step": 0})["step"] == 4
+    assert any("WARNING: skipping checkpoint step-00000006" in line and "checksum" in line for line in d.lines)
+    assert not (tmp_path / "step-00000006").exists() and list(tmp_path.glob(".corrupt-step-00000006-*"))
+    train(again, ckpt, 4, 6)  # the step's name is free again: a new step 6 replaces the corrupt one
+    assert checkpointing.Checkpointer._verify(ckpt, tmp_path / "step-00000006")[0]["step"] == 6
+
+
+@pytest.mark.parametrize("damage", ["manifest", "missing_rank_file", "flipped_byte"])
+def test_every_kind_of_damage_is_detected(tmp_path, damage):
+    t = Trainer()
+    ckpt = t.checkpointer(tmp_path)
+    train(t, ckpt, 0, 2)
+    path = tmp_path / "step-00000002"
+    if damage == "manifest":
+        (path / "manifest.json").write_text("{not json")
+    elif damage == "missing_rank_file":
+        (path / "rank-00000.pt").unlink()
+    else:
+        data = bytearray((path / "state.pt").read_bytes())
+        data[len(data) // 2] ^= 1
+        (path / "state.pt").write_bytes(bytes(data))
+    with pytest.raises(CorruptCheckpoint):
+        ckpt._verify(path)
+
+
+def test_a_save_interrupted_midway_publishes_nothing(tmp_path, monkeypatch):
+    t = Trainer()
+    ckpt = t.checkpointer(tmp_path)
+    train(t, ckpt, 0, 2)
+    real = checkpointing.write_atomic
+
+    def dies_at_manifest(path, data):
+        if path.name == "manifest.json":
+            raise KeyboardInterrupt("killed while saving")
+        real(path, data)
+
+    monkeypatch.setattr(checkpointing, "write_atomic", dies_at_manifest)
+    with pytest.raises(KeyboardInterrupt):
+        train(t, ckpt, 2, 4)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".partial-step-00000004", "step-00000002"]
+    monkeypatch.undo()
+    d = OneProcess()
+    assert Trainer().checkpointer(tmp_path, d).resume({"step": 0})["step"] == 2
+    assert not (tmp_path / ".partial-step-00000004").exists()
+    assert any("removing .partial-step-00000004" in line for line in d.lines)
+
+
+def test_atomic_write_leaves_old_file_or_new_file_never_a_short_one(tmp_path, monkeypatch):
+    target = tmp_path / "state.pt"
+    write_atomic(target, b"old contents")
+
+    def crash(*a):
+        raise OSError("power cut before the rename")
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(OSError):
+        write_atomic(target, b"new contents, longer")
+    assert target.read_bytes() == b"old contents"
+    monkeypatch.undo()
+    write_atomic(target, b"new contents, longer")
+    assert target.read_bytes() == b"new contents, longer"
+
+
+def test_keeps_only_the_newest_k(tmp_path):
+    t = Trainer()
+    train(t, t.checkpointer(tmp_path, keep=2), 0, 10)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-00000008", "step-00000010"]
+
+
+def test_sigterm_stops_at_the_next_step_with_a_checkpoint(tmp_path):
+    t = Trainer()
+    ckpt = t.checkpointer(tmp_path, every=1000)
+    t.step(1)
+    assert not ckpt.due(1)
+    os.kill(os.getpid(), signal.SIGTERM)  # the handler only notes it: the process lives on to save
+    t.step(2)
+    assert ckpt.due(2) and ckpt.stopping
+    ckpt.save(step=2, epoch=0)
+    manifest = json.loads((tmp_path / "step-00000002" / "manifest.json").read_text())
+    assert manifest["step"] == 2 and set(manifest["files"]) == {"state.pt", "rank-00000.pt"}
+    assert checkpointing.EXIT_STOPPED == 143
+
+
+def test_resume_with_changed_settings_is_refused(tmp_path):
+    t = Trainer()
+    train(t, t.checkpointer(tmp_path, fingerprint={"lr": 1e-2, "seed": 0, "model_size": "tiny"}), 0, 2)
+    other = Trainer()
+    ckpt = other.checkpointer(tmp_path, fingerprint={"lr": 2e-2, "seed": 0, "model_size": "base"})
+    with pytest.raises(SystemExit) as refused:
+        ckpt.resume({"step": 0})
+    message = str(refused.value.code)
+    assert "refusing to resume" in message and "lr: 0.01 in the checkpoint, 0.02 now" in message
+    assert "model_size: 'tiny' in the checkpoint, 'base' now" in message and "--resume_allow_changes" in message
+    before = params(other)
+    assert all(torch.equal(a, b) for a, b in zip(before, params(other)))  # refused before loading anything
+
+
+def test_an_allowed_lr_change_is_applied_not_mixed(tmp_path):
+    t = Trainer()
+    train(t, t.checkpointer(tmp_path), 0, 6)
+    other = Trainer(lr=5e-2)
+    d = OneProcess()
+    ckpt = other.checkpointer(tmp_path, d, fingerprint={"lr": 5e-2, "seed": 0}, allow={"lr"})
+    assert ckpt.resume({"step": 0})["step"] == 6
+    assert any("resuming with lr changed: 0.01 -> 0.05" in line for line in d.lines)
+    factor = min(1.0, (6 + 1) / 5)
+    assert other.optimizer.param_groups[0]["lr"] == pytest.approx(5e-2 * factor)
+    assert other.schedule.base_lrs == [5e-2]
+    other.step(7)
+    assert other.schedule.get_last_lr()[0] == pytest.approx(5e-2)
+
+
+def args(**over) -> argparse.Namespace:
+    base = dict(checkpoint_dir="/tmp/x", checkpoint_every=5, checkpoint_keep=2, resume_allow_changes="", lr=1e-3,
+                train="/a/train", model_dir="/a/model", unknown=[])
+    return argparse.Namespace(**{**base, **over})
+
+
+def test_from_args_off_is_a_no_op(tmp_path):
+    off = Checkpointer.from_args(args(checkpoint_every=0), OneProcess(), {})
+    assert isinstance(off, NoCheckpoints) and not off.due(5) and off.resume({"step": 0}) == {"step": 0}
+
+
+def test_from_args_fingerprint_leaves_out_paths_and_refuses_unadjustable_overrides(tmp_path):
+    t = Trainer()
+    ckpt = Checkpointer.from_args(args(checkpoint_dir=str(tmp_path)), OneProcess(), {"world": 1, "labels": ("a",)},
+                                  model=t.model, optimizer=t.optimizer, schedule=t.schedule, scaler=t.scaler,
+                                  metrics=t.metrics)
+    assert ckpt.fingerprint == {"lr": 1e-3, "world": 1, "labels": ["a"]}
+    with pytest.raises(SystemExit, match="model_size needs a fresh --checkpoint_dir"):
+        Checkpointer.from_args(args(resume_allow_changes="lr,model_size"), OneProcess(), {})
+
+
+def test_unwritable_checkpoint_dir_says_what_to_do(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(SystemExit, match="cannot write checkpoints to .* Job\\(checkpoints=True\\)"):
+        Trainer().checkpointer(blocker / "ckpt")

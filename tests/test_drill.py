@@ -1,0 +1,132 @@
+"""The interruption drill end to end (slow: it launches jobs), the spot calculator and the spot job's dry run."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from conftest import TINY
+from helpers import drill, spot
+from helpers.jobs import Job, catalog_channels
+from helpers.local_runner import LocalRunner
+from helpers.targets import resolve
+
+# 1,200 rows in batches of 32: 37 steps, a checkpoint every 8, two evaluations
+DRILL = {**TINY, "subset": 1200, "epochs": 1, "eval_subset": 300, "evals_per_epoch": 2, "checkpoint_every": 8}
+
+
+def check_segments(d: drill.Drill, every: int) -> None:
+    assert d.segments[-1].status == "Completed"
+    for before, after in zip(d.segments, d.segments[1:]):
+        assert before.signalled_s is not None, "every launch but the last was interrupted by the drill"
+        if before.interruption.signal == "SIGTERM":  # notice given: saved where it stopped, nothing lost
+            assert any(reason == "signal" for _, _, reason, _ in before.saves)
+            assert after.resumed_from == before.last_step and before.lost_steps == 0
+        else:  # no warning: back to the last periodic checkpoint
+            assert after.resumed_from % every == 0 or after.resumed_from == before.resumed_from
+            assert after.resumed_from <= before.last_step
+            assert before.lost_steps == before.last_step - after.resumed_from
+
+
+@pytest.mark.slow
+def test_sigterm_and_sigkill_at_random_steps_resume_bit_identically(small_catalog, tmp_path):
+    job = Job("drill-one", DRILL, catalog_channels(small_catalog), processes_per_host=1)
+    d = drill.run_drill(job, "local_cpu", interruptions=2, seed=1, runs_dir=tmp_path)
+    assert {s.interruption.signal for s in d.interruptions} == {"SIGTERM", "SIGKILL"}
+    assert len(d.segments) == 3
+    check_segments(d, DRILL["checkpoint_every"])
+    assert d.comparison.identical, d.comparison.differences
+    assert d.comparison.max_abs_diff == 0 and d.comparison.history_rows[0] > 30
+    assert len(d.timeline()) == 3 and d.time_split()["interrupted"]["start-up"] > 0
+    d.plot()
+
+    # the same checkpoints under another learning rate: refused, with the difference named, before any training
+    changed = Job("drill-one", {**d.job.hyperparameters, "lr": 1e-3}, job.channels, processes_per_host=1)
+    refused = LocalRunner(tmp_path / "refused", echo=False, check=False,
+                          checkpoint_dir=d.checkpoint_dir).run(changed, resolve("local_cpu"))
+    assert refused.status == "Failed"
+    assert "refusing to resume" in refused.failure_reason and "lr: 0.002 in the checkpoint, 0.001 now" in \
+        refused.failure_reason
+    assert not [h for h in refused.history if h["kind"] == "train"]
+
+
+@pytest.mark.slow
+def test_ddp_run_resumes_bit_identically(small_catalog, tmp_path):
+    job = Job("drill-ddp", DRILL, catalog_channels(small_catalog), processes_per_host=2)
+    plan = [drill.Interruption(9, "SIGTERM"), drill.Interruption(21, "SIGKILL")]
+    d = drill.run_drill(job, "local_cpu", plan=plan, runs_dir=tmp_path)
+    check_segments(d, DRILL["checkpoint_every"])
+    assert len(d.segments) == 3
+    manifest = (d.checkpoint_dir / next(p.name for p in d.checkpoint_dir.iterdir() if p.name.startswith("step-")))
+    assert sorted(p.name for p in manifest.iterdir()) == ["manifest.json", "rank-00000.pt", "rank-00001.pt",
+                                                          "state.pt"]
+    assert d.comparison.identical, d.comparison.differences
+
+
+def test_interruption_plan_is_random_but_reproducible():
+    plan = drill.plan_interruptions(40, 4, seed=5)
+    assert plan == drill.plan_interruptions(40, 4, seed=5) != drill.plan_interruptions(40, 4, seed=6)
+    steps = [i.step for i in plan]
+    assert steps == sorted(steps) and all(b - a >= 1 for a, b in zip(steps, steps[1:])) and 2 <= steps[0]
+    assert steps[-1] < 40 and sorted(i.signal for i in plan) == ["SIGKILL", "SIGKILL", "SIGTERM", "SIGTERM"]
+    with pytest.raises(ValueError, match="do not fit"):
+        drill.plan_interruptions(10, 8)
+    with pytest.raises(ValueError, match="kinds"):
+        drill.plan_interruptions(40, 2, kinds=("SIGHUP",))
+
+
+def test_drill_refuses_a_job_that_does_not_checkpoint_before_launching(tmp_path):
+    with pytest.raises(ValueError, match="checkpoint_every"):
+        drill.run_drill(Job("x", dict(TINY)), "local_cpu", runs_dir=tmp_path)
+    with pytest.raises(ValueError, match="local"):
+        drill.run_drill(Job("x", {**TINY, "checkpoint_every": 5}), "ml.g5.2xlarge", runs_dir=tmp_path)
+    assert not list(tmp_path.iterdir())
+
+
+def test_expected_time_without_interruptions_is_the_work_plus_saving():
+    a = spot.Assumptions(interruptions_per_hour=0, save_s=36)
+    assert spot.expected_hours(10, 1.0, a) == pytest.approx(10 + 10 * 0.01)
+    assert spot.expected_hours(10, None, a) == 10
+
+
+def test_checkpoints_beat_restarting_from_scratch_and_youngs_interval_is_near_the_best():
+    a = spot.Assumptions(interruptions_per_hour=0.2, save_s=60, restart_s=300)
+    never = spot.expected_hours(20, None, a)
+    best = spot.best_interval_h(a)
+    x, y = spot.interval_curve(20, a, points=400)
+    assert never > 2 * 20 and min(y) < 20 * 1.2
+    assert spot.expected_hours(20, best, a) == pytest.approx(min(y), rel=0.01)
+    assert spot.expected_hours(20, best, a) < spot.expected_hours(20, best / 8, a)
+    assert spot.expected_hours(20, best, a) < spot.expected_hours(20, best * 8, a)
+    notice = spot.Assumptions(interruptions_per_hour=0.2, save_s=60, restart_s=300, saves_on_notice=True)
+    assert spot.expected_hours(20, 4.0, notice) < spot.expected_hours(20, 4.0, a)
+
+
+def test_rework_table_prices_the_catalogue_and_spot_can_lose_its_discount():
+    rows = spot.rework("ml.p4d.24xlarge", 24, a=spot.Assumptions(saving=0.3, interruptions_per_hour=0.5))
+    assert rows[0]["on-demand $"] == pytest.approx(24 * 25.2513, abs=0.01)
+    never = rows[-1]
+    assert never["checkpoint every"] == "never" and never["spot $"] > never["on-demand $"]  # spot costs MORE
+    assert min(r["spot $"] for r in rows) < rows[0]["on-demand $"]
+    table = spot.compare_instances({"ml.g5.2xlarge": 10, "ml.p4d.24xlarge": 1},
+                                   instance_types=("ml.g5.2xlarge", "ml.p4d.24xlarge"))
+    assert [r["instance"] for r in table] == ["ml.g5.2xlarge", "ml.p4d.24xlarge"]
+    assert table[0]["on-demand $"] == pytest.approx(15.2) and table[0]["price as of"]
+    with pytest.raises(ValueError, match="saving"):
+        spot.Assumptions(saving=1.2)
+    assert math.isinf(spot.best_interval_h(spot.Assumptions(interruptions_per_hour=0)))
+
+
+def test_spot_job_dry_run_has_managed_spot_stopping_condition_and_checkpoint_config():
+    from helpers import sagemaker_jobs
+
+    job = Job("lab06-spot", {**TINY, "checkpoint_every": 200}, catalog_channels(), spot=True, checkpoints=True,
+              max_runtime_s=3600, max_wait_s=7200)
+    dry = sagemaker_jobs.dry_run_offline(job, "ml.g5.2xlarge", echo=False)
+    r = dry.request
+    assert r["EnableManagedSpotTraining"] is True
+    assert r["StoppingCondition"] == {"MaxRuntimeInSeconds": 3600, "MaxWaitTimeInSeconds": 7200}
+    assert r["CheckpointConfig"]["LocalPath"] == "/opt/ml/checkpoints"
+    assert r["CheckpointConfig"]["S3Uri"].startswith("s3://") and "lab06-spot" in r["CheckpointConfig"]["S3Uri"]
+    assert r["HyperParameters"]["checkpoint_every"] == "200"
+    assert dry.estimate.spot and "spot" in str(dry)
