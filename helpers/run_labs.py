@@ -66,13 +66,15 @@ def kernel_config(run_dir: Path):
 
     cfg = Config()
     cfg.KernelManager.transport = "ipc"
-    cfg.KernelManager.ip = str(run_dir / "kernel")
+    # absolute: the kernel runs in the notebook's folder, and a relative socket path would point elsewhere there
+    cfg.KernelManager.ip = str((run_dir / "kernel").resolve())
     return cfg
 
 
 def run_lab(notebook: Path, out_dir: Path, parameters: dict, verbose: bool = False) -> LabRun:
     import papermill as pm
 
+    out_dir = Path(out_dir).resolve()  # the kernel runs in the notebook's folder: hand it absolute paths only
     wanted = declared_parameters(notebook)
     given = {k: v for k, v in parameters.items() if k in wanted}
     executed = out_dir / notebook.name

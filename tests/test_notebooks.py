@@ -68,3 +68,12 @@ def test_runner_names_the_failing_cell_and_exits_non_zero(tmp_path, capsys):
     assert fine["status"] == "ok" and fine["figures"] == {"seen_target": "local_cpu"}  # the parameter was injected
     assert broken["status"] == "failed" and "cell 3" in broken["error"] and "the data went missing" in broken["error"]
     assert "FAILED 02_broken" in capsys.readouterr().err
+
+
+def test_runner_accepts_a_relative_output_folder(tmp_path, monkeypatch):
+    labs = tmp_path / "labs"
+    labs.mkdir()
+    _notebook(labs / "01_fine.ipynb", [("params", "target = 'x'\nsmoke = True"),
+                                        ("code", "from helpers import report\nreport.record(seen_target=target)")])
+    monkeypatch.chdir(tmp_path)  # the kernel runs in labs/, so a relative socket path would point elsewhere
+    assert run_labs.main(["--labs-dir", "labs", "--out", "out/relative", "--target", "local_cpu"]) == 0
