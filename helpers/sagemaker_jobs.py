@@ -64,7 +64,9 @@ SMP_IMAGE = ("2.5.1", "py311", "cu124")
 TOOLKIT_HYPERPARAMETERS = ("sagemaker_program", "sagemaker_submit_directory", "sagemaker_region",
                            "sagemaker_container_log_level", "sagemaker_distributed_dataparallel_enabled",
                            "sagemaker_instance_type", "sagemaker_distributed_dataparallel_custom_mpi_options")
-_SECRETS = re.compile(r"secret|token|password|passwd|credential|api[_-]?key|access[_-]?key", re.IGNORECASE)
+# secret-looking names, as whole words: "hf_token" and "WANDB_API_KEY" are hidden, "tokenize" is not
+_SECRETS = re.compile(r"(?<![a-z])(secret|token|password|passwd|credential|api[_-]?key|access[_-]?key)s?(?![a-z])",
+                      re.IGNORECASE)
 _NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
 _MPI_TAG = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:")  # mpirun --tag-output prefixes every line of an SMDDP job
 

@@ -38,8 +38,57 @@ def _lab01(requests: list[dict]) -> None:
     assert not {"EnableManagedSpotTraining", "CheckpointConfig", "VpcConfig"} & set(r)
 
 
+def _lab02(requests: list[dict]) -> None:
+    (one,) = requests
+    r = one["request"]
+    assert one["lab_job"] == "lab02-ddp" and one["launcher"] == "torchrun"
+    assert r["ResourceConfig"]["InstanceCount"] == 2 and one["world_size"] == 16  # 2 x 8 A100s, one process each
+    assert r["AlgorithmSpecification"]["TrainingImage"] == DLC
+    assert int(r["HyperParameters"]["batch_size"]) == 64 * one["world_size"]  # the global batch: 64 per GPU
+    assert _channels(r) == {"train": "File", "validation": "File", "code": "File", "sm_drivers": "File"}
+
+
+def _by_launcher(requests: list[dict], launcher: str) -> dict:
+    found = [one for one in requests if one["launcher"] == launcher]
+    assert found, f"no {launcher} job among {[one['lab_job'] for one in requests]}"
+    return found[0]
+
+
+def _lab03(requests: list[dict]) -> None:
+    smddp = _by_launcher(requests, "smddp")
+    r, hps = smddp["request"], smddp["request"]["HyperParameters"]
+    # SMDDP AllReduce: the image's training toolkit launches mpirun, so no SDK driver and no code channel
+    assert r["AlgorithmSpecification"]["TrainingImage"].endswith("/pytorch-training:2.3.0-gpu-py311")
+    assert "ContainerEntrypoint" not in r["AlgorithmSpecification"]
+    assert hps["sagemaker_distributed_dataparallel_enabled"] == "true"
+    assert json.loads(hps["sagemaker_program"]) == "train.py"
+    assert json.loads(hps["sagemaker_submit_directory"]).endswith("/sourcedir.tar.gz")
+    assert json.loads(hps["backend"]) == "smddp"
+    assert set(_channels(r)) == {"train", "validation"}
+
+
+def _lab04(requests: list[dict]) -> None:
+    smp = _by_launcher(requests, "smp")
+    r = smp["request"]
+    assert "/smdistributed-modelparallel:" in r["AlgorithmSpecification"]["TrainingImage"]
+    degrees = json.loads(r["HyperParameters"]["mp_parameters"])
+    tp, shard = degrees.get("tensor_parallel_degree") or 1, degrees["hybrid_shard_degree"]
+    assert smp["world_size"] % tp == 0 and (smp["world_size"] // tp) % shard == 0
+
+
+def _lab07(requests: list[dict]) -> None:
+    profiled = [one for one in requests if one["request"]["HyperParameters"].get("profile") == "true"]
+    assert profiled, "the profiling lab's job turns the profiler on"
+    r = profiled[0]["request"]
+    # the trace goes where SageMaker collects TensorBoard files, and the job says where they land in S3
+    assert r["HyperParameters"]["profile_dir"].startswith("/opt/ml/output/tensorboard")
+    assert r["TensorBoardOutputConfig"]["LocalPath"] == "/opt/ml/output/tensorboard"
+    assert r["TensorBoardOutputConfig"]["S3OutputPath"].startswith("s3://")
+
+
 # lab stem -> checks on its saved requests (each: the plan's summary plus the CreateTrainingJob request)
-EXPECTED = {"01_single_gpu": _lab01}
+EXPECTED = {"01_single_gpu": _lab01, "02_ddp": _lab02, "03_smddp": _lab03, "04_model_parallel": _lab04,
+            "07_profiling": _lab07}
 
 
 @pytest.fixture(scope="module")

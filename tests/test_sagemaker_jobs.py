@@ -256,14 +256,16 @@ def test_telemetry_is_off(offline, data, monkeypatch):
 
 # ---------------------------------------------------------------------------------------------------- the dry run shown
 def test_the_dry_run_shows_request_cost_and_uploads(offline, data, capsys):
-    job = Job("lab01-single", {"epochs": 1, "hf_token": "hf_abc123"}, data, environment={"WANDB_API_KEY": "k-1"})
+    job = Job("lab01-single", {"epochs": 1, "hf_token": "hf_abc123", "tokenize": "on_the_fly"}, data,
+              environment={"WANDB_API_KEY": "k-1", "AWS_SECRET_ACCESS_KEY": "s-2"})
     d = sj.run(job, "ml.g5.2xlarge", attendee="alice", budget_usd=1.0)
     printed = capsys.readouterr().out
     assert printed.startswith("DRY RUN - nothing launched")
     for text in ("1 x ml.g5.2xlarge", "CreateTrainingJob request:", '"TrainingJobName": "alice-lab01-single-',
                  "on-demand, at most  $3.04", "OVER BUDGET", "upload     1 file(s)", "launch=True"):
         assert text in printed, text
-    assert "hf_abc123" not in printed and "k-1" not in printed  # secret-looking values are hidden
+    assert not {"hf_abc123", "k-1", "s-2"} & set(printed.replace('"', " ").split())  # secret-looking values hidden
+    assert '"tokenize": "on_the_fly"' in printed  # a name that only contains "token" is shown
     assert d.request["HyperParameters"]["hf_token"] == "hf_abc123"  # ...but sent as given
     assert d.over_budget and d.history == [] and d.metrics == {}
     assert "<details>" in d._repr_html_() and "hf_abc123" not in d._repr_html_()
