@@ -19,6 +19,7 @@ TARGET = "ml.p4d.24xlarge"
 ATTENDEE = "ci"
 LABS = run_labs.discover()
 DLC = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.10.0-gpu-py313"
+BUCKET = "sagemaker-us-east-1-111122223333"  # the offline placeholder account's default bucket
 
 
 def _channels(request: dict) -> dict[str, str]:
@@ -76,6 +77,17 @@ def _lab04(requests: list[dict]) -> None:
     assert smp["world_size"] % tp == 0 and (smp["world_size"] // tp) % shard == 0
 
 
+def _lab06(requests: list[dict]) -> None:
+    spot = [one["request"] for one in requests if one["request"].get("EnableManagedSpotTraining")]
+    assert spot, "the spot lab's job uses managed spot"
+    r = spot[0]
+    sc = r["StoppingCondition"]
+    assert sc["MaxWaitTimeInSeconds"] >= sc["MaxRuntimeInSeconds"]  # the service rejects anything else
+    # the checkpoint directory outlives the job, per lab, under the attendee's prefix
+    assert r["CheckpointConfig"] == {"S3Uri": f"s3://{BUCKET}/{ATTENDEE}/checkpoints/lab06-spot/",
+                                     "LocalPath": "/opt/ml/checkpoints"}
+
+
 def _lab07(requests: list[dict]) -> None:
     profiled = [one for one in requests if one["request"]["HyperParameters"].get("profile") == "true"]
     assert profiled, "the profiling lab's job turns the profiler on"
@@ -88,7 +100,7 @@ def _lab07(requests: list[dict]) -> None:
 
 # lab stem -> checks on its saved requests (each: the plan's summary plus the CreateTrainingJob request)
 EXPECTED = {"01_single_gpu": _lab01, "02_ddp": _lab02, "03_smddp": _lab03, "04_model_parallel": _lab04,
-            "07_profiling": _lab07}
+            "06_spot_checkpoints": _lab06, "07_profiling": _lab07}
 
 
 @pytest.fixture(scope="module")
