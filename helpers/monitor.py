@@ -260,6 +260,13 @@ class Monitor:
         return lines(self, title=title)
 
 
+def free_cores(seconds: float = 1.0) -> float:
+    """How many cores nothing else is using right now (measured over ``seconds``): on a shared laptop or instance
+    this, not the core count, is what a job's threads and workers can have."""
+    busy = psutil.cpu_percent(interval=seconds, percpu=True)
+    return sum(100.0 - b for b in busy) / 100.0
+
+
 @contextlib.contextmanager
 def watch(job=None, interval: float = 0.5, gpus: bool = True) -> Iterator[Monitor]:
     """Monitor a local job (anything with ``.procs``: the LocalRunner's ``LocalJob``) for the length of the block."""

@@ -7,6 +7,7 @@ import textwrap
 import types
 
 import matplotlib
+import psutil
 import pytest
 
 matplotlib.use("Agg")
@@ -112,3 +113,8 @@ def test_remote_targets_are_refused_before_launch():
 def test_missing_profile_says_what_to_do(tmp_path):
     with pytest.raises(FileNotFoundError, match="profile=True"):
         monitor.top_ops(tmp_path)
+
+
+def test_free_cores_is_between_none_and_all():
+    free = monitor.free_cores(seconds=0.2)
+    assert 0.0 <= free <= psutil.cpu_count()
