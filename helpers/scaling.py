@@ -294,6 +294,7 @@ def plot(plans: dict[str, list[Prediction]], case_studies=CASE_STUDIES, title: s
         ax_eff.scatter([c.gpus], [c.efficiency], marker="^" if c.lower_bound else "*", s=90, zorder=5,
                        edgecolor="black", label=f"{c.name}{' (at least)' if c.lower_bound else ''}")
     plain = FuncFormatter(lambda v, _: f"{v:g}")
+    some = FuncFormatter(lambda v, _: f"{v:g}" if f"{v:.0e}"[0] in "25" else "")  # minor ticks: 2s and 5s only
     ax_cost.set(xscale="log", yscale="log", xlabel="cost of the run (USD, on-demand)", ylabel="time to train (hours)",
                 title="Time against money")
     ax_eff.set(xlabel="GPUs", ylabel="scaling efficiency (1.0 = linear)", title="Efficiency",
@@ -302,7 +303,7 @@ def plot(plans: dict[str, list[Prediction]], case_studies=CASE_STUDIES, title: s
     ax_eff.axhline(1.0, color="grey", ls=":", lw=1)
     for axis in (ax_cost.xaxis, ax_cost.yaxis, ax_eff.xaxis):
         axis.set_major_formatter(plain)
-        axis.set_minor_formatter(plain if axis is ax_cost.yaxis else FuncFormatter(lambda v, _: ""))
+        axis.set_minor_formatter(FuncFormatter(lambda v, _: "") if axis is ax_eff.xaxis else some)
     ax_cost.legend(fontsize=7)
     ax_eff.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     for ax in (ax_cost, ax_eff):
