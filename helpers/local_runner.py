@@ -191,7 +191,8 @@ class LocalJob:
             failure = f"exit code {code}" + (f" (killed by signal {-code})" if code < 0 else "")
         finals = [h for h in self.history if h["kind"] == "final"]
         metrics = {k: v for k, v in (finals[-1] if finals else {}).items() if k not in ("kind", "host", "t")}
-        status = "Completed" if code == 0 else ("Stopped" if code in (-signal.SIGTERM, -signal.SIGKILL) else "Failed")
+        stopped = (-signal.SIGTERM, -signal.SIGKILL, 128 + signal.SIGTERM)  # 143: saved a checkpoint on SIGTERM, left
+        status = "Completed" if code == 0 else ("Stopped" if code in stopped else "Failed")
         return JobResult(self.run_dir.name, status, code, self.run_dir, metrics, self.history,
                          {"launch_to_first_log": self.first_log, "launch_to_first_step": self.first_step,
                           "total": total}, failure, self.tail)
@@ -201,12 +202,16 @@ class LocalRunner:
     """Launch :class:`Job` s on this machine under the container contract.
 
     ``echo`` streams the job's log into the notebook; ``check`` raises :class:`JobFailed` when it fails;
-    ``on_line(host, line)`` sees every log line as it arrives.
+    ``on_line(host, line)`` sees every log line as it arrives. ``checkpoint_dir``: a directory that outlives the
+    job, standing in for ``/opt/ml/checkpoints`` on every host (as SageMaker restores a restarted spot job's
+    checkpoints from S3); without it a job with ``checkpoints=True`` gets a fresh one per run.
     """
 
     def __init__(self, runs_dir: Path | str = RUNS_DIR / "jobs", echo: bool = True, check: bool = True,
-                 on_line: Callable[[str, str], None] | None = None, job_name: str | None = None):
+                 on_line: Callable[[str, str], None] | None = None, job_name: str | None = None,
+                 checkpoint_dir: Path | str | None = None):
         self.runs_dir, self.echo, self.check, self.on_line, self.job_name = Path(runs_dir), echo, check, on_line, job_name
+        self.checkpoint_dir = Path(checkpoint_dir).resolve() if checkpoint_dir else None
 
     def prepare(self, job: Job, target: Target) -> tuple[Path, list[tuple[str, list[str], dict, Path]]]:
         """Check the job and build every host's directory and command; raises before anything runs."""
@@ -265,6 +270,13 @@ class LocalRunner:
             inputs.run_dir = run_dir
             env.update(inputs.environment(env, host))  # FastFile: the read-through, first on PYTHONPATH
             args = hyperparameter_args(cfg.hyperparameters_json())
+            if self.checkpoint_dir:
+                self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+                layout.checkpoints.rmdir()
+                layout.checkpoints.symlink_to(self.checkpoint_dir, target_is_directory=True)
+            if (job.checkpoints or self.checkpoint_dir) and "checkpoint_dir" not in job.hyperparameters:
+                # no SM_* variable names /opt/ml/checkpoints: point the script at this host's stand-in
+                args += ["--checkpoint_dir", str(layout.checkpoints)]
             if distributed:  # the v3 torchrun driver's command, with the rendezvous on loopback
                 cmd = [sys.executable, "-m", "torch.distributed.run", f"--nnodes={len(hosts)}",
                        f"--nproc_per_node={procs}", "--master_addr=127.0.0.1", f"--master_port={port}",

@@ -27,6 +27,7 @@ import torch.distributed as dist
 import profiling
 from catalog_data import (PadCollator, TitlesTokenizedOnTheFly, TokenizedTitles, load_tokenizer, read_channel,
                           read_labels)
+from checkpointing import EXIT_STOPPED, Checkpointer
 from sampling import GlobalBatchPlan
 
 # name: (dim, layers, heads, ffn). "base" is distilbert-base's shape; "tiny" is for CPU smoke runs.
@@ -56,6 +57,10 @@ def parse_args(argv=None):
     p.add_argument("--model_dir", default=env("SM_MODEL_DIR", "/opt/ml/model"))
     p.add_argument("--output_data_dir", default=env("SM_OUTPUT_DATA_DIR", "/opt/ml/output/data"))
     p.add_argument("--checkpoint_dir", default="/opt/ml/checkpoints")
+    p.add_argument("--checkpoint_every", type=int, default=0, help="save every N steps and on SIGTERM (0: off)")
+    p.add_argument("--checkpoint_keep", type=int, default=2, help="keep the newest K checkpoints")
+    p.add_argument("--resume_allow_changes", default="", help="comma list: settings allowed to differ from the "
+                   "checkpoint's (max_steps, epochs, lr...); any other change is refused")
     # the model
     p.add_argument("--model_size", choices=sorted(MODEL_SIZES), default="tiny")
     p.add_argument("--max_length", type=int, default=64)
@@ -285,14 +290,20 @@ def main(args) -> None:
     eval_due = lambda s: s == total_steps or (s * evals) // steps_per_epoch > ((s - 1) * evals) // steps_per_epoch
     peak = next((v for k, v in PEAK_TFLOPS.items() if k in torch.cuda.get_device_name()), 0.0) if d.device.type == "cuda" else 0.0
 
-    step, epoch, seen, tokens, timed_seconds, timed_samples = 0, 0, 0, 0, 0.0, 0
-    flops, flops_of = 0.0, FlopCounter(raw_model)
+    # a restarted job (spot reclaim, SIGKILL) picks up where its newest good checkpoint left off, bit-identically
+    ckpt = Checkpointer.from_args(args, d, {"world": d.world, "precision": precision, "total_steps": total_steps,
+                                            "labels": labels, "sampler": sampler.state_dict()},
+                                  model=raw_model, optimizer=optimizer, schedule=schedule, scaler=scaler, metrics=metrics)
+    progress = ckpt.resume(dict(step=0, epoch=0, seen=0, tokens=0, flops=0.0, timed_seconds=0.0, timed_samples=0,
+                                train_seconds=0.0))
+    step, epoch, seen, tokens, flops, timed_seconds, timed_samples, done_seconds = progress.values()
+    flops_of = FlopCounter(raw_model)
     window_start, window_samples = time.perf_counter(), 0
-    train_start = time.perf_counter()
+    train_start = time.perf_counter() - done_seconds
     profiler = profiling.start(args, d, total_steps)  # the data-wait clock; torch.profiler too with --profile
     model.train()
     while step < total_steps:
-        sampler.set_epoch(epoch)
+        sampler.set_epoch(epoch, start_batch=step - epoch * steps_per_epoch)  # mid-epoch after a resume
         for batch in profiler.batches(loader):
             batch = {k: v.to(d.device, non_blocking=True) for k, v in batch.items()}
             with autocast:
@@ -325,6 +336,11 @@ def main(args) -> None:
                 metrics.log("eval", step=step, epoch=round(step / steps_per_epoch, 3),
                             **evaluate(model, val_set, collate, d, autocast, per_rank_batch * 2, len(labels)))
                 window_start = time.perf_counter()  # evaluation time is not training throughput
+            if ckpt.due(step):
+                ckpt.save(step=step, epoch=epoch, seen=seen, tokens=tokens, flops=flops, timed_seconds=timed_seconds,
+                          timed_samples=timed_samples, train_seconds=time.perf_counter() - train_start)
+                if ckpt.stopping:  # SIGTERM (spot reclaim, StopTrainingJob): saved; leave before the SIGKILL
+                    d.exit(EXIT_STOPPED)
             if step >= total_steps:
                 break
         epoch += 1
