@@ -38,9 +38,11 @@ FORMAT = 1
 EXIT_STOPPED = 128 + signal.SIGTERM  # the shell's "terminated by SIGTERM": saved, but the job did not finish
 STEP_DIR = re.compile(r"^step-(\d{8,})$")
 # arguments that may differ between a job and its restart without changing what it computes: paths (new for every
-# local launch), the checkpoint settings themselves, the collective backend
+# local launch), the checkpoint settings themselves, the collective backend, data-loader workers, profiling
 RESUME_SAFE = frozenset({"train", "validation", "pretrained", "model_dir", "output_data_dir", "checkpoint_dir",
-                         "checkpoint_every", "checkpoint_keep", "resume_allow_changes", "backend", "unknown"})
+                         "checkpoint_every", "checkpoint_keep", "resume_allow_changes", "backend", "unknown",
+                         "num_workers", "pin_memory", "persistent_workers", "profile", "profile_dir",
+                         "profile_schedule"})
 # changes a restart can honour when asked to: a longer or shorter schedule, logging, a new lr or weight decay
 ADJUSTABLE = frozenset({"epochs", "max_steps", "total_steps", "log_every", "evals_per_epoch", "lr", "weight_decay"})
 
