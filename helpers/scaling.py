@@ -12,9 +12,9 @@ instance type's interconnect it predicts, for 1, 2, 4... instances:
   grows with the GPUs), scaling efficiency = compute / step time;
 * time per epoch, time to train (plus a fixed per-job overhead) and cost at the catalogue's on-demand price.
 
-What it ignores: data loading stalls, stragglers, the optimizer step's own cost growing with nothing, NCCL's tree and
-NVLS algorithms, SMDDP's parameter-server-style AllReduce, network contention with other tenants, and the fact that
-a larger global batch can need more epochs to reach the same accuracy.
+What it ignores: data-loading stalls, stragglers, NCCL's tree and NVLS algorithms, SMDDP's own AllReduce, network
+contention, and the fact that a larger global batch can need more epochs (or a retuned learning rate) to reach the
+same accuracy.
 
 Sources for the interconnect figures are next to them; inter-node bandwidth is the catalogue's ``network_gbps``.
 """
