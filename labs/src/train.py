@@ -129,7 +129,7 @@ class Dist:
             return "smddp"
         except Exception as e:  # noqa: BLE001 - missing, or built for another PyTorch: say which, then fall back
             why = f"{type(e).__name__}: {e}"
-        if "RANK" not in os.environ:  # launched by mpirun: no torchrun rendezvous to fall back on
+        if "MASTER_ADDR" not in os.environ:  # a bare mpirun launch: no rendezvous address to fall back on
             raise SystemExit(f"--backend smddp under mpirun, but SMDDP cannot be imported ({why}). Use an image "
                              f"that ships SMDDP (PyTorch 2.3.0 DLC or an SMP image) or distribution='torchrun'.")
         self.print(f"[warn] --backend smddp: SMDDP cannot be imported here ({why}); falling back to {native}. "
