@@ -940,8 +940,8 @@ def run(job: Job, target: Target | str, launch: bool = False, budget_usd: float 
     uploads = _uploads(made, [where_inputs.channel_prefix(c.source) for c in plan.channels if c.kind == "local"])
     dry = DryRun(plan, request, estimate, budget_usd, uploads, aws_offline.summarize(made), where, notes, relaunch)
     save_request(dry, target)
-    if echo:
-        _show(dry)
+    if echo and not _in_notebook():
+        print(dry, flush=True)
     return dry
 
 
@@ -964,22 +964,14 @@ def save_request(dry: DryRun, target: Target | str, directory: str | Path | None
 
 
 def _in_notebook() -> bool:
+    """In IPython the lab displays the returned dry run (``display(dry)``: HTML, or its text in a saved notebook);
+    printing it here as well would show it twice."""
     try:
         from IPython import get_ipython
 
         return get_ipython() is not None
     except ImportError:
         return False
-
-
-def _show(dry: DryRun) -> None:
-    """Shown as it is built, like a local run's log: a lab cell usually assigns the result, which displays nothing."""
-    if _in_notebook():
-        from IPython.display import display
-
-        display(dry)  # HTML in Jupyter; the plain-text form in a saved headless notebook and in a terminal
-    else:
-        print(dry, flush=True)
 
 
 def dry_run_offline(job: Job, target: Target | str, **options) -> DryRun:
