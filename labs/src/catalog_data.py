@@ -96,13 +96,20 @@ class TitlesTokenizedOnTheFly(torch.utils.data.Dataset):
 
 
 class PadCollator:
-    """Pads a batch to its longest title (dynamic padding), or to ``pad_to`` when set."""
+    """Pads a batch to its longest title rounded up to ``multiple`` (dynamic padding), or to ``pad_to`` when set.
 
-    def __init__(self, pad_id: int, pad_to: int = 0):
-        self.pad_id, self.pad_to = pad_id, pad_to
+    A ``multiple`` of 8 or 16 bounds how many widths batches take: each is a compiled graph under torch.compile.
+    """
+
+    def __init__(self, pad_id: int, pad_to: int = 0, multiple: int = 1):
+        self.pad_id, self.pad_to, self.multiple = pad_id, pad_to, multiple
 
     def __call__(self, batch):
-        width = self.pad_to or max(len(ids) for ids, _ in batch)
+        longest = max(len(ids) for ids, _ in batch)
+        if self.pad_to and longest > self.pad_to:
+            raise ValueError(f"a title of {longest} tokens does not fit pad_to={self.pad_to}: pad to at least the "
+                             f"tokenizer's max_length")
+        width = self.pad_to or -(-longest // self.multiple) * self.multiple
         input_ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
         for row, (ids, _) in enumerate(batch):
             input_ids[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)

@@ -17,6 +17,7 @@ Standard library and torch only, like the rest of the source_dir.
 from __future__ import annotations
 
 import math
+from contextlib import nullcontext
 from typing import Callable
 
 import torch
@@ -43,6 +44,21 @@ def widths(args) -> int:
     return 1 if args.pad_to else math.ceil(args.max_length / args.pad_multiple)
 
 
+def bucket_keys(titles, args) -> list[int] | None:
+    """``--bucket_by_length``: the key batches are grouped by, a title's length in steps of 8 tokens (or of
+    ``--pad_multiple`` if wider); None without bucketing.
+
+    Not the exact length: batches of titles of one exact length hold few categories each, and in the workshop's
+    runs that slowed learning badly (tiny model, 3 epochs: 0.20-0.65 validation accuracy against 0.54-0.79 without
+    buckets). Steps of 8 cost at most 7 padding tokens a title, and titles within a step stay in shuffled order
+    (the plan's sort is stable): 0.69-0.77 over the same seeds.
+    """
+    if not args.bucket_by_length:
+        return None
+    step = max(8, args.pad_multiple)
+    return [-(-len(ids) // step) for ids in titles.ids]
+
+
 def make_optimizer(model: torch.nn.Module, args) -> torch.optim.Optimizer:
     """AdamW; ``--fused_adamw`` uses its fused kernel (CUDA, and CPU since torch 2.4), else the foreach one."""
     return torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay,
@@ -61,16 +77,15 @@ def compile_model(model: torch.nn.Module, args) -> Callable[[], None]:
     checkpoints and a DDP wrapper around it are unchanged. Returns what the loop calls before each step.
 
     Shapes are static: one graph per padded width, which CUDA graphs need anyway. Dynamic padding would make up to
-    ``max_length`` widths; ``--pad_multiple`` (8 or 16) or ``--bucket_by_length`` keeps them few, and the recompile
-    limit is raised to cover them (train and eval graphs, plus eval's last, shorter batch), so no width silently
-    falls back to eager.
+    ``max_length`` widths; ``--pad_multiple`` (8 or 16) keeps them few, and the recompile limit is raised to cover
+    them, so no width silently falls back to eager. Evaluation runs eager (:func:`eager`).
     """
     if not args.compile:
         return no_op
     # the classifier sets config.problem_type on its first call; set it now or dynamo recompiles on the second
     if getattr(model.config, "problem_type", "") is None and model.config.num_labels > 1:
         model.config.problem_type = "single_label_classification"
-    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 4 * widths(args) + 4)
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 2 * widths(args) + 8)
     model.compile(mode=None if args.compile_mode == "default" else args.compile_mode, backend=args.compile_backend,
                   dynamic=False)
     if args.compile_mode in ("reduce-overhead", "max-autotune"):
@@ -82,6 +97,12 @@ def compile_model(model: torch.nn.Module, args) -> Callable[[], None]:
 
 def no_op() -> None:
     pass
+
+
+def eager(args):
+    """Run compiled code uncompiled inside this block: evaluation sees every width once or twice (and a shorter last
+    batch), so compiling each would cost more than it saves."""
+    return torch.compiler.set_stance("force_eager") if args.compile else nullcontext()
 
 
 def describe(args) -> str:

@@ -24,6 +24,7 @@ from contextlib import nullcontext
 import torch
 import torch.distributed as dist
 
+import fastpath
 import profiling
 from catalog_data import (PadCollator, TitlesTokenizedOnTheFly, TokenizedTitles, load_tokenizer, read_channel,
                           read_labels)
@@ -75,6 +76,16 @@ def parse_args(argv=None):
     p.add_argument("--weight_decay", type=float, default=0.01)
     p.add_argument("--warmup_ratio", type=float, default=0.06)
     p.add_argument("--precision", choices=["auto", "fp32", "bf16", "fp16"], default="auto")
+    # the single-GPU fast path (fastpath.py): one switch each, so a lab can turn them on one at a time
+    p.add_argument("--fused_adamw", type=str2bool, default=False, help="AdamW's fused kernel: few launches per step")
+    p.add_argument("--compile", type=str2bool, default=False, help="torch.compile the model: fused elementwise work")
+    p.add_argument("--compile_mode", choices=fastpath.COMPILE_MODES, default="default",
+                   help="reduce-overhead: CUDA graphs too, for small launch-bound batches")
+    p.add_argument("--compile_backend", default="inductor", help="aot_eager: trace but generate no code (debugging)")
+    p.add_argument("--attn_implementation", choices=["sdpa", "eager"], default="sdpa")
+    p.add_argument("--pad_to", type=int, default=0, help="pad every batch to this width (0: to its longest title)")
+    p.add_argument("--pad_multiple", type=int, default=1,
+                   help="round dynamic widths up to a multiple: 8 or 16 keeps --compile's shapes few")
     p.add_argument("--seed", type=int, default=42)
     # debugging on a slice (the case study's first tip) and logging
     p.add_argument("--subset", type=int, default=0, help="train on the first N rows only (0: all)")
@@ -176,12 +187,13 @@ def build_model(args, vocab_size: int, num_labels: int, pad_id: int):
 
     if args.pretrained:
         return DistilBertForSequenceClassification.from_pretrained(args.pretrained, num_labels=num_labels,
-                                                                   local_files_only=True)
+                                                                   local_files_only=True,
+                                                                   attn_implementation=args.attn_implementation)
     dim, layers, heads, ffn = MODEL_SIZES[args.model_size]
     config = DistilBertConfig(vocab_size=vocab_size, dim=dim, n_layers=layers, n_heads=heads, hidden_dim=ffn,
                               max_position_embeddings=max(512, args.max_length), num_labels=num_labels,
                               pad_token_id=pad_id, dropout=args.dropout, attention_dropout=args.dropout,
-                              seq_classif_dropout=args.dropout)
+                              seq_classif_dropout=args.dropout, attn_implementation=args.attn_implementation)
     return DistilBertForSequenceClassification(config)
 
 
@@ -236,6 +248,7 @@ def evaluate(model, data, collate, d: Dist, autocast, batch_size: int, num_label
 
 
 def main(args) -> None:
+    fastpath.check(args)  # contradictory switches fail before anything starts
     d = Dist(args.backend)
     torch.manual_seed(args.seed + d.rank)  # per-rank stream: dropout differs across ranks, as it should
     torch.set_num_threads(args.threads or torch.get_num_threads())  # workers + threads > cores: they fight
@@ -254,11 +267,11 @@ def main(args) -> None:
     Titles = TitlesTokenizedOnTheFly if args.tokenize == "on_the_fly" else TokenizedTitles
     train_set = Titles(*read_channel(args.train, labels, args.subset), tokenizer, args.max_length)
     val_set = TokenizedTitles(*read_channel(args.validation, labels, args.eval_subset), tokenizer, args.max_length)
-    collate = PadCollator(tokenizer.pad_token_id)
+    collate = PadCollator(tokenizer.pad_token_id, pad_to=args.pad_to, multiple=args.pad_multiple)
     # one global plan of batches per epoch, each rank taking its slice: step i trains on the same rows whatever the
     # world size, and a restart resumes from (epoch, batch) alone
     sampler = GlobalBatchPlan(len(train_set), args.batch_size, d.world, d.rank, args.seed,
-                              lengths=[len(ids) for ids in train_set.ids] if args.bucket_by_length else None)
+                              lengths=fastpath.bucket_keys(train_set, args))  # --bucket_by_length
     # the loader's own generator: starting an iterator must not draw from (and shift) the global torch RNG
     loader = torch.utils.data.DataLoader(train_set, batch_sampler=sampler, collate_fn=collate,
                                          num_workers=args.num_workers, pin_memory=args.pin_memory and d.device.type == "cuda",
@@ -272,17 +285,17 @@ def main(args) -> None:
 
     model = build_model(args, len(tokenizer), len(labels), tokenizer.pad_token_id).to(d.device)
     raw_model = model
+    new_step = fastpath.compile_model(raw_model, args)  # --compile, in place: before DDP wraps it
     if d.enabled:
         model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[d.local_rank] if d.device.type == "cuda" else None)
-    optimizer = torch.optim.AdamW(raw_model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
-    warmup = max(1, int(args.warmup_ratio * total_steps))
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: min((s + 1) / warmup, max(0.0, (total_steps - s) / max(1, total_steps - warmup))))
+    optimizer = fastpath.make_optimizer(raw_model, args)  # AdamW; --fused_adamw picks its fused kernel
+    schedule = fastpath.make_schedule(optimizer, args, total_steps)  # linear warm-up, then linear decay
 
     n_params = sum(p.numel() for p in raw_model.parameters())
     d.print(f"[setup] device={d.device.type} backend={d.backend} world_size={d.world} precision={precision} "
             f"model_size={args.model_size} params={n_params} train_rows={len(train_set)} val_rows={len(val_set)} "
             f"global_batch={args.batch_size} steps={total_steps} host={os.environ.get('SM_CURRENT_HOST', 'local')}")
+    d.print(f"[setup] {fastpath.describe(args)}")
     if args.unknown:
         d.print(f"[setup] ignoring unknown arguments: {' '.join(args.unknown)}")
     metrics = Metrics(d)
@@ -306,6 +319,7 @@ def main(args) -> None:
         sampler.set_epoch(epoch, start_batch=step - epoch * steps_per_epoch)  # mid-epoch after a resume
         for batch in profiler.batches(loader):
             batch = {k: v.to(d.device, non_blocking=True) for k, v in batch.items()}
+            new_step()  # CUDA graphs (--compile_mode reduce-overhead) may now reuse the last step's buffers
             with autocast:
                 loss = model(**batch).loss
             scaler.scale(loss).backward()
@@ -333,8 +347,9 @@ def main(args) -> None:
                             lr=schedule.get_last_lr()[0], samples_per_sec=rate)
                 window_start, window_samples = time.perf_counter(), 0
             if eval_due(step):
-                metrics.log("eval", step=step, epoch=round(step / steps_per_epoch, 3),
-                            **evaluate(model, val_set, collate, d, autocast, per_rank_batch * 2, len(labels)))
+                with fastpath.eager(args):  # --compile: eval's many widths are not worth a compile each
+                    metrics.log("eval", step=step, epoch=round(step / steps_per_epoch, 3),
+                                **evaluate(model, val_set, collate, d, autocast, per_rank_batch * 2, len(labels)))
                 window_start = time.perf_counter()  # evaluation time is not training throughput
             if ckpt.due(step):
                 ckpt.save(step=step, epoch=epoch, seen=seen, tokens=tokens, flops=flops, timed_seconds=timed_seconds,
