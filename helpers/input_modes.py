@@ -216,6 +216,7 @@ class FastFileServer:
         self.files: dict[str, _Lazy] = {}
         self.fetches: list[dict] = []  # one per object fetched: channel, key, bytes, reason, start, seconds
         self.requests = 0
+        self.blocked_s = 0.0  # how long the job's opens waited for bytes, all together
         self._lock = threading.Lock()
         self._ahead = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="fastfile-read-ahead")
         self.t0 = time.perf_counter()
@@ -260,6 +261,7 @@ class FastFileServer:
         lazy = self.files.get(os.path.realpath(path)) or self.files.get(path)
         if lazy is None:
             return None
+        asked = time.perf_counter()
         with self._lock:
             self.requests += reason == "open"
             mine = lazy.state == "placeholder"
@@ -270,6 +272,8 @@ class FastFileServer:
         else:
             lazy.done.wait()
         if reason == "open":
+            with self._lock:
+                self.blocked_s += time.perf_counter() - asked
             self._read_ahead(lazy)
         return lazy.error or None
 
@@ -418,7 +422,8 @@ class JobInputs:
                              for n, s in self.sources.items()},
                 "staged": [asdict(s) for s in self.staged], "during_job": during,
                 "fetches": self.server.fetches if self.server else [],
-                "read_requests": self.server.requests if self.server else 0}
+                "read_requests": self.server.requests if self.server else 0,
+                "blocked_s": self.server.blocked_s if self.server else 0.0}
 
     def write(self) -> None:
         if self.run_dir is not None:
@@ -453,7 +458,8 @@ def job_io(result) -> dict:
     """A finished local job's input figures (first host): staging, time to first step and in total, bytes moved.
 
     ``to_first_step_s`` and ``total_s`` count from the job's submission, staging included, as SageMaker's clock
-    does (a File-mode job is billed while it downloads).
+    does (a File-mode job is billed while it downloads). ``input_wait_s``: how long the job waited for its input,
+    staging plus the time its opens blocked on FastFile fetches.
     """
     path = Path(result.run_dir) / "inputs.json"
     rec = json.loads(path.read_text()) if path.is_file() else {"staged": [], "during_job": {}, "channels": {}}
@@ -469,6 +475,7 @@ def job_io(result) -> dict:
     first = t.get("launch_to_first_step")
     modes = sorted({c["mode"] for c in rec["channels"].values()})
     return {"mode": "/".join(modes) or "local", "staging_s": staging,
+            "input_wait_s": staging + rec.get("blocked_s", 0.0),
             "to_first_step_s": staging + first if first is not None else float("nan"),
             "total_s": staging + t.get("total", 0.0),
             "bytes_in_channels": sum(c["bytes"] for c in rec["channels"].values()),
@@ -556,6 +563,15 @@ def sagemaker_jobs_per_mode(base, data: dict[str, str], fsx: dict | None = None)
     return jobs
 
 
+def fsx_preflight(job) -> None:
+    """The FSx checks of ``sagemaker_jobs.preflight`` alone (file system id, subnets, security groups, directory
+    paths), without choosing an image: fast enough to run in every lab, offline. Raises ``FSxConfigError``."""
+    from . import sagemaker_jobs
+
+    plans = sagemaker_jobs._plan_channels(job)
+    sagemaker_jobs._check_fsx(job, [c for c in plans if c.kind == "fsx"])
+
+
 def channel_definitions(request: dict) -> list[dict]:
     """The input channels of a CreateTrainingJob request, one row each (the SDK's code channels left out)."""
     rows = []
@@ -570,3 +586,90 @@ def channel_definitions(request: dict) -> list[dict]:
                      "VpcConfig": f"{','.join(vpc.get('Subnets', []))} / {','.join(vpc.get('SecurityGroupIds', []))}"
                      if fs else ""})
     return rows
+
+
+# ---------------------------------------------------------------------------------------------- the lab's views
+def channel_listing(result, channel: str = "train", host: str = "algo-1") -> list[dict]:
+    """A finished job's channel as the script saw it: each file's size, and how much of it is really on disk (a
+    FastFile object never opened is still an empty placeholder)."""
+    root = Path(result.run_dir) / host / "input" / "data" / channel
+    rows = []
+    for p in sorted(root.rglob("*")):
+        if p.is_file():
+            st = p.stat()
+            rows.append({"file": p.relative_to(root).as_posix(), "bytes": st.st_size,
+                         "on_disk": min(st.st_size, st.st_blocks * 512)})
+    return rows
+
+
+_COLOURS = {"File": "#4C72B0", "FastFile": "#DD8452", "FSx": "#55A868"}
+
+
+def plot_timeline(rows: list[dict], title: str = "One job per input mode"):
+    """Stacked bars per mode: input staging, start to first training step, the rest; bytes fetched beside."""
+    import matplotlib.pyplot as plt
+
+    fig, (ax, ax_bytes) = plt.subplots(1, 2, figsize=(11, 3.4), gridspec_kw={"width_ratios": [2.2, 1]})
+    labels = [r["label"] for r in rows]
+    staging = [r["staging_s"] for r in rows]
+    start = [r["to_first_step_s"] - r["staging_s"] for r in rows]
+    rest = [r["total_s"] - r["to_first_step_s"] for r in rows]
+    ax.barh(labels, staging, color="#C44E52", label="input staged before the script starts")
+    ax.barh(labels, start, left=staging, color="#8172B2", label="script start to first training step")
+    ax.barh(labels, rest, left=[a + b for a, b in zip(staging, start)], color="#CCB974", label="training to the end")
+    ax.invert_yaxis()
+    ax.set(xlabel="seconds since the job was submitted", title=title)
+    ax.legend(fontsize=8, loc="lower right")
+    ax.grid(axis="x", alpha=0.3)
+    mb = [r["bytes_from_store"] / 1e6 for r in rows]
+    ax_bytes.barh(labels, mb, color=[_COLOURS.get(r["mode"], "grey") for r in rows])
+    for y, v in enumerate(mb):
+        ax_bytes.annotate(f"{v:.1f}", (v, y), va="center", fontsize=8)
+    ax_bytes.invert_yaxis()
+    ax_bytes.set(xlabel="MB read from the object store", title="Bytes fetched")
+    ax_bytes.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def plot_sequence(runs: dict[str, list[float]], title: str = "A sequence of jobs on the same data"):
+    """Cumulative seconds after each job of a sequence, one line per mode."""
+    import itertools
+
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 3.4))
+    for mode, seconds in runs.items():
+        ax.plot(range(1, len(seconds) + 1), list(itertools.accumulate(seconds)), "o-", label=mode,
+                color=_COLOURS.get(mode))
+    ax.set(xlabel="job", ylabel="seconds, all jobs so far", title=title)
+    ax.set_xticks(range(1, max(len(s) for s in runs.values()) + 1))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_access(rows: list[dict], title: str = "Access pattern x input mode"):
+    """Read throughput the script saw, and bytes fetched, per (pattern, mode)."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    patterns = list(dict.fromkeys(r["pattern"] for r in rows))
+    modes = list(dict.fromkeys(r["mode"] for r in rows))
+    fig, (ax, ax_bytes) = plt.subplots(1, 2, figsize=(11, 3.4))
+    width = 0.8 / len(modes)
+    for i, mode in enumerate(modes):
+        got = {r["pattern"]: r for r in rows if r["mode"] == mode}
+        x = np.arange(len(patterns)) + i * width
+        ax.bar(x, [got[p]["read_mb_per_s"] for p in patterns], width, label=mode, color=_COLOURS.get(mode))
+        ax_bytes.bar(x, [got[p]["bytes_from_store"] / 1e6 for p in patterns], width, label=mode,
+                     color=_COLOURS.get(mode))
+    for a in (ax, ax_bytes):
+        a.set_xticks(np.arange(len(patterns)) + width * (len(modes) - 1) / 2, patterns, fontsize=8)
+        a.grid(axis="y", alpha=0.3)
+        a.legend(fontsize=8)
+    ax.set(ylabel="MB/s the script read", title=title, yscale="log")
+    ax_bytes.set(ylabel="MB fetched from the store", title="Bytes fetched (read-ahead included)")
+    fig.tight_layout()
+    return fig

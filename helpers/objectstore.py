@@ -25,6 +25,7 @@ import signal
 import subprocess
 import sys
 import sysconfig
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -149,15 +150,29 @@ def require_loopback(endpoint: str) -> str:
     return f"http://{parsed.hostname}:{parsed.port}"
 
 
+_CLIENTS: dict[tuple[str, int], object] = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
 def s3_client(endpoint: str, max_pool_connections: int = 16):
-    """A boto3 S3 client for a local store: loopback only, no proxies, no credential or region lookups, fast fails."""
+    """A boto3 S3 client for a local store: loopback only, no proxies, no credential or region lookups, fast fails.
+
+    One per endpoint, shared (boto3 clients are thread-safe; making one costs a few hundred milliseconds)."""
+    key = (require_loopback(endpoint), max_pool_connections)
+    with _CLIENTS_LOCK:
+        if key not in _CLIENTS:
+            _CLIENTS[key] = _new_client(*key)
+        return _CLIENTS[key]
+
+
+def _new_client(endpoint: str, max_pool_connections: int):
     import boto3
     from botocore.config import Config
 
     config = Config(region_name=REGION, proxies={}, retries={"max_attempts": 2, "mode": "standard"},
                     connect_timeout=2, read_timeout=60, max_pool_connections=max_pool_connections,
                     s3={"addressing_style": "path"})
-    return boto3.session.Session().client("s3", endpoint_url=require_loopback(endpoint), config=config,
+    return boto3.session.Session().client("s3", endpoint_url=endpoint, config=config,
                                           aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY)
 
 

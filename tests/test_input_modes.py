@@ -330,5 +330,8 @@ def test_fsx_preflight_wants_networking_and_a_mount_name():
     job = input_modes.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, no_network)["FSx"]
     with pytest.raises(sagemaker_jobs.FSxConfigError, match="988"):
         sagemaker_jobs.preflight(job, "ml.g5.2xlarge")
+    with pytest.raises(sagemaker_jobs.FSxConfigError, match="988"):
+        input_modes.fsx_preflight(job)
+    input_modes.fsx_preflight(input_modes.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, FSX)["FSx"])
     with pytest.raises(InputModeError, match="mount name '/fsx'"):
         input_modes.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, {**FSX, "mount_name": "/fsx"})
