@@ -59,7 +59,7 @@ class ReadThrough:
         import socket
 
         try:
-            with socket.create_connection(self.address, timeout=600) as conn:
+            with socket.create_connection(self.address) as conn:  # blocks as long as the fetch takes, as a read would
                 conn.sendall(path.encode("utf-8", "surrogateescape") + b"\n")
                 with conn.makefile("r", encoding="utf-8", errors="replace") as answer:
                     return answer.readline().strip() or "ERR the FastFile server closed the connection"

@@ -112,6 +112,9 @@ def _locate(client, name: str, mode: str, where: S3Uri) -> ChannelSource:
     """A URI ending in ``/`` is a prefix; one without names an object if such a key exists, else a prefix."""
     if where.prefix and not where.prefix.endswith("/"):
         exact = [o for o in objectstore.list_objects(client, where) if o.key == where.prefix]
+        if exact and mode == "FSx":
+            raise InputModeError(f"channel {name!r}: an FSx channel is a directory of the file system; give the "
+                                 f"prefix that holds {where} (s3://{where.bucket}/{where.prefix.rpartition('/')[0]}/).")
         if exact:
             return ChannelSource(name, mode, where, exact, single=True)
         where = S3Uri(where.bucket, where.prefix + "/")
@@ -182,7 +185,8 @@ def download(client, source: ChannelSource, dest: Path, scratch: Path, workers: 
         try:
             return _fetch(client, source.uri.bucket, o.key, dest / source.relative(o), o.modified, scratch)
         except Exception as err:  # noqa: BLE001 - said in the job's terms
-            raise InputModeError(f"channel {source.name!r}: {_describe_failure(err, f's3://{source.uri.bucket}/{o.key}', endpoint)}") from err
+            why = _describe_failure(err, f"s3://{source.uri.bucket}/{o.key}", endpoint)
+            raise InputModeError(f"channel {source.name!r}: {why}") from err
 
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
         moved = sum(pool.map(one, todo))
@@ -228,7 +232,6 @@ class FastFileServer:
                 error = server.ensure(path)
                 self.wfile.write(b"OK\n" if error is None else f"ERR {error}\n".encode("utf-8", "replace"))
 
-        socketserver.ThreadingTCPServer.allow_reuse_address = True
         self.tcp = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
         self.tcp.daemon_threads = True
         threading.Thread(target=self.tcp.serve_forever, name="fastfile-server", daemon=True).start()
@@ -323,8 +326,7 @@ class FastFileServer:
 # ---------------------------------------------------------------------------------------------- FSx
 def fsx_directory(fsx_root: Path, source: ChannelSource) -> Path:
     """Where the persistent file system keeps a channel: ``<fsx_root>/<bucket>/<prefix>``."""
-    rel = source.uri.prefix if not source.single else source.uri.prefix.rpartition("/")[0] + "/"
-    return Path(fsx_root) / source.uri.bucket / rel
+    return Path(fsx_root) / source.uri.bucket / source.uri.prefix
 
 
 def warm_fsx(client, source: ChannelSource, fsx_root: Path) -> objectstore.Transfer:
@@ -341,11 +343,9 @@ def warm_fsx(client, source: ChannelSource, fsx_root: Path) -> objectstore.Trans
             if manifest_path.is_file() else {}
         moved = download(client, source, root, meta / "scratch", keep=known)
         wanted = {source.relative(o) for o in source.objects}
-        if not source.single:  # objects removed from the store leave the file system too
-            for p in sorted(root.rglob("*"), reverse=True):
-                rel = p.relative_to(root).as_posix()
-                if p.is_file() and rel not in wanted:
-                    p.unlink()
+        for p in sorted(root.rglob("*"), reverse=True):  # objects removed from the store leave the file system
+            if p.is_file() and p.relative_to(root).as_posix() not in wanted:
+                p.unlink()
         manifest_path.write_text(json.dumps({o.key: [o.size, o.etag] for o in source.objects}))
     return moved
 
@@ -440,6 +440,8 @@ _OPEN: dict[str, JobInputs] = {}
 
 def register(run_dir: Path, inputs: JobInputs) -> None:
     """Keep a job's inputs until its processes end (the FastFile server must outlive them)."""
+    if not inputs.sources:
+        return
     inputs.run_dir = Path(run_dir)
     inputs.write()
     if inputs.server is not None:

@@ -209,11 +209,13 @@ def test_an_empty_channel_is_refused(data, runner, probe_dir):
         runner.prepare(probe_job(store, "FastFile", probe_dir, uri=f"s3://{BUCKET}/empty/"), CPU)
 
 
-def test_one_object_can_be_a_channel(data, runner, probe_dir):
+def test_one_object_can_be_a_channel_but_not_an_fsx_one(data, runner, probe_dir):
     store, shards = data
     result = runner.run(probe_job(store, "FastFile", probe_dir, uri=f"s3://{BUCKET}/shards/train/labels.json"),
                         CPU)
     assert seen(result)["digests"] == {"labels.json": sha(shards / "train" / "labels.json")}
+    with pytest.raises(InputModeError, match="an FSx channel is a directory"):
+        runner.prepare(probe_job(store, "FSx", probe_dir, uri=f"s3://{BUCKET}/shards/train/labels.json"), CPU)
 
 
 def test_unreachable_or_unset_endpoint_is_refused(data, runner, probe_dir):
