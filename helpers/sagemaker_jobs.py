@@ -599,6 +599,7 @@ class DryRun:
     where: str  # "offline (placeholder account)" or the AWS context it was built for
     notes: list[str] = field(default_factory=list)
     _relaunch: Callable[..., Any] | None = field(default=None, repr=False)
+    _shown_in: int | None = field(default=None, repr=False)  # the notebook execution that run() displayed it in
 
     @property
     def job_name(self) -> str:
@@ -619,6 +620,18 @@ class DryRun:
 
     def __repr__(self) -> str:
         return str(self)
+
+    def _ipython_display_(self) -> None:
+        from IPython import get_ipython
+
+        # run() shows the dry run as it is built; a display(dry) in the same cell would show it a second time
+        if self._shown_in is None or self._shown_in != get_ipython().execution_count:
+            self._display_now()
+
+    def _display_now(self) -> None:
+        from IPython.display import display
+
+        display({"text/plain": str(self), "text/html": self._repr_html_()}, raw=True)
 
     def launch(self, **options):
         """Launch this job for real (same options, plus any given here)."""
@@ -940,8 +953,8 @@ def run(job: Job, target: Target | str, launch: bool = False, budget_usd: float 
     uploads = _uploads(made, [where_inputs.channel_prefix(c.source) for c in plan.channels if c.kind == "local"])
     dry = DryRun(plan, request, estimate, budget_usd, uploads, aws_offline.summarize(made), where, notes, relaunch)
     save_request(dry, target)
-    if echo and not _in_notebook():
-        print(dry, flush=True)
+    if echo:
+        _show(dry)
     return dry
 
 
@@ -964,14 +977,24 @@ def save_request(dry: DryRun, target: Target | str, directory: str | Path | None
 
 
 def _in_notebook() -> bool:
-    """In IPython the lab displays the returned dry run (``display(dry)``: HTML, or its text in a saved notebook);
-    printing it here as well would show it twice."""
     try:
         from IPython import get_ipython
 
         return get_ipython() is not None
     except ImportError:
         return False
+
+
+def _show(dry: DryRun) -> None:
+    """Shown as it is built, like a local run's log (a lab cell usually assigns the result, which displays nothing):
+    HTML in Jupyter, its text in a saved headless notebook, printed in a terminal."""
+    if _in_notebook():
+        from IPython import get_ipython
+
+        dry._display_now()
+        dry._shown_in = get_ipython().execution_count
+    else:
+        print(dry, flush=True)
 
 
 def dry_run_offline(job: Job, target: Target | str, **options) -> DryRun:

@@ -77,6 +77,21 @@ def _lab04(requests: list[dict]) -> None:
     assert smp["world_size"] % tp == 0 and (smp["world_size"] // tp) % shard == 0
 
 
+def _lab05(requests: list[dict]) -> None:
+    data = {"train", "validation"}
+    modes = [{n: m for n, m in _channels(one["request"]).items() if n in data} for one in requests]
+    assert {"train": "File", "validation": "File"} in modes
+    assert {"train": "FastFile", "validation": "FastFile"} in modes  # FastFile in the request, not silently File
+    fsx = [one["request"] for one in requests if "VpcConfig" in one["request"]]
+    assert fsx, "the FSx job runs in the file system's VPC"
+    r = fsx[0]
+    assert r["VpcConfig"]["Subnets"] and r["VpcConfig"]["SecurityGroupIds"]
+    for c in r["InputDataConfig"]:
+        if c["ChannelName"] in data:
+            source = c["DataSource"]["FileSystemDataSource"]
+            assert source["FileSystemType"] == "FSxLustre" and source["DirectoryPath"].startswith("/")
+
+
 def _lab06(requests: list[dict]) -> None:
     spot = [one["request"] for one in requests if one["request"].get("EnableManagedSpotTraining")]
     assert spot, "the spot lab's job uses managed spot"
@@ -100,7 +115,7 @@ def _lab07(requests: list[dict]) -> None:
 
 # lab stem -> checks on its saved requests (each: the plan's summary plus the CreateTrainingJob request)
 EXPECTED = {"01_single_gpu": _lab01, "02_ddp": _lab02, "03_smddp": _lab03, "04_model_parallel": _lab04,
-            "06_spot_checkpoints": _lab06, "07_profiling": _lab07}
+            "05_input_modes": _lab05, "06_spot_checkpoints": _lab06, "07_profiling": _lab07}
 
 
 @pytest.fixture(scope="module")
@@ -135,4 +150,5 @@ def test_lab_dry_runs_its_sagemaker_jobs_offline(notebook, tmp_path, monkeypatch
     executed = nbformat.read(run.notebook, as_version=4)
     shown = "".join(str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", ""))
                     for c in executed.cells if c.cell_type == "code" for o in c.get("outputs", []))
-    assert "DRY RUN - nothing launched" in shown and "CreateTrainingJob request" in shown
+    # shown as it was built, and once only even where the lab also displays what run_job returned
+    assert 1 <= shown.count("DRY RUN - nothing launched") <= len(requests) and "CreateTrainingJob request" in shown
