@@ -81,6 +81,10 @@ def run_job(job: Job, target: str = "local", *, launch: bool = False, budget_usd
     """
     from . import targets
 
+    if target == "local_container":  # the SDK's own Docker local mode: runs, or says precisely why it cannot
+        from . import sagemaker_jobs
+
+        return sagemaker_jobs.run_local_container(job, **options)
     t = targets.resolve(target)
     if t.is_local:
         from .local_runner import LocalRunner

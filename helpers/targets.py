@@ -78,8 +78,9 @@ def resolve(name: str) -> Target:
                               "Use target='local' (GPU when present, else CPU) or 'local_cpu'.")
         return Target(name, name, gpus, cpus)
     if name == "local_container":
-        raise TargetError("target 'local_container' is SageMaker's Docker local mode: use helpers.sagemaker_jobs "
-                          "with mode='local_container' on a machine with a Docker daemon, or target='local' here.")
+        raise TargetError("target 'local_container' is SageMaker's Docker local mode (the training image on this "
+                          "machine's Docker): run it with helpers.jobs.run_job(job, 'local_container') on a machine "
+                          "with a Docker daemon, or use target='local' here.")
     close = difflib.get_close_matches(name, LOCAL_TARGETS, n=2)
     hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     raise TargetError(f"unknown target {name!r}.{hint} Choose one of {', '.join(LOCAL_TARGETS)} or a SageMaker "

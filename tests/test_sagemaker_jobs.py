@@ -516,3 +516,11 @@ def test_local_container_says_why_it_cannot_run(data, monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))  # no docker on the PATH
     with pytest.raises(sj.LocalContainerUnavailable, match="`docker` command is not installed.*target='local'"):
         sj.run(Job("lab-x", {}, data), "local_container")
+
+
+def test_run_job_routes_local_container_to_the_sdk_local_mode(data, monkeypatch, tmp_path):
+    from helpers.jobs import run_job
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no docker on the PATH
+    with pytest.raises(sj.LocalContainerUnavailable, match="Docker"):
+        run_job(Job("lab-x", {}, data), "local_container")
