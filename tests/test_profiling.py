@@ -137,3 +137,11 @@ def test_profiled_steps_are_left_out_of_the_clock():
         counted.append(timer.counted())
     # asked as batch done+1 arrives: spans touching steps 3-6 (0-based 2-5: warmup and active) are left out
     assert counted == [True, True, False, False, False, False, False, True, True, True]
+
+
+def test_the_clock_leaves_out_the_first_batch_and_the_first_step():
+    clock = profiling.StepClock()
+    assert list(clock.batches(range(6))) == list(range(6))
+    assert clock.steps == 4  # spans 2->3 ... 5->6: the first batch's wait and the first step's warm-up are out
+    assert set(clock.summary()) == {"data_wait_frac", "data_wait_ms", "step_ms", "first_batch_s"}
+    assert profiling.StepClock().summary().keys() == {"first_batch_s"}  # no step: no ratio to report

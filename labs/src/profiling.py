@@ -48,8 +48,9 @@ def parse_schedule(text: str) -> tuple[int, int, int]:
 
 
 class StepClock:
-    """Splits each step into data wait (blocked in ``next(loader)``) and the rest, from the second step on (the
-    first batch carries worker start-up: it is reported on its own as ``first_batch_s``)."""
+    """Splits each step into data wait (blocked in ``next(loader)``) and the rest, from the second step on: the
+    first batch carries worker start-up (reported on its own as ``first_batch_s``) and the first step the
+    allocator's and autograd's warm-up."""
 
     def __init__(self):
         self.start = time.perf_counter()
@@ -57,6 +58,7 @@ class StepClock:
         self.wait = self.total = 0.0
         self.steps = 0
         self.arrived = None  # when the current step's batch arrived
+        self.warm = False
 
     def batches(self, loader, counted=lambda: True):
         """Yield the loader's batches, timing each wait; ``counted()`` says whether the coming step counts."""
@@ -70,10 +72,11 @@ class StepClock:
             now = time.perf_counter()
             if self.first_batch_s is None:
                 self.first_batch_s = now - self.start
-            elif self.arrived is not None and counted():
+            elif self.warm and counted():
                 self.wait += now - before
                 self.total += now - self.arrived
                 self.steps += 1
+            self.warm = self.arrived is not None  # from the second step's span on
             self.arrived = now
             yield batch
 
