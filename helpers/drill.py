@@ -209,7 +209,7 @@ class Drill:
             if s.signalled_s is not None:
                 marker, colour = marks[s.interruption.signal]
                 ax.plot(s.signalled_s, s.last_step, marker, ms=10, color=colour)
-                ax.annotate(f"{s.interruption.signal}\n-{s.lost_steps} steps", (s.signalled_s, s.last_step),
+                ax.annotate(f"{s.interruption.signal}\n{s.lost_steps} steps lost", (s.signalled_s, s.last_step),
                             textcoords="offset points", xytext=(4, -22), fontsize=8, color=colour)
         for before, after in zip(self.segments, self.segments[1:]):  # the roll back to the checkpoint resumed from
             if before.signalled_s is not None and after.first_step_s is not None:

@@ -133,6 +133,7 @@ def plot_intervals(work_h: float, a: Assumptions = Assumptions(), title: str = "
         if best < x[-1]:
             ax.plot(best, expected_hours(work_h, best / 60, b), "o", color=line.get_color())
     ax.axhline(work_h, color="grey", ls=":", label="the work itself")
+    ax.set_ylim(work_h * 0.97, work_h * 2)  # the interesting part: near the minimum
     ax.set(xscale="log", xlabel="checkpoint every ... minutes of work", ylabel="expected wall hours",
            title=title or f"{work_h:g} h of training: dots mark Young's interval")
     ax.grid(alpha=0.3, which="both")

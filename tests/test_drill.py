@@ -12,7 +12,8 @@ from helpers.local_runner import LocalRunner
 from helpers.targets import resolve
 
 # 1,200 rows in batches of 32: 37 steps, a checkpoint every 8, two evaluations
-DRILL = {**TINY, "subset": 1200, "epochs": 1, "eval_subset": 300, "evals_per_epoch": 2, "checkpoint_every": 8}
+DRILL = {**TINY, "subset": 1200, "epochs": 1, "eval_subset": 300, "evals_per_epoch": 2, "checkpoint_every": 8,
+         "threads": 1}
 
 
 def check_segments(d: drill.Drill, every: int) -> None:
