@@ -95,10 +95,12 @@ def main(argv=None) -> None:
     p.add_argument("--steps", type=int, default=3, help="timed training steps per size")
     p.add_argument("--repeats", type=int, default=3, help="timed saves and loads per size")
     p.add_argument("--every", type=int, nargs="+", default=[50, 200, 1000], help="checkpoint intervals (steps)")
+    p.add_argument("--threads", type=int, default=1, help="intra-op threads (1: steady on a shared machine)")
     p.add_argument("--tmp", default=None, help="where to write (default: the system temp dir; use the disk you "
                                                 "will checkpoint to)")
     args = p.parse_args(argv)
     torch.manual_seed(0)
+    torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {args.batch} x seq {args.seq}, "
           f"median of {args.repeats} saves/loads")
     rows = []
