@@ -27,7 +27,13 @@ def _channels(request: dict) -> dict[str, str]:
 
 
 def _lab01(requests: list[dict]) -> None:
-    (one,) = requests
+    jobs = {saved["lab_job"]: saved for saved in requests}
+    assert set(jobs) == {"lab01-single", "lab01-fast"}
+    one, fast = jobs["lab01-single"], jobs["lab01-fast"]
+    # the fast path: every switch on, on one GPU (single-device speed, not scaling)
+    assert fast["world_size"] == 1 and {k: fast["request"]["HyperParameters"].get(k) for k in (
+        "precision", "fused_adamw", "compile", "bucket_by_length")} == {
+        "precision": "bf16", "fused_adamw": "true", "compile": "true", "bucket_by_length": "true"}
     r = one["request"]
     assert one["lab_job"] == "lab01-single"
     assert r["AlgorithmSpecification"]["TrainingImage"] == DLC
