@@ -1,6 +1,7 @@
 """Single-device speed: the lab's training loop against HF Trainer, same model, same batches, one run.
 
-    python benchmarks/single_gpu.py                                   # a GPU: base size, both modes (minutes)
+    python benchmarks/single_gpu.py --modes random --out random.json  # a GPU: base size, a few minutes
+    python benchmarks/single_gpu.py --modes titles --out titles.json  # the first compile of each width is slow
     python benchmarks/single_gpu.py --device cpu --model_size tiny --steps 4 --warmup_steps 1 \\
         --batch_sizes 8 --title_rows 256 --title_batch 32 --compile false    # a smoke check on a laptop
 

@@ -85,7 +85,9 @@ def compile_model(model: torch.nn.Module, args) -> Callable[[], None]:
     # the classifier sets config.problem_type on its first call; set it now or dynamo recompiles on the second
     if getattr(model.config, "problem_type", "") is None and model.config.num_labels > 1:
         model.config.problem_type = "single_label_classification"
-    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 2 * widths(args) + 8)
+    config = torch._dynamo.config
+    limit = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"  # torch < 2.7's name
+    setattr(config, limit, max(getattr(config, limit), 2 * widths(args) + 8))
     model.compile(mode=None if args.compile_mode == "default" else args.compile_mode, backend=args.compile_backend,
                   dynamic=False)
     if args.compile_mode in ("reduce-overhead", "max-autotune"):
