@@ -153,8 +153,8 @@ def test_each_switch_keeps_the_loss_curve_of_the_plain_fp32_path(small_catalog, 
 
 @pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("WORKSHOP_TEST_INDUCTOR") != "1",
-                    reason="inductor's cold compile takes 30-80 s on a 2-core CPU even for one width; the aot_eager "
-                           "case covers the tracing. Set WORKSHOP_TEST_INDUCTOR=1 to run it.")
+                    reason="inductor's cold compile of one width takes 26 s on an idle 2-core CPU (78 s busy); the "
+                           "aot_eager case covers the tracing. Set WORKSHOP_TEST_INDUCTOR=1 to run it (it passes).")
 def test_compile_with_inductor_keeps_the_loss_curve(small_catalog, tmp_path, plain):
     """The real compiler (C++ code generation on a CPU, Triton on a GPU): one width, so one compile."""
     fast = train_curve(small_catalog, tmp_path, "--compile", "true", "--pad_to", "64")
