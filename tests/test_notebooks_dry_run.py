@@ -37,8 +37,8 @@ def _lab01(requests: list[dict]) -> None:
     r = one["request"]
     assert one["lab_job"] == "lab01-single"
     assert r["AlgorithmSpecification"]["TrainingImage"] == DLC
-    # one process per GPU: the SDK's torchrun driver on the p4d's 8 A100s
-    assert one["launcher"] == "torchrun" and one["world_size"] == 8
+    # one device, however many the instance has: scaling out is lab 02's subject
+    assert one["launcher"] == "script" and one["world_size"] == 1
     assert _channels(r) == {"train": "File", "validation": "File", "code": "File", "sm_drivers": "File"}
     assert r["HyperParameters"]["model_size"] == "base"  # a GPU target gets the DistilBERT-base shape
     assert r["HyperParameters"]["subset"] == "12000"  # smoke size: the debug slice
@@ -52,6 +52,7 @@ def _lab02(requests: list[dict]) -> None:
     assert r["ResourceConfig"]["InstanceCount"] == 2 and one["world_size"] == 16  # 2 x 8 A100s, one process each
     assert r["AlgorithmSpecification"]["TrainingImage"] == DLC
     assert int(r["HyperParameters"]["batch_size"]) == 64 * one["world_size"]  # the global batch: 64 per GPU
+    assert r["StoppingCondition"]["MaxRuntimeInSeconds"] == 3600 and one["max_usd"] <= 60  # the lab's budget
     assert _channels(r) == {"train": "File", "validation": "File", "code": "File", "sm_drivers": "File"}
 
 
