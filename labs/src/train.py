@@ -416,7 +416,8 @@ def fail(exc: BaseException) -> None:
     os._exit(1)
 
 
-if __name__ == "__main__":
+def run(main, parse_args) -> None:
+    """An entry script's main, with why it failed recorded (SageMaker's FailureReason) before it leaves."""
     try:
         main(parse_args())
     except SystemExit as e:
@@ -425,3 +426,7 @@ if __name__ == "__main__":
         raise
     except Exception as e:  # noqa: BLE001 - record why, then fail
         fail(e)
+
+
+if __name__ == "__main__":
+    run(main, parse_args)

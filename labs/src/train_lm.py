@@ -39,7 +39,7 @@ import torch.nn.functional as F
 
 from catalog_data import load_tokenizer, read_channel, read_labels
 from sampling import GlobalBatchPlan
-from train import Dist, Metrics, fail, pick_precision, str2bool
+from train import Dist, Metrics, pick_precision, run, str2bool
 
 STRATEGIES = ("single", "ddp", "zero", "fsdp", "tp")
 # name: (hidden, layers, heads, ffn). "tiny" keeps a CPU smoke run to seconds; "1b" and "7b" have the layers of
@@ -452,11 +452,4 @@ def finish(args, tokenizer, val_blocks, results: list[dict], metrics: Metrics, s
 
 
 if __name__ == "__main__":
-    try:
-        main(parse_args())
-    except SystemExit as e:
-        if e.code not in (0, None):
-            fail(e)
-        raise
-    except Exception as e:  # noqa: BLE001 - record why, then fail
-        fail(e)
+    run(main, parse_args)
