@@ -632,6 +632,30 @@ class DryRun:
         from IPython.display import display
 
         display({"text/plain": str(self), "text/html": self._repr_html_()}, raw=True)
+        if self._relaunch is not None:  # built for a real account: one click launches it (headless: launch=True)
+            display(self.launch_button())
+
+    def launch_button(self):
+        """A button that launches this job after review; disabled when the estimate is over budget."""
+        import ipywidgets as widgets
+
+        if self._relaunch is None:
+            self.launch()  # raises: nothing to launch from an offline dry run
+        over = self.over_budget
+        button = widgets.Button(description="Over budget" if over else "Launch this job", icon="rocket",
+                                button_style="" if over else "warning", disabled=over,
+                                tooltip=f"{self.job_name}: up to ${self.estimate.max_usd:,.2f}" if self.estimate else "")
+        out = widgets.Output()
+
+        def clicked(_):
+            button.disabled = True  # one click, one job
+            with out:
+                job = self.launch(wait=False)
+                print(f"launched {job.name}: follow it with .wait(), stop it with .stop(); {job.console_url}")
+                button.job = job
+
+        button.on_click(clicked)
+        return widgets.VBox([button, out])
 
     def launch(self, **options):
         """Launch this job for real (same options, plus any given here)."""

@@ -524,3 +524,24 @@ def test_run_job_routes_local_container_to_the_sdk_local_mode(data, monkeypatch,
     monkeypatch.setenv("PATH", str(tmp_path))  # no docker on the PATH
     with pytest.raises(sj.LocalContainerUnavailable, match="Docker"):
         run_job(Job("lab-x", {}, data), "local_container")
+
+
+def test_the_launch_button_launches_the_reviewed_job_once(fake_aws, data):
+    fake_aws.script_job(ScriptedJob(statuses=[("InProgress", "Training")]))
+    d = sj.run(Job("lab-x", {}, data), "ml.g5.2xlarge", budget_usd=5, session=fake_aws.boto_session,
+               attendee="alice", echo=False, poll_s=0)
+    assert not fake_aws.calls_to("CreateTrainingJob")  # the dry run sent nothing
+    box = d.launch_button()
+    button = box.children[0]
+    assert not button.disabled and button.description == "Launch this job"
+    button.click()
+    assert len(fake_aws.calls_to("CreateTrainingJob")) == 1 and button.disabled
+    assert button.job.describe()["TrainingJobStatus"] == "InProgress"
+
+
+def test_the_launch_button_is_disabled_over_budget_and_absent_offline(fake_aws, offline, data):
+    d = sj.run(Job("lab-x", {}, data), "ml.g5.2xlarge", budget_usd=0.01, session=fake_aws.boto_session,
+               attendee="alice", echo=False)
+    assert d.launch_button().children[0].disabled
+    with pytest.raises(sj.LaunchRefused, match="offline"):
+        dry(Job("lab-x", {}, data), "ml.g5.2xlarge").launch_button()
