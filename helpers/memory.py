@@ -309,6 +309,8 @@ def compare(run: dict, config) -> list[dict]:
     rows = []
     for result in run["strategies"]:
         strategy, ranks = result["strategy"], result["ranks"]
+        if strategy == "pp":  # the planner does not model pipeline stages (whose micro-batches are in flight)
+            continue
         world = 1 if strategy == "single" else len(ranks)
         per_rank = hp["batch_size"] // (world if strategy in ("ddp", "zero", "fsdp") else 1)
         e = estimate(m, "ddp" if strategy == "single" else strategy, world=world, micro_batch=per_rank,

@@ -1,12 +1,12 @@
-"""Train a small Llama-style language model on product titles, sharded five ways: the model-parallel lab's script.
+"""Train a small Llama-style language model on product titles, sharded six ways: the model-parallel lab's script.
 
 The same loop trains under each ``--strategy``; only the few lines that wrap the model and build the optimizer
 change (``apply_<strategy>`` below). Several strategies can run one after another in one launch
-(``--strategy single,ddp,zero,fsdp,tp``), each from the same seed on the same global batches, so their losses and
+(``--strategy single,ddp,zero,fsdp,tp,pp``), each from the same seed on the same global batches, so their losses and
 per-rank bytes sit side by side::
 
     python train_lm.py --train ../../data/catalog/train --validation ../../data/catalog/validation
-    torchrun --nproc_per_node 2 train_lm.py --strategy single,ddp,zero,fsdp,tp ...
+    torchrun --nproc_per_node 2 train_lm.py --strategy single,ddp,zero,fsdp,tp,pp ...
 
 single  the plain model on one process (in a multi-rank launch rank 0 runs it alone, the others wait)
 ddp     every rank holds everything; gradients are averaged (all-reduce)
@@ -15,6 +15,9 @@ fsdp    FSDP2 ``fully_shard``: parameters, gradients and optimizer state sharded
         image (``torch.sagemaker`` importable) the same flag takes the SMP v2 path instead
 tp      tensor parallel (``parallelize_module``): every rank holds a slice of each attention and MLP matrix and
         sees the whole batch
+pp      pipeline parallel (``torch.distributed.pipelining``): rank r holds the r-th run of decoder layers (rank 0 also
+        the embeddings, the last rank the final norm and LM head); the batch flows through in ``--microbatches``
+        micro-batches on a GPipe or 1F1B schedule
 
 Per strategy and rank the script reports parameter, gradient and optimizer-state bytes, the bytes autograd saved
 for backward (activations), peak CUDA memory on GPUs, step time and loss, as ``[memory]``/``[train]`` metric lines
@@ -27,6 +30,7 @@ import argparse
 import json
 import math
 import os
+import re
 import shutil
 import statistics
 import time
@@ -41,7 +45,7 @@ from catalog_data import load_tokenizer, read_channel, read_labels
 from sampling import GlobalBatchPlan
 from train import Dist, Metrics, pick_precision, run, str2bool
 
-STRATEGIES = ("single", "ddp", "zero", "fsdp", "tp")
+STRATEGIES = ("single", "ddp", "zero", "fsdp", "tp", "pp")
 # name: (hidden, layers, heads, ffn). "tiny" keeps a CPU smoke run to seconds; "1b" and "7b" have the layers of
 # Llama-3.2-1B and Llama-2-7B (with the catalogue's small vocabulary).
 MODEL_SIZES = {"tiny": (128, 2, 4, 344), "small": (256, 4, 8, 688), "medium": (512, 8, 8, 1376),
@@ -70,6 +74,8 @@ def parse_args(argv=None):
     p.add_argument("--generate_tokens", type=int, default=8)
     p.add_argument("--log_every", type=int, default=5)
     p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--microbatches", type=int, default=4, help="pp: micro-batches per global batch")
+    p.add_argument("--pp_schedule", choices=["gpipe", "1f1b"], default="gpipe")
     p.add_argument("--backend", choices=["auto", "gloo", "nccl"], default="auto")
     p.add_argument("--mp_parameters", default="", help="SMP v2 degrees as JSON (SageMaker passes them)")
     args, unknown = p.parse_known_args(argv)
@@ -79,6 +85,9 @@ def parse_args(argv=None):
     if bad or not args.strategies:
         raise SystemExit(f"--strategy {args.strategy!r}: choose one or several (comma-separated) of "
                          f"{', '.join(STRATEGIES)}")
+    if "pp" in args.strategies and (args.microbatches < 1 or args.batch_size % args.microbatches):
+        raise SystemExit(f"--strategy pp cuts the global batch of {args.batch_size} into --microbatches "
+                         f"{args.microbatches} equal micro-batches: pick a divisor of --batch_size")
     if args.mp_parameters and args.strategies != ["fsdp"]:
         raise SystemExit(f"SMP v2 degrees (mp_parameters) shard the model through FSDP: use --strategy fsdp, "
                          f"not {args.strategy!r}")
@@ -119,6 +128,15 @@ class Setup:
 
     def __init__(self, model, optimizer, dp_rank: int = 0, dp_world: int = 1):
         self.model, self.optimizer, self.dp_rank, self.dp_world = model, optimizer, dp_rank, dp_world
+
+    def train_step(self, x, y, autocast) -> torch.Tensor:
+        """Forward and backward on this rank's batch; the loss."""
+        loss = lm_loss(self.model, x, y, autocast)
+        loss.backward()
+        return loss
+
+    def eval_loss(self, x, y, autocast) -> torch.Tensor:
+        return lm_loss(self.model, x, y, autocast)
 
 
 def adamw(params, args):
@@ -178,7 +196,76 @@ def apply_tp(model, d: Dist, args) -> Setup:
     return Setup(model, adamw(model.parameters(), args))
 
 
-APPLY = {"single": apply_single, "ddp": apply_ddp, "zero": apply_zero, "fsdp": apply_fsdp, "tp": apply_tp}
+def apply_pp(model, d: Dist, args) -> Setup:
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+
+    stage = DecoderSlice(model, d.rank, d.world)
+    schedule = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}[args.pp_schedule]
+    # the schedule splits the batch into equal micro-batches and averages their mean losses' gradients
+    # (scale_grads): with equal sizes that is the gradient of the whole batch's mean loss
+    pipe = schedule(PipelineStage(stage, d.rank, d.world, d.device), args.microbatches, loss_fn=token_loss)
+    return Pipeline(stage, adamw(stage.parameters(), args), pipe, d)
+
+
+class DecoderSlice(torch.nn.Module):
+    """Stage ``index`` of ``stages``: its share of the decoder layers; the first stage also embeds the tokens, the last
+    also applies the final norm and LM head. The others' modules are dropped, so their memory is never held."""
+
+    def __init__(self, lm, index: int, stages: int):
+        super().__init__()
+        per_stage = len(lm.model.layers) // stages
+        self.first_layer, self.is_first, self.is_last = index * per_stage, index == 0, index == stages - 1
+        lm.model.layers = lm.model.layers[self.first_layer:self.first_layer + per_stage]
+        if not self.is_first:
+            lm.model.embed_tokens = None
+        if not self.is_last:
+            lm.model.norm, lm.lm_head = torch.nn.Identity(), torch.nn.Identity()
+        self.lm = lm
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        inputs = {"input_ids": x} if self.is_first else {"inputs_embeds": x}
+        return self.lm.lm_head(self.lm.model(**inputs).last_hidden_state)  # logits on the last stage
+
+    def checkpoint_state(self) -> dict:
+        """The plain model's names: this stage's layer i is layer ``first_layer + i`` of the whole model."""
+        shift = lambda m: f"layers.{int(m[1]) + self.first_layer}."  # noqa: E731
+        return {re.sub(r"layers\.(\d+)\.", shift, k): v for k, v in self.lm.state_dict().items()}
+
+
+class Pipeline(Setup):
+    """apply_pp's Setup: every rank sees the whole batch (rank 0 its tokens, the last rank its targets); the last
+    stage's loss is broadcast, so every rank reports the loss of the whole batch."""
+
+    def __init__(self, stage: DecoderSlice, optimizer, schedule, d: Dist):
+        super().__init__(stage, optimizer)
+        self.schedule, self.d, self.last = schedule, d, d.world - 1
+
+    def train_step(self, x, y, autocast) -> torch.Tensor:
+        losses = []
+        with autocast:
+            self.schedule.step(*[x] if self.model.is_first else [], target=y, losses=losses)
+        loss = torch.stack(losses).mean().detach() if self.model.is_last else torch.zeros((), device=x.device)
+        dist.broadcast(loss, src=self.last)
+        return loss
+
+    def eval_loss(self, x, y, autocast) -> torch.Tensor:
+        """The whole batch at once, stage by stage over point-to-point sends (the schedule's buffers are sized for
+        training micro-batches)."""
+        h = x
+        if not self.model.is_first:
+            h = torch.empty(*x.shape, self.model.lm.config.hidden_size, device=x.device)
+            dist.recv(h, src=self.d.rank - 1)
+        with autocast:
+            h = self.model(h).float()
+        loss = token_loss(h, y) if self.model.is_last else torch.zeros((), device=x.device)
+        if not self.model.is_last:
+            dist.send(h.contiguous(), dst=self.d.rank + 1)
+        dist.broadcast(loss, src=self.last)
+        return loss
+
+
+APPLY = {"single": apply_single, "ddp": apply_ddp, "zero": apply_zero, "fsdp": apply_fsdp, "tp": apply_tp,
+         "pp": apply_pp}
 
 
 def sagemaker_model_parallel():
@@ -256,6 +343,11 @@ class SavedForBackward:
 def lm_loss(model, x: torch.Tensor, y: torch.Tensor, autocast) -> torch.Tensor:
     with autocast:
         logits = model(input_ids=x).logits
+    return token_loss(logits, y)
+
+
+def token_loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy over every token of the batch."""
     return F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
 
 
@@ -283,9 +375,10 @@ def train_one(strategy: str, d: Dist, args, blocks, val_blocks, vocab: int, metr
         for rows in plan:
             batch = blocks[rows].to(d.device)
             t0 = time.perf_counter()
-            with saved.hooks() if step == 0 else nullcontext():  # measure activations once, on the first step
-                loss = lm_loss(model, batch[:, :-1], batch[:, 1:], autocast)
-            loss.backward()
+            # measure activations once, on the first step (pp: every micro-batch's, as GPipe holds them all;
+            # 1F1B frees each one's early and its storage is reused, so fewer are counted)
+            with saved.hooks() if step == 0 else nullcontext():
+                loss = setup.train_step(batch[:, :-1], batch[:, 1:], autocast)
             grad_bytes = grad_bytes or local_bytes(p.grad for p in model.parameters())
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
@@ -311,24 +404,24 @@ def train_one(strategy: str, d: Dist, args, blocks, val_blocks, vocab: int, metr
             "step_ms": 1000 * statistics.median(step_times[1:] or step_times)}
     if d.device.type == "cuda":
         mine["peak_cuda_bytes"] = torch.cuda.max_memory_allocated(d.device)
-    val_loss = evaluate(model, val_blocks, d.device, autocast)
+    val_loss = evaluate(setup, val_blocks, d.device, autocast)
     ranks = gather(mine, d, strategy)
     for row in ranks:
         metrics.log("memory", strategy=strategy, **row)
     out = {"strategy": strategy, "losses": losses, "ranks": ranks, "val_loss": val_loss,
-           "params": sum(p.numel() for p in raw.parameters()) if strategy != "tp" else None}
+           "params": sum(p.numel() for p in raw.parameters()) if strategy not in ("tp", "pp") else None}
     out.update(save_and_reload(strategy, model, d, args, val_blocks, val_loss, metrics))
     return out
 
 
 @torch.no_grad()
-def evaluate(model, val_blocks: torch.Tensor, device, autocast) -> float:
+def evaluate(setup: Setup, val_blocks: torch.Tensor, device, autocast) -> float:
     """Mean loss on a fixed set of validation sequences; every rank runs the same ones (sharded models need all
     ranks in each forward)."""
-    model.eval()
+    setup.model.eval()
     batch = val_blocks.to(device)
-    loss = lm_loss(model, batch[:, :-1], batch[:, 1:], autocast).item()
-    model.train()
+    loss = setup.eval_loss(batch[:, :-1], batch[:, 1:], autocast).item()
+    setup.model.train()
     return loss
 
 
@@ -342,10 +435,11 @@ def gather(row: dict, d: Dist, strategy: str) -> list[dict]:
 
 # ---------------------------------------------------------------------------------------------------- checkpoints
 def state_dict_of(model) -> dict:
-    """The model's state dict with the plain model's names, as this rank's shards (DTensors where sharded)."""
+    """The model's state dict with the plain model's names, as this rank's shards (DTensors where sharded; a
+    pipeline stage's own layers)."""
     from torch.distributed.checkpoint.state_dict import get_model_state_dict
 
-    return get_model_state_dict(model)
+    return model.checkpoint_state() if isinstance(model, DecoderSlice) else get_model_state_dict(model)
 
 
 def save_and_reload(strategy: str, model, d: Dist, args, val_blocks, val_loss: float, metrics: Metrics) -> dict:
@@ -366,7 +460,7 @@ def save_and_reload(strategy: str, model, d: Dist, args, val_blocks, val_loss: f
     if not d.master:
         return {}
     reloaded = load_sharded(path, args)
-    reloaded_loss = evaluate(reloaded, val_blocks, "cpu", nullcontext())
+    reloaded_loss = evaluate(Setup(reloaded, None), val_blocks, "cpu", nullcontext())
     files = sorted(f for f in os.listdir(path) if f.endswith(".distcp"))
     metrics.log("checkpoint", strategy=strategy, files=len(files), val_loss=val_loss, reloaded_val_loss=reloaded_loss,
                 perplexity=math.exp(reloaded_loss))
@@ -401,6 +495,10 @@ def main(args) -> None:
     args.precision = pick_precision(args.precision, d.device)
     if args.batch_size % d.world:
         raise SystemExit(f"--batch_size {args.batch_size} is the global batch; it must divide by the {d.world} ranks")
+    layers = MODEL_SIZES[args.model_size][1]
+    if "pp" in args.strategies and (d.world < 2 or layers % d.world):
+        raise SystemExit(f"--strategy pp puts an equal share of the {layers} decoder layers on each of {d.world} "
+                         f"rank(s): launch 2 or more ranks that divide {layers}, or pick another --model_size")
     tokenizer = load_tokenizer(os.path.join(args.train, "tokenizer.json"))
     blocks = packed_blocks(args.train, tokenizer, args.block_size, args.subset)
     val_blocks = packed_blocks(args.validation, tokenizer, args.block_size, 0)[: args.eval_blocks]
