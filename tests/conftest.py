@@ -32,6 +32,16 @@ def runner(tmp_path):
     return LocalRunner(runs_dir=tmp_path / "jobs", echo=False)
 
 
+@pytest.fixture
+def probe_dir(tmp_path, request):
+    """A source directory holding ``probe.py``: the test module's own ``PROBE`` script (each module probes
+    what it tests)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "probe.py").write_text(request.module.PROBE)
+    return src
+
+
 TINY = {"model_size": "tiny", "batch_size": 32, "lr": 2e-3, "dropout": 0.0, "log_every": 5, "precision": "fp32"}
 
 

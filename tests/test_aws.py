@@ -146,22 +146,16 @@ def test_an_explicit_region_overrides_the_sessions(fake_aws):
     assert fake_aws.calls_to("HeadBucket"), "the S3 client of the re-regioned session is still recorded"
 
 
-def test_no_region_anywhere_is_an_error_before_any_call(no_studio):
+@pytest.mark.parametrize("unset, offline, error, says", [
+    (("AWS_DEFAULT_REGION", "AWS_REGION"), {"region": None}, aws.RegionError, "AWS_DEFAULT_REGION"),
+    (tuple(aws_offline.FAKE_CREDENTIALS), {"credentials": False}, aws.NoCredentials, "aws configure"),
+], ids=["no-region", "no-credentials"])
+def test_no_region_or_no_credentials_is_an_error_before_any_call(no_studio, unset, offline, error, says):
     with aws_offline.offline_environment(), aws_offline.network_guard() as attempts:
-        os.environ.pop("AWS_DEFAULT_REGION"), os.environ.pop("AWS_REGION")
-        off = aws_offline.OfflineAWS(region=None)
-        with pytest.raises(aws.RegionError, match="AWS_DEFAULT_REGION"):
-            aws.discover(boto_session=off.boto_session)
-        assert off.calls == []
-    assert not attempts
-
-
-def test_no_credentials_is_an_error_before_any_call(no_studio):
-    with aws_offline.offline_environment(), aws_offline.network_guard() as attempts:
-        for key in aws_offline.FAKE_CREDENTIALS:  # offline_environment puts them back afterwards
+        for key in unset:  # offline_environment set each of them, and puts them back afterwards
             os.environ.pop(key)
-        off = aws_offline.OfflineAWS(credentials=False)
-        with pytest.raises(aws.NoCredentials, match="aws configure"):
+        off = aws_offline.OfflineAWS(**offline)
+        with pytest.raises(error, match=says):
             aws.discover(boto_session=off.boto_session)
         assert off.calls == []
     assert not attempts

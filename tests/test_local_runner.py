@@ -28,14 +28,6 @@ PROBE = textwrap.dedent('''
 ''')
 
 
-@pytest.fixture
-def probe_dir(tmp_path):
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "probe.py").write_text(PROBE)
-    return src
-
-
 def test_job_sees_the_container_contract(runner, probe_dir, small_catalog, monkeypatch):
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "must-not-leak")
     job = Job("probe", {"epochs": 3, "lr": 0.01, "smoke": True}, catalog_channels(small_catalog),
