@@ -25,6 +25,11 @@ SHORT = {"CPUUtilization": "cpu", "MemoryUtilization": "mem", "GPUUtilization": 
 SUMMED_OVER = {"CPUUtilization": "vcpus", "GPUUtilization": "gpus", "GPUMemoryUtilization": "gpus"}
 
 
+def _host_number(host: str) -> int:
+    """``algo-3`` -> 3: hosts sort by number, not by name (algo-10 after algo-9)."""
+    return int(host.split("-")[1])
+
+
 class MetricsUnavailable(LookupError):
     """CloudWatch has no instance metrics for the job (yet): the message says why and what to do."""
 
@@ -41,7 +46,7 @@ class JobMetrics:
 
     @property
     def hosts(self) -> list[str]:
-        return sorted({h for h, _ in self.series}, key=lambda h: int(h.split("-")[1]))
+        return sorted({h for h, _ in self.series}, key=_host_number)
 
     @property
     def metrics(self) -> list[str]:
@@ -136,7 +141,7 @@ def metric_queries(job_name: str, hosts: dict[str, set[str]] | list[str], period
     host names for every metric). Each query's ``Id`` encodes its host and metric."""
     wanted = hosts if isinstance(hosts, dict) else {h: set(METRICS) for h in hosts}
     queries = []
-    for host in sorted(wanted, key=lambda h: int(h.split("-")[1])):
+    for host in sorted(wanted, key=_host_number):
         for i, metric in enumerate(METRICS):
             if metric in wanted[host]:
                 queries.append({"Id": f"h{host.split('-')[1]}m{i}", "Label": f"{host} {metric}", "ReturnData": True,

@@ -16,6 +16,7 @@ from . import instances
 # Managed spot saves "up to 90%" (AWS). The floor is an assumption, not a published figure: GPU spot capacity is often
 # discounted far less, so estimates show a range rather than a single spot price.
 SPOT_SAVINGS_RANGE = (0.30, 0.90)
+SPOT_SAVING_MIDRANGE = sum(SPOT_SAVINGS_RANGE) / 2  # the saving an expected spot cost assumes
 BUDGET_ENV = "WORKSHOP_BUDGET_USD"
 
 
@@ -72,7 +73,7 @@ class Estimate:
         if self.expected_hours is None:
             return None
         usd = self.expected_hours * self.instance_count * self.price_per_hour
-        return usd * (1 - sum(SPOT_SAVINGS_RANGE) / 2) if self.spot else usd
+        return usd * (1 - SPOT_SAVING_MIDRANGE) if self.spot else usd
 
     def rows(self) -> list[tuple[str, str]]:
         low, high = self.spot_range_usd

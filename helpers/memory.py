@@ -21,7 +21,7 @@ of the limit as "try it with a smoke run first".
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import instances

@@ -51,7 +51,8 @@ INTRA_NODE: dict[str, Link] = {
     "T4": Link("PCIe Gen3 x16", 16.0, "PCIe 3.0 x16: 15.75 GB/s per direction"),
 }
 # dense tensor-core TFLOP/s used to carry a step time measured on one GPU over to another (bf16; fp16 where the GPU
-# has no bf16). H100/H200: the matmul ceiling measured on the workshop's reference H100, as train.py uses.
+# has no bf16). H100/H200: the matmul ceiling measured on the workshop's reference H100. labs/src/train.py keeps its
+# own copy for MFU (it runs in the container, without helpers): change a figure in both.
 PEAK_TFLOPS = {"H100": 788.0, "H200": 788.0, "A100": 312.0, "A10G": 125.0, "L4": 121.0, "L40S": 362.0,
                "V100": 125.0, "T4": 65.0}
 

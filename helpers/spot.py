@@ -29,7 +29,7 @@ LAB_INSTANCES = ("ml.g5.2xlarge", "ml.g5.12xlarge", "ml.g6e.12xlarge", "ml.p4d.2
 class Assumptions:
     """What the calculator cannot know: change them to your region, instance type and measurements."""
 
-    saving: float = sum(cost.SPOT_SAVINGS_RANGE) / 2  # spot discount against on-demand (mid-range)
+    saving: float = cost.SPOT_SAVING_MIDRANGE  # spot discount against on-demand (mid-range)
     interruptions_per_hour: float = 0.05  # one reclaim per 20 hours of running: a guess, capacity-dependent
     restart_s: float = 240.0  # billed start-up of a restarted job: container, checkpoint download, set-up
     save_s: float = 20.0  # writing one checkpoint (benchmarks/checkpoint_overhead.py measures yours)
