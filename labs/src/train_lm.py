@@ -95,11 +95,10 @@ def parse_args(argv=None):
 
 
 # ---------------------------------------------------------------------------------------------------- data
-def packed_blocks(channel: str, tokenizer, block_size: int, subset: int) -> torch.Tensor:
+def packed_blocks(channel: str, labels: list[str], tokenizer, block_size: int, subset: int) -> torch.Tensor:
     """Titles tokenized as ``[CLS] title [SEP]``, concatenated and cut into (n, block_size + 1) rows: every
     sequence is full, so no padding, and the mean loss of N equal slices is the loss of the whole batch."""
-    labels = read_labels(channel) if os.path.isfile(os.path.join(channel, "labels.json")) else None
-    titles, _ = read_channel(channel, labels or read_labels(os.path.dirname(channel) + "/train"), subset)
+    titles, _ = read_channel(channel, labels, subset)  # the categories are only checked: a language model has none
     ids = [t for row in tokenizer(titles)["input_ids"] for t in row]
     n = len(ids) // (block_size + 1)
     if n == 0:
@@ -388,9 +387,8 @@ def train_one(strategy: str, d: Dist, args, blocks, val_blocks, vocab: int, metr
             step += 1
             # each data-parallel rank's loss covers an equal share of the global batch: their mean is its loss
             loss_now = loss.detach().float().clone()
-            if strategy != "single" and d.enabled:
-                dist.all_reduce(loss_now)
-                loss_now /= d.world
+            if strategy != "single":
+                loss_now = d.all_reduce(loss_now) / d.world
             losses.append(loss_now.item())
             if step % args.log_every == 0 or step == args.max_steps:
                 metrics.log("train", strategy=strategy, step=step, train_loss=losses[-1],
@@ -495,15 +493,15 @@ def main(args) -> None:
     args.precision = pick_precision(args.precision, d.device)
     if args.batch_size % d.world:
         raise SystemExit(f"--batch_size {args.batch_size} is the global batch; it must divide by the {d.world} ranks")
-    layers = MODEL_SIZES[args.model_size][1]
+    hidden, layers, heads, ffn = MODEL_SIZES[args.model_size]
     if "pp" in args.strategies and (d.world < 2 or layers % d.world):
         raise SystemExit(f"--strategy pp puts an equal share of the {layers} decoder layers on each of {d.world} "
                          f"rank(s): launch 2 or more ranks that divide {layers}, or pick another --model_size")
     tokenizer = load_tokenizer(os.path.join(args.train, "tokenizer.json"))
-    blocks = packed_blocks(args.train, tokenizer, args.block_size, args.subset)
-    val_blocks = packed_blocks(args.validation, tokenizer, args.block_size, 0)[: args.eval_blocks]
+    labels = read_labels(args.train)  # the train channel's, for both channels (as train.py)
+    blocks = packed_blocks(args.train, labels, tokenizer, args.block_size, args.subset)
+    val_blocks = packed_blocks(args.validation, labels, tokenizer, args.block_size, 0)[: args.eval_blocks]
     metrics = Metrics(d)
-    hidden, layers, heads, ffn = MODEL_SIZES[args.model_size]
     d.print(f"[setup] device={d.device.type} world_size={d.world} precision={args.precision} "
             f"model_size={args.model_size} hidden={hidden} layers={layers} heads={heads} ffn={ffn} "
             f"vocab={len(tokenizer)} block_size={args.block_size} global_batch={args.batch_size} "
