@@ -77,10 +77,27 @@ class JobResult:
         return f"JobResult({self.name}: {self.status} in {self.timings.get('total', 0):.1f}s; {figures})"
 
 
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct free loopback ports (held open together, so none is handed out twice)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def _file_mode_only(mode: str) -> str:
+    return (f"input mode {mode!r} needs an s3:// channel on the local object store (helpers.objectstore, lab 05); "
+            f"a local directory is presented in 'File' mode.")
 
 
 def stage_channel(mode: str, source: Path, dest: Path) -> None:
@@ -90,8 +107,7 @@ def stage_channel(mode: str, source: Path, dest: Path) -> None:
     nothing and keeps the job from altering the source).
     """
     if mode != "File":
-        raise JobSetupError(f"input mode {mode!r} needs an s3:// channel on the local object store "
-                            f"(helpers.objectstore, lab 05); a local directory is presented in 'File' mode.")
+        raise JobSetupError(_file_mode_only(mode))
     try:
         shutil.copytree(source, dest, copy_function=os.link, dirs_exist_ok=True)
     except OSError:
@@ -232,9 +248,7 @@ class LocalRunner:
                 raise JobSetupError(f"channel {name!r}: {p} is missing or empty. Build the data first "
                                     f"(`python -m helpers.catalog build --out data/catalog`).")
             if job.mode_of(name) != "File":
-                raise JobSetupError(f"channel {name!r}: input mode {job.mode_of(name)!r} needs an s3:// channel on "
-                                    f"the local object store (helpers.objectstore, lab 05); a local directory is "
-                                    f"presented in 'File' mode.")
+                raise JobSetupError(f"channel {name!r}: {_file_mode_only(job.mode_of(name))}")
         from . import input_modes
 
         inputs = input_modes.JobInputs(job, self.runs_dir.parent / "fsx")  # s3:// channels, File/FastFile/FSx
@@ -296,7 +310,10 @@ class LocalRunner:
         return LocalJob(job, target, run_dir, commands, self.echo, self.on_line)
 
     def run(self, job: Job, target: Target) -> JobResult:
-        result = self.start(job, target).wait()
+        return self.checked(self.start(job, target).wait())
+
+    def checked(self, result: JobResult) -> JobResult:
+        """``result``, or (with ``check``) :class:`JobFailed` with the end of its log when it did not complete."""
         if result.status != "Completed" and self.check:
             tail = "\n".join(result.log_tail[-25:])
             raise JobFailed(f"job {result.name} {result.status.lower()}: {result.failure_reason}\n"

@@ -279,7 +279,7 @@ def watch(job=None, interval: float = 0.5, gpus: bool = True) -> Iterator[Monito
 def run_monitored(job, target, interval: float = 0.5, **runner_options):
     """Launch ``job`` on a local target with the monitor on: ``(JobResult, Monitor)``. Raises like ``run_job``."""
     from . import targets
-    from .local_runner import JobFailed, LocalRunner
+    from .local_runner import LocalRunner
 
     t = targets.resolve(target) if isinstance(target, str) else target
     if not t.is_local:
@@ -289,11 +289,7 @@ def run_monitored(job, target, interval: float = 0.5, **runner_options):
     local = runner.start(job, t)
     with watch(local, interval=interval) as mon:
         result = local.wait()
-    if result.status != "Completed" and runner.check:
-        tail = "\n".join(result.log_tail[-25:])
-        raise JobFailed(f"job {result.name} {result.status.lower()}: {result.failure_reason}\n"
-                        f"--- last lines of its log ({result.run_dir}) ---\n{tail}", result)
-    return result, mon
+    return runner.checked(result), mon
 
 
 # ---------------------------------------------------------------------------------------------------- plots

