@@ -240,9 +240,10 @@ def test_fsx_channel_with_its_vpc(offline, data):
 
 
 def test_tensorboard_output_when_the_script_writes_there(offline, data):
-    r = dry(Job("lab06-tb", {"tensorboard_dir": "/opt/ml/output/tensorboard"}, data), "ml.g5.2xlarge").request
+    r = dry(Job("lab07-tb", {"profile": True, "profile_dir": "/opt/ml/output/tensorboard/profile"}, data),
+            "ml.g5.2xlarge").request
     assert r["TensorBoardOutputConfig"] == {"LocalPath": "/opt/ml/output/tensorboard",
-                                            "S3OutputPath": f"s3://{BUCKET}/alice/tensorboard/lab06-tb/"}
+                                            "S3OutputPath": f"s3://{BUCKET}/alice/tensorboard/lab07-tb/"}
 
 
 def test_telemetry_is_off(offline, data, monkeypatch):
@@ -255,9 +256,13 @@ def test_telemetry_is_off(offline, data, monkeypatch):
 
 
 # ---------------------------------------------------------------------------------------------------- the dry run shown
-def test_the_dry_run_shows_request_cost_and_uploads(offline, data, capsys):
+def test_the_dry_run_shows_request_cost_and_uploads(offline, data, capsys, tmp_path):
+    src = tmp_path / "src"  # a script that takes a secret-looking option
+    src.mkdir()
+    (src / "train.py").write_text("import argparse\np = argparse.ArgumentParser()\np.add_argument('--epochs')\n"
+                                  "p.add_argument('--hf_token')\np.add_argument('--tokenize')\n")
     job = Job("lab01-single", {"epochs": 1, "hf_token": "hf_abc123", "tokenize": "on_the_fly"}, data,
-              environment={"WANDB_API_KEY": "k-1", "AWS_SECRET_ACCESS_KEY": "s-2"})
+              environment={"WANDB_API_KEY": "k-1", "AWS_SECRET_ACCESS_KEY": "s-2"}, source_dir=src)
     d = sj.run(job, "ml.g5.2xlarge", attendee="alice", budget_usd=1.0)
     printed = capsys.readouterr().out
     assert printed.startswith("DRY RUN - nothing launched")
@@ -330,13 +335,15 @@ ERRORS = [
      "arn:aws:iam::<account-id>:role/MySageMakerRole"),
     ("malformed bucket", dict(), "ml.g5.2xlarge", {"bucket": "My_Bucket"}, aws.BucketError, "bucket name"),
     ("a local target", dict(), "local_cpu", {}, sj.TargetError, "run_job"),
+    ("misspelt hyperparameter", dict(hyperparameters={"bucket_by_lenght": True}), "ml.g5.2xlarge", {},
+     sj.PreflightError, "no option 'bucket_by_lenght' \\(did you mean 'bucket_by_length'\\?\\): it would ignore it"),
 ]
 
 
 @pytest.mark.parametrize("case, fields, target, options, error, says", ERRORS, ids=[e[0] for e in ERRORS])
 def test_preflight_errors_name_the_fix_before_any_aws_call(offline, data, case, fields, target, options, error,
                                                            says):
-    job = Job("lab-x", {}, fields.pop("channels", data), **fields)
+    job = Job("lab-x", fields.pop("hyperparameters", {}), fields.pop("channels", data), **fields)
     with pytest.raises(error, match=says):
         dry(job, target, **options)
     assert offline.calls == [], f"{case}: AWS was called before the error"
