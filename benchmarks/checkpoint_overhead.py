@@ -11,6 +11,7 @@ ratios hold even on a noisy machine::
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -33,7 +34,8 @@ class History:
 
 
 def build(size: str, args):
-    hp = train.parse_args(["--model_size", size, "--dropout", "0.1", "--checkpoint_every", "1"])
+    hp = train.parse_args(["--model_size", size, "--dropout", "0.1", "--checkpoint_every", "1",
+                           "--max_length", str(args.seq)])  # positions for any --seq
     model = train.build_model(hp, VOCAB, LABELS, pad_id=0)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0)
@@ -87,6 +89,17 @@ class Quiet:
         sys.stdout = self.stdout
 
 
+def refuse_bad(p: argparse.ArgumentParser, args) -> None:
+    """Fail at once on what would otherwise fail only after the models are built and trained."""
+    counts = {"batch": [args.batch], "seq": [args.seq], "steps": [args.steps], "repeats": [args.repeats],
+              "every": args.every, "threads": [args.threads]}
+    for name, values in counts.items():
+        if min(values) < 1:
+            p.error(f"--{name} {' '.join(map(str, values))}: must be at least 1")
+    if args.tmp is not None and not (os.path.isdir(args.tmp) and os.access(args.tmp, os.W_OK | os.X_OK)):
+        p.error(f"--tmp {args.tmp}: not a writable directory; create it (mkdir -p {args.tmp}) or leave --tmp out")
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sizes", nargs="+", default=["tiny", "base"], choices=sorted(train.MODEL_SIZES))
@@ -99,6 +112,7 @@ def main(argv=None) -> None:
     p.add_argument("--tmp", default=None, help="where to write (default: the system temp dir; use the disk you "
                                                 "will checkpoint to)")
     args = p.parse_args(argv)
+    refuse_bad(p, args)
     torch.manual_seed(0)
     torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {args.batch} x seq {args.seq}, "

@@ -91,9 +91,17 @@ def parse_args(argv=None):
                                ("layouts", a.layouts, {"padded", "dynamic", "bucketed"})):
         if not set(given) <= known:
             raise SystemExit(f"--{name} {','.join(given)}: choose from {', '.join(sorted(known))}")
+    if not all(b.strip().isdecimal() and int(b) > 0 for b in a.batch_sizes.split(",")):
+        raise SystemExit(f"--batch_sizes {a.batch_sizes}: give positive whole numbers, comma-separated (e.g. 64,256)")
     a.batch_sizes = [int(b) for b in a.batch_sizes.split(",")]
     if a.warmup_steps < 1 or a.steps < 1:
         raise SystemExit("--warmup_steps and --steps must be >= 1: the clock starts after the warm-up steps")
+    # refused before the catalogue is read and tokenised, or a model built: a bad value costs nothing
+    least = [("seq", 1)] + ([("title_batch", 1), ("pad_multiple", 1), ("epochs", 2)] if "titles" in a.modes else [])
+    for name, low in least:
+        if getattr(a, name) < low:
+            why = " (titles mode: the first epoch is warm-up, untimed)" if name == "epochs" else ""
+            raise SystemExit(f"--{name} {getattr(a, name)}: must be >= {low}{why}")
     a.precision = ("bf16" if a.device.type == "cuda" else "fp32") if a.precision == "auto" else a.precision
     a.compile = a.device.type == "cuda" if a.compile == "auto" else a.compile == "true"
     a.num_workers = (2 if a.device.type == "cuda" else 0) if a.num_workers < 0 else a.num_workers
@@ -189,9 +197,9 @@ def workloads(a) -> list[Workload]:
         val_set = TokenizedTitles(*read_channel(f"{a.data}/validation", labels, a.val_rows), tok, a.seq)
         lengths = fastpath.bucket_keys(train_set, argparse.Namespace(bucket_by_length=True, pad_multiple=a.pad_multiple))
         per_epoch = len(train_set) // a.title_batch
-        if per_epoch == 0 or a.epochs < 2:
-            raise SystemExit(f"titles mode needs at least one batch of {a.title_batch} ({len(train_set)} rows) and "
-                             f"--epochs >= 2 (the first is warm-up)")
+        if per_epoch == 0:
+            raise SystemExit(f"titles mode needs at least one batch of {a.title_batch} ({len(train_set)} rows): "
+                             f"lower --title_batch or raise --title_rows")
         dynamic = PadCollator(tok.pad_token_id, multiple=a.pad_multiple)
         layouts = {"padded": (PadCollator(tok.pad_token_id, pad_to=a.seq), None),
                    "dynamic": (dynamic, None), "bucketed": (dynamic, lengths)}

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import SRC
+from conftest import REPO, SRC
 
 sys.path.insert(0, str(SRC))
+sys.path.insert(0, str(REPO / "benchmarks"))  # imported by the tests that use them
 import checkpointing  # noqa: E402
 from checkpointing import Checkpointer, CorruptCheckpoint, NoCheckpoints, write_atomic  # noqa: E402
 
@@ -144,6 +145,47 @@ def test_every_kind_of_damage_is_detected(tmp_path, damage):
         ckpt._verify(path)
 
 
+def edited(**changes):
+    """A manifest edit: each key set to its value, or removed when the value is ``...``."""
+    def edit(m: dict) -> dict:
+        return {k: v for k, v in {**m, **changes}.items() if v is not ...}
+    return edit
+
+
+def edited_files(**changes):
+    return lambda m: {**m, "files": edited(**changes)(m["files"])}
+
+
+MALFORMED_MANIFESTS = {
+    "not_an_object": lambda m: [m],
+    "no_fingerprint": edited(fingerprint=...),
+    "fingerprint_a_list": edited(fingerprint=[]),
+    "no_files": edited(files=...),
+    "files_null": edited(files=None),
+    "files_without_state": edited_files(**{"state.pt": ...}),
+    "files_without_this_rank": edited_files(**{"rank-00000.pt": ...}),
+    "files_with_a_path_outside": lambda m: edited_files(**{"../state.pt": m["files"]["state.pt"]})(m),
+    "digest_not_a_string": edited_files(**{"state.pt": 0}),
+    "no_step": edited(step=...),
+    "step_a_string": edited(step="6"),
+    "step_of_another_directory": edited(step=4),
+    "world_true": edited(world=True),
+    "world_zero": edited(world=0),
+}
+
+
+@pytest.mark.parametrize("malformed", MALFORMED_MANIFESTS.values(), ids=MALFORMED_MANIFESTS.keys())
+def test_a_manifest_unlike_the_writers_is_corrupt_and_the_older_checkpoint_resumes(tmp_path, malformed):
+    t = Trainer()
+    train(t, t.checkpointer(tmp_path), 0, 6)
+    manifest = tmp_path / "step-00000006" / "manifest.json"
+    manifest.write_text(json.dumps(malformed(json.loads(manifest.read_text()))))
+    d = OneProcess()
+    assert Trainer().checkpointer(tmp_path, d).resume({"step": 0})["step"] == 4
+    assert any("WARNING: skipping checkpoint step-00000006: its manifest" in line for line in d.lines), d.lines
+    assert list(tmp_path.glob(".corrupt-step-00000006-*"))
+
+
 def test_a_save_interrupted_midway_publishes_nothing(tmp_path, monkeypatch):
     t = Trainer()
     ckpt = t.checkpointer(tmp_path)
@@ -250,6 +292,24 @@ def test_from_args_fingerprint_leaves_out_paths_and_refuses_unadjustable_overrid
     assert ckpt.fingerprint == {"lr": 1e-3, "world": 1, "labels": ["a"]}
     with pytest.raises(SystemExit, match="model_size needs a fresh --checkpoint_dir"):
         Checkpointer.from_args(args(resume_allow_changes="lr,model_size"), OneProcess(), {})
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--repeats", "0"], "--repeats 0: must be at least 1"),
+    (["--every", "50", "0"], "--every 50 0: must be at least 1"),
+    (["--tmp", "{missing}"], "--tmp {missing}: not a writable directory; create it"),
+    (["--tmp", "{a_file}"], "--tmp {a_file}: not a writable directory; create it"),
+])
+def test_overhead_benchmark_refuses_bad_arguments_before_building_a_model(tmp_path, monkeypatch, capsys, argv,
+                                                                          message):
+    import checkpoint_overhead
+
+    monkeypatch.setattr(checkpoint_overhead, "measure", lambda *a: pytest.fail("built and trained before refusing"))
+    (tmp_path / "file").write_text("")
+    paths = {"missing": tmp_path / "missing", "a_file": tmp_path / "file"}
+    with pytest.raises(SystemExit) as refused:
+        checkpoint_overhead.main([a.format(**paths) for a in argv])
+    assert refused.value.code == 2 and message.format(**paths) in capsys.readouterr().err
 
 
 def test_unwritable_checkpoint_dir_says_what_to_do(tmp_path):

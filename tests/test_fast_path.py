@@ -14,6 +14,7 @@ import torch
 from conftest import REPO, SRC, TINY, run_script
 
 sys.path.insert(0, str(SRC))
+sys.path.insert(0, str(REPO / "benchmarks"))  # imported by the tests that use them
 import fastpath  # noqa: E402
 import train  # noqa: E402
 from catalog_data import PadCollator, TokenizedTitles, load_tokenizer, read_channel, read_labels  # noqa: E402
@@ -205,3 +206,28 @@ def test_benchmark_refuses_a_missing_catalogue_before_running(tmp_path):
     done = run_script([str(REPO / "benchmarks" / "single_gpu.py"), "--device", "cpu", "--data", str(tmp_path)],
                       cwd=REPO, timeout=120)
     assert done.returncode != 0 and "no catalogue there" in done.stderr
+
+
+def test_benchmark_refuses_a_batch_size_that_is_not_a_number_before_running(tmp_path):
+    done = run_script([str(REPO / "benchmarks" / "single_gpu.py"), "--device", "cpu", "--modes", "random",
+                       "--batch_sizes", "64,abc"], cwd=REPO, timeout=120)
+    assert done.returncode != 0 and "--batch_sizes 64,abc: give positive whole numbers" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--batch_sizes", "64,0"], "--batch_sizes 64,0: give positive whole numbers"),
+    (["--batch_sizes", "64,-8"], "--batch_sizes 64,-8: give positive whole numbers"),
+    (["--batch_sizes", "64,"], "--batch_sizes 64,: give positive whole numbers"),
+    (["--seq", "0"], "--seq 0: must be >= 1"),
+    (["--modes", "titles", "--title_batch", "0"], "--title_batch 0: must be >= 1"),
+    (["--modes", "titles", "--pad_multiple", "0"], "--pad_multiple 0: must be >= 1"),
+    (["--modes", "titles", "--epochs", "1"], "--epochs 1: must be >= 2 (titles mode: the first epoch is warm-up"),
+])
+def test_benchmark_refuses_bad_sizes_in_parse_args(tmp_path, argv, message):
+    """parse_args reads no data and builds no model: refused there, a bad value costs nothing."""
+    import single_gpu
+
+    with pytest.raises(SystemExit) as refused:  # --data has no catalogue: the size must be refused first
+        single_gpu.parse_args(["--device", "cpu", "--data", str(tmp_path), *argv])
+    assert str(refused.value.code).startswith(message)

@@ -45,6 +45,9 @@ RESUME_SAFE = frozenset({"train", "validation", "pretrained", "model_dir", "outp
                          "profile_schedule"})
 # changes a restart can honour when asked to: a longer or shorter schedule, logging, a new lr or weight decay
 ADJUSTABLE = frozenset({"epochs", "max_steps", "total_steps", "log_every", "evals_per_epoch", "lr", "weight_decay"})
+# the manifest save() writes, by type: anything else came from elsewhere (`type(v) is int` also refuses true/false)
+MANIFEST_TYPES = {"format": int, "step": int, "world": int, "files": dict, "fingerprint": dict}
+SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 class CorruptCheckpoint(Exception):
@@ -105,6 +108,35 @@ def differences(saved: dict, current: dict) -> dict[str, tuple]:
     missing = "(absent)"
     return {k: (saved.get(k, missing), current.get(k, missing)) for k in sorted(set(saved) | set(current))
             if saved.get(k, missing) != current.get(k, missing)}
+
+
+def rank_file(rank: int) -> str:
+    return f"rank-{rank:05d}.pt"
+
+
+def manifest_problem(manifest, step: int) -> str | None:
+    """What makes ``manifest`` other than the one :meth:`Checkpointer.save` writes for ``step``; None if nothing.
+
+    The file names must be exactly the writer's (state.pt and one per rank of its world): a rank that is not in
+    the manifest's world is a world-size change, which the fingerprint names, not a corrupt checkpoint.
+    """
+    if type(manifest) is not dict:
+        return f"is a JSON {type(manifest).__name__}, not an object"
+    wrong = [f"{k} ({type(manifest[k]).__name__ if k in manifest else 'absent'}, not {kind.__name__})"
+             for k, kind in MANIFEST_TYPES.items() if type(manifest.get(k)) is not kind]
+    if wrong:
+        return f"has no valid {', '.join(wrong)}"
+    files, world = manifest["files"], manifest["world"]
+    if manifest["format"] != FORMAT:
+        return f"has format {manifest['format']}, not {FORMAT}"
+    if manifest["step"] != step:
+        return f"says step {manifest['step']}, but its directory is step {step}"
+    # `or` short-circuits: the expected names are only built when their count matches (a huge world costs nothing)
+    if world < 1 or len(files) != world + 1 or set(files) != {"state.pt", *(rank_file(r) for r in range(world))}:
+        return f"lists {_short(sorted(files))}, not state.pt and one rank file for each of its {world} ranks"
+    if bad := [name for name, digest in files.items() if type(digest) is not str or not SHA256.match(digest)]:
+        return f"has no SHA-256 for {', '.join(bad)}"
+    return None
 
 
 def _short(value) -> str:
@@ -181,7 +213,7 @@ class Checkpointer:
         d, name = self.d, f"step-{progress['step']:08d}"
         partial = self.dir / f".partial-{name}"
         partial.mkdir(exist_ok=True)
-        files = {f"rank-{d.rank:05d}.pt": {"rng": rng_state(d.device), "progress": progress}}
+        files = {rank_file(d.rank): {"rng": rng_state(d.device), "progress": progress}}
         if d.rank == 0:
             files["state.pt"] = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                                  "schedule": self.schedule.state_dict(), "scaler": self.scaler.state_dict(),
@@ -254,7 +286,7 @@ class Checkpointer:
         path, manifest, blobs = chosen
         self._check_fingerprint(manifest["fingerprint"], path)
         state = torch.load(io.BytesIO(blobs["state.pt"]), map_location=d.device, weights_only=True)
-        mine = torch.load(io.BytesIO(blobs[f"rank-{d.rank:05d}.pt"]), map_location="cpu", weights_only=True)
+        mine = torch.load(io.BytesIO(blobs[rank_file(d.rank)]), map_location="cpu", weights_only=True)
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.schedule.load_state_dict(state["schedule"])
@@ -269,13 +301,12 @@ class Checkpointer:
         """The manifest and every file's bytes, checked against their SHA-256; :class:`CorruptCheckpoint` if not."""
         try:
             manifest = json.loads((path / "manifest.json").read_text())
-            files = manifest["files"]
-            if manifest.get("format") != FORMAT:
-                raise CorruptCheckpoint(f"format {manifest.get('format')} is not {FORMAT}")
-        except (OSError, ValueError, KeyError, TypeError) as err:
+        except (OSError, ValueError) as err:
             raise CorruptCheckpoint(f"no readable manifest ({type(err).__name__}: {err})") from None
+        if problem := manifest_problem(manifest, int(STEP_DIR.match(path.name)[1])):
+            raise CorruptCheckpoint(f"its manifest {problem}")
         blobs = {}
-        for fname, digest in files.items():
+        for fname, digest in manifest["files"].items():
             try:
                 blobs[fname] = (path / fname).read_bytes()
             except OSError as err:
