@@ -5,8 +5,6 @@ notebook changes between this laptop and an ``ml.p4d.24xlarge``.
 """
 from __future__ import annotations
 
-import ast
-import difflib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,37 +65,6 @@ class Job:
 
     def mode_of(self, channel: str) -> str:
         return self.channel_modes.get(channel, self.input_mode)
-
-
-def script_options(entry: Path) -> set[str] | None:
-    """The ``--options`` an entry script's argparse parser declares, read from its source (the script is not run: no
-    torch import), with those a sibling module adds through its ``add_arguments(parser)``, as ``profiling`` does for
-    ``train.py``; None if it declares none (a script without argparse: nothing to check against).
-    """
-    options, tree = set(), ast.parse(Path(entry).read_text(), str(entry))
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
-            continue
-        if node.func.attr == "add_argument":
-            options |= {a.value[2:] for a in node.args if isinstance(a, ast.Constant) and str(a.value).startswith("--")}
-        elif node.func.attr == "add_arguments" and isinstance(node.func.value, ast.Name):
-            module = Path(entry).parent / f"{node.func.value.id}.py"
-            options |= script_options(module) or set() if module.is_file() else set()
-    return options or None
-
-
-def unknown_hyperparameters(job: Job) -> str | None:
-    """Why ``job``'s hyperparameters would be silently ignored, or None: the script keeps going past an option it does
-    not know (SageMaker adds its own), so a misspelt switch would cost a whole run without taking effect."""
-    known = script_options(Path(job.source_dir) / job.entry_point)
-    unknown = sorted(set(job.hyperparameters) - known) if known else []
-    if not unknown:
-        return None
-    hints = [f"{name!r}" + (f" (did you mean {close[0]!r}?)" if (close := difflib.get_close_matches(name, known, 1))
-                            else "") for name in unknown]
-    return (f"{job.entry_point} has no option {', '.join(hints)}: it would ignore "
-            f"{'it' if len(unknown) == 1 else 'them'}. Fix the name, or see `python {job.entry_point} --help` "
-            f"in {job.source_dir}.")
 
 
 def catalog_channels(catalog: str | Path = DATA_DIR / "catalog") -> dict[str, Path]:

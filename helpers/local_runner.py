@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Callable
 
 from .contract import HostConfig, Layout, container_env, hyperparameter_args
-from .jobs import RUNS_DIR, Job, parse_metric_line, unknown_hyperparameters
+from . import hyperparameters
+from .jobs import RUNS_DIR, Job, parse_metric_line
 from .targets import Target
 
 # variables a job must not inherit from the notebook: credentials, and a previous job's contract
@@ -240,7 +241,7 @@ class LocalRunner:
         entry = Path(job.source_dir) / job.entry_point
         if not entry.is_file():
             raise JobSetupError(f"entry point {entry} does not exist.")
-        if problem := unknown_hyperparameters(job):
+        if problem := hyperparameters.check(job):
             raise JobSetupError(problem)
         for name, path in job.channels.items():
             p = Path(path)

@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from . import aws, aws_offline, cost, instances
-from .jobs import METRIC_DEFINITIONS, REPO, RUNS_DIR, Job, parse_metric_line, unknown_hyperparameters
+from . import aws, aws_offline, cost, hyperparameters, instances
+from .jobs import METRIC_DEFINITIONS, REPO, RUNS_DIR, Job, parse_metric_line
 from .targets import LOCAL_TARGETS, Target, TargetError
 
 TENSORBOARD_DIR = "/opt/ml/output/tensorboard"  # where SageMaker collects TensorBoard files from
@@ -258,7 +258,7 @@ def preflight(job: Job, target: Target | str, *, region: str | None = None, tens
     entry = Path(job.source_dir) / job.entry_point
     if not entry.is_file():
         raise PreflightError(f"entry point {entry} does not exist; set Job.source_dir and Job.entry_point.")
-    if problem := unknown_hyperparameters(job):
+    if problem := hyperparameters.check(job):
         raise PreflightError(problem)
 
     # processes: one per GPU by default, as the SDK's drivers do; never more than the GPUs
@@ -1081,7 +1081,7 @@ def local_container_trainer(job: Job, gpus: int, root: Path, session=None):
 
 def run_local_container(job: Job, echo: bool = True, session=None):
     """Run ``job`` with the SDK's own ``Mode.LOCAL_CONTAINER`` (Docker), or say precisely why it cannot."""
-    if problem := unknown_hyperparameters(job):
+    if problem := hyperparameters.check(job):
         raise PreflightError(problem)
     problem = docker_problem()
     if problem:

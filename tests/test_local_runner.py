@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from conftest import TINY
-from helpers.jobs import SOURCE_DIR, Job, catalog_channels, run_job, script_options
+from helpers.jobs import Job, catalog_channels, run_job
 from helpers.local_runner import JobFailed, JobSetupError, LocalRunner
 from helpers.targets import Target, TargetError, resolve
 
@@ -69,21 +69,12 @@ def test_missing_channel_fails_before_anything_is_written(runner, tmp_path):
     assert not (tmp_path / "jobs").exists()
 
 
-def test_a_misspelt_hyperparameter_is_refused_before_anything_is_written(runner, small_catalog, tmp_path):
-    job = Job("typo", {"epochs": 1, "bucket_by_lenght": True}, catalog_channels(small_catalog))
-    with pytest.raises(JobSetupError, match="train.py has no option 'bucket_by_lenght' .did you mean "
-                                            "'bucket_by_length'.*would ignore it"):
+def test_bad_hyperparameters_are_refused_before_anything_is_written(runner, small_catalog, tmp_path):
+    job = Job("typo", {"epochs": 1, "bucket_by_lenght": True, "precision": "bf32"}, catalog_channels(small_catalog))
+    with pytest.raises(JobSetupError, match="train.py: no option 'bucket_by_lenght' .did you mean 'bucket_by_length'.."
+                                            ": it would be ignored; precision='bf32' is not one of auto, fp32"):
         runner.run(job, CPU)
     assert not (tmp_path / "jobs").exists()
-
-
-def test_the_options_a_script_takes_are_read_from_its_source():
-    train, lm = script_options(SOURCE_DIR / "train.py"), script_options(SOURCE_DIR / "train_lm.py")
-    assert {"bucket_by_length", "checkpoint_every"} <= train
-    assert "profile_dir" in train  # added by profiling.add_arguments(parser)
-    assert "strategy" in lm and "tokenize" not in lm  # importing train's functions does not take its options
-    helper = SOURCE_DIR.parent.parent / "helpers" / "baseline.py"
-    assert script_options(helper) is None  # no argparse: nothing to check against
 
 
 def test_more_processes_than_gpus_is_refused(runner, small_catalog):

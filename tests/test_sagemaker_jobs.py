@@ -336,7 +336,9 @@ ERRORS = [
     ("malformed bucket", dict(), "ml.g5.2xlarge", {"bucket": "My_Bucket"}, aws.BucketError, "bucket name"),
     ("a local target", dict(), "local_cpu", {}, sj.TargetError, "run_job"),
     ("misspelt hyperparameter", dict(hyperparameters={"bucket_by_lenght": True}), "ml.g5.2xlarge", {},
-     sj.PreflightError, "no option 'bucket_by_lenght' \\(did you mean 'bucket_by_length'\\?\\): it would ignore it"),
+     sj.PreflightError, "no option 'bucket_by_lenght' \\(did you mean 'bucket_by_length'\\?\\): it would be ignored"),
+    ("bad hyperparameter value", dict(hyperparameters={"batch_size": "lots"}), "ml.g5.2xlarge", {},
+     sj.PreflightError, "batch_size='lots' is not an int"),
 ]
 
 

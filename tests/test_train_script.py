@@ -21,6 +21,13 @@ def test_booleans_from_sagemaker_strings(text, value):
     assert train.str2bool(text) is value
 
 
+def test_the_notebook_side_check_accepts_the_booleans_this_script_does():
+    from helpers import hyperparameters
+
+    for text in hyperparameters.TRUE + hyperparameters.FALSE:
+        assert train.str2bool(text) is (text in hyperparameters.TRUE)
+
+
 def test_bad_boolean_is_an_error():
     with pytest.raises(Exception, match="expected a boolean"):
         train.str2bool("maybe")
@@ -89,6 +96,12 @@ def test_fp16_on_cpu_is_refused_with_a_clear_message(small_catalog, tmp_path):
                       env={"SM_OUTPUT_DIR": str(tmp_path), "CUDA_VISIBLE_DEVICES": ""})
     assert done.returncode != 0 and "fp16 needs a GPU" in done.stderr
     assert "fp16 needs a GPU" in (tmp_path / "failure").read_text()
+
+
+def test_a_bad_hyperparameter_value_is_the_failure_reason_not_an_exit_code(tmp_path):
+    done = run_script(["train.py", "--precision", "bf32"], env={"SM_OUTPUT_DIR": str(tmp_path)})
+    assert done.returncode != 0 and "usage:" in done.stderr
+    assert "argument --precision: invalid choice: 'bf32'" in (tmp_path / "failure").read_text()
 
 
 def test_global_batch_must_split_across_ranks(small_catalog, tmp_path):

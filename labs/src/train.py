@@ -47,9 +47,17 @@ def str2bool(value: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected a boolean (true/false), got {value!r}")
 
 
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse whose error is the job's failure reason: a message, where plain argparse leaves only exit code 2."""
+
+    def error(self, message):
+        self.print_usage(sys.stderr)
+        raise SystemExit(f"{self.prog}: error: {message}")
+
+
 def parse_args(argv=None):
     env = os.environ.get
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(description=__doc__.split("\n\n")[0])
     # the container contract: channels, model and output dirs
     p.add_argument("--train", default=env("SM_CHANNEL_TRAIN", "/opt/ml/input/data/train"))
     p.add_argument("--validation", default=env("SM_CHANNEL_VALIDATION", "/opt/ml/input/data/validation"))
@@ -347,10 +355,11 @@ def main(args) -> None:
                             lr=schedule.get_last_lr()[0], samples_per_sec=rate)
                 window_start, window_samples = time.perf_counter(), 0
             if eval_due(step):
+                eval_start = time.perf_counter()
                 with fastpath.eager(args):  # --compile: eval's many widths are not worth a compile each
                     metrics.log("eval", step=step, epoch=round(step / steps_per_epoch, 3),
                                 **evaluate(model, val_set, collate, d, autocast, per_rank_batch * 2, len(labels)))
-                window_start = time.perf_counter()  # evaluation time is not training throughput
+                window_start += time.perf_counter() - eval_start  # the window's clock stops while evaluating
             if ckpt.due(step):
                 ckpt.save(step=step, epoch=epoch, seen=seen, tokens=tokens, flops=flops, timed_seconds=timed_seconds,
                           timed_samples=timed_samples, train_seconds=time.perf_counter() - train_start)
