@@ -298,6 +298,13 @@ def preflight(job: Job, target: Target | str, *, region: str | None = None, tens
                                      f"{', '.join(instances.supporting('smp'))}. Use distribution='torchrun' with "
                                      f"FSDP here, or target='ml.p4d.24xlarge'.")
         _check_smp(job, procs)
+    precision = str(job.hyperparameters.get("precision", "auto")).lower()
+    if precision == "bf16" and instance.gpus and not instance.supports("bf16"):
+        raise UnsupportedFeature(f"precision='bf16' needs a GPU from Ampere on, and {instance.name} has "
+                                 f"{instance.gpu.model}: use precision='fp16' (loss-scaled) or 'auto' there, or an "
+                                 f"instance with bf16 ({', '.join(instances.supporting('bf16')[:3])}, ...).")
+    if precision == "fp16" and not instance.gpus:
+        raise UnsupportedFeature(f"precision='fp16' needs a GPU and {instance.name} has none: use 'fp32' or 'bf16'.")
     elif job.smp and launcher != "smddp":
         raise PreflightError("Job.smp is set but distribution is not 'smp': set distribution='smp' to use it.")
 
@@ -384,7 +391,7 @@ def _check_fsx(job: Job, fsx_channels: list[ChannelPlan]) -> None:
     if missing:
         raise FSxConfigError(
             f"FSx for Lustre is reached through your VPC: Job.fsx needs {' and '.join(missing)} (the subnet(s) of "
-            f"the file system and a security group that allows Lustre traffic, TCP port 988, from itself). The job "
+            f"the file system and a security group that allows Lustre traffic, TCP ports 988 and 1018-1023, from itself). The job "
             f"then runs in that VPC: it needs an S3 VPC endpoint or NAT to reach the bucket.")
     if not str(job.fsx["file_system_id"]).startswith("fs-"):
         raise FSxConfigError(f"file_system_id {job.fsx['file_system_id']!r} should look like 'fs-0123456789abcdef0'.")

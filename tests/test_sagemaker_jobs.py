@@ -319,7 +319,7 @@ ERRORS = [
      sj.ProcessCountError, "must divide the 8 processes"),
     ("fsx without subnets", dict(channel_modes={"train": "FSx"}, fsx={
         "file_system_id": "fs-0123456789abcdef0", "directory_path": "/mnt/x", "security_group_ids": ["sg-1"]}),
-     "ml.p4d.24xlarge", {}, sj.FSxConfigError, "needs subnets.*port 988"),
+     "ml.p4d.24xlarge", {}, sj.FSxConfigError, "needs subnets.*ports 988 and 1018-1023"),
     ("fsx without security groups", dict(channel_modes={"train": "FSx"}, fsx={
         "file_system_id": "fs-0123456789abcdef0", "directory_path": "/mnt/x", "subnets": ["subnet-1"]}),
      "ml.p4d.24xlarge", {}, sj.FSxConfigError, "needs security_group_ids"),
@@ -337,6 +337,10 @@ ERRORS = [
     ("a local target", dict(), "local_cpu", {}, sj.TargetError, "run_job"),
     ("misspelt hyperparameter", dict(hyperparameters={"bucket_by_lenght": True}), "ml.g5.2xlarge", {},
      sj.PreflightError, "no option 'bucket_by_lenght' \\(did you mean 'bucket_by_length'\\?\\): it would be ignored"),
+    ("bf16 on a V100", dict(hyperparameters={"precision": "bf16"}), "ml.p3.2xlarge", {}, sj.UnsupportedFeature,
+     "needs a GPU from Ampere on.*V100.*precision='fp16'"),
+    ("fp16 on a CPU instance", dict(hyperparameters={"precision": "fp16"}), "ml.c5.2xlarge", {}, sj.UnsupportedFeature,
+     "needs a GPU"),
     ("bad hyperparameter value", dict(hyperparameters={"batch_size": "lots"}), "ml.g5.2xlarge", {},
      sj.PreflightError, "batch_size='lots' is not an int"),
 ]
