@@ -18,6 +18,7 @@ RUNS_DIR = REPO / "runs"
 # what the training script prints, as SageMaker metric definitions (one regex per figure)
 METRIC_NAMES = ("train_loss", "val_loss", "val_accuracy", "val_macro_f1", "samples_per_sec", "mfu")
 METRIC_DEFINITIONS = [{"Name": name, "Regex": rf"\b{name}=([-+0-9.eE]+|nan|inf)"} for name in METRIC_NAMES]
+_JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 _METRIC_LINE = re.compile(r"^\[(?P<kind>[a-z_]+)\] (?P<body>(?:\w+=\S+ ?)+)$")
 
 
@@ -62,6 +63,17 @@ class Job:
     fsx: dict[str, Any] = field(default_factory=dict)  # file_system_id, directory_path, subnets, security_group_ids
     image_uri: str | None = None  # None: the helpers pick the framework image for the distribution
     tags: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self):
+        # the name becomes a directory and a SageMaker job name: no path separators, no spaces
+        if not isinstance(self.name, str) or not _JOB_NAME.fullmatch(self.name):
+            raise ValueError(f"job name {self.name!r}: use letters, digits, '-' and '_' (e.g. 'lab01-single').")
+        for name in ("instance_count", "max_runtime_s", "processes_per_host", "max_wait_s"):
+            value = getattr(self, name)
+            if not (isinstance(value, int) and not isinstance(value, bool)) and value is not None:
+                raise TypeError(f"Job.{name} must be a whole number, got {value!r}.")
+        if self.instance_count is None or self.max_runtime_s is None:
+            raise TypeError("Job.instance_count and Job.max_runtime_s must be whole numbers, not None.")
 
     def mode_of(self, channel: str) -> str:
         return self.channel_modes.get(channel, self.input_mode)

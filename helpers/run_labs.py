@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import difflib
 import json
 import os
 import sys
@@ -126,6 +127,25 @@ def parse_value(text: str):
         return text
 
 
+def refuse_bad(ap: argparse.ArgumentParser, a: argparse.Namespace, labs: list[Path]) -> None:
+    """Fail before any kernel starts: an unknown target, a parameter no chosen lab declares (a misspelt one would
+    be dropped silently), an --out that is a file."""
+    from .targets import TargetError, resolve
+
+    try:
+        resolve(a.target)
+    except TargetError as e:
+        ap.error(str(e))
+    declared = set().union(*(declared_parameters(nb) for nb in labs))
+    for name, _ in a.parameter:
+        if name not in declared:
+            close = difflib.get_close_matches(name, declared, 1)
+            ap.error(f"-p {name}: no chosen lab has that parameter" + (f"; did you mean {close[0]!r}?" if close else
+                     f"; they have {', '.join(sorted(declared))}"))
+    if a.out.exists() and not a.out.is_dir():
+        ap.error(f"--out {a.out} is a file: give a directory for the executed notebooks")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m helpers.run_labs", description=__doc__.split("\n\n")[0])
     ap.add_argument("--target", default="local", help="local, local_cpu, local_gpu or an ml.* instance type")
@@ -141,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
 
     parameters = {"target": a.target, "smoke": a.smoke, **{k: parse_value(v) for k, v in a.parameter}}
     labs = discover(a.labs_dir, only=a.labs)
+    refuse_bad(ap, a, labs)
     a.out.mkdir(parents=True, exist_ok=True)
     print(f"running {len(labs)} lab(s) headless: {json.dumps(parameters)} -> {a.out}", flush=True)
     runs = []

@@ -61,12 +61,14 @@ def local_cpu_count() -> int:
 
 def resolve(name: str) -> Target:
     """Turn a lab's ``target`` parameter into a Target, or fail with what to write instead."""
-    name = (name or "").strip()
-    if name.startswith("ml."):
+    if not isinstance(name, str):
+        raise TargetError(f"target must be a string such as 'local' or 'ml.g5.2xlarge', got {name!r}.")
+    name = name.strip()
+    if "." in name:  # an instance type, perhaps without its "ml." or in capitals: the catalogue says which
         from . import instances  # the catalogue of SageMaker instance types
 
         spec = instances.lookup(name)
-        return Target(name, name, spec.gpus, spec.vcpus)
+        return Target(spec.name, spec.name, spec.gpus, spec.vcpus)
     gpus, cpus = local_gpu_count(), local_cpu_count()
     if name == "local":
         return Target("local", "local_gpu" if gpus else "local_cpu", gpus, cpus)

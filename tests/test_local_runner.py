@@ -83,10 +83,15 @@ def test_more_processes_than_gpus_is_refused(runner, small_catalog):
         runner.run(job, Target("local_gpu", "local_gpu", 1, 8))
 
 
-@pytest.mark.parametrize("name,hint", [("locl", "'local'"), ("gpu", "local_gpu"), ("", "Choose one of")])
+@pytest.mark.parametrize("name,hint", [("locl", "'local'"), ("gpu", "local_gpu"), ("", "Choose one of"),
+                                       ("p4d.24xlarge", "did you mean 'ml.p4d.24xlarge'"), (5, "must be a string")])
 def test_unknown_target_says_what_to_use(name, hint):
     with pytest.raises(TargetError, match=hint):
         resolve(name)
+
+
+def test_an_instance_type_in_capitals_is_the_catalogue_s_name():
+    assert resolve("ML.G5.2XLARGE").name == "ml.g5.2xlarge"
 
 
 def test_local_gpu_without_a_gpu_is_refused(monkeypatch):
@@ -146,3 +151,14 @@ def test_run_job_dispatches_local_targets(small_catalog, tmp_path, probe_dir):
     result = run_job(Job("dispatch", {}, catalog_channels(small_catalog), entry_point="probe.py",
                          source_dir=probe_dir), "local_cpu", runs_dir=tmp_path / "jobs", echo=False)
     assert result.status == "Completed"
+
+
+@pytest.mark.parametrize("fields, error, says", [
+    (dict(name="../escaped"), ValueError, "use letters, digits"),
+    (dict(name="has space"), ValueError, "use letters, digits"),
+    (dict(name="ok", instance_count="2"), TypeError, "instance_count must be a whole number, got '2'"),
+    (dict(name="ok", max_runtime_s=3600.5), TypeError, "max_runtime_s must be a whole number"),
+])
+def test_a_job_refuses_a_bad_name_or_count_when_it_is_made(fields, error, says):
+    with pytest.raises(error, match=says):
+        Job(**fields)

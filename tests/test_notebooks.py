@@ -77,3 +77,21 @@ def test_runner_accepts_a_relative_output_folder(tmp_path, monkeypatch):
                                         ("code", "from helpers import report\nreport.record(seen_target=target)")])
     monkeypatch.chdir(tmp_path)  # the kernel runs in labs/, so a relative socket path would point elsewhere
     assert run_labs.main(["--labs-dir", "labs", "--out", "out/relative", "--target", "local_cpu"]) == 0
+
+
+@pytest.mark.parametrize("args, says", [
+    (["-p", "epoch", "3"], "-p epoch: no chosen lab has that parameter; did you mean 'epochs'?"),
+    (["--target", "ml.p4d.24xlarg"], "Did you mean 'ml.p4d.24xlarge'"),
+    (["--target", "locl"], "Did you mean 'local'"),
+    (["--out", "README.md"], "is a file"),
+])
+def test_runner_refuses_bad_options_before_any_kernel_starts(tmp_path, monkeypatch, capsys, args, says):
+    labs = tmp_path / "labs"
+    labs.mkdir()
+    _notebook(labs / "01_fine.ipynb", [("params", "target = 'x'\nsmoke = True\nepochs = 1"), ("code", "x = 1")])
+    (tmp_path / "README.md").write_text("a file")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as stop:
+        run_labs.main(["--labs-dir", "labs", "--out", "out", *args])  # a later --out wins
+    assert stop.value.code == 2 and says in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()  # nothing written, no kernel started
