@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import codecs
 import csv
+import io
 import itertools
 import json
 import math
@@ -44,6 +46,8 @@ MISLABEL_RATE = 0.025  # rows whose category is simply wrong
 AMBIGUOUS_RATE = 0.015  # rows whose title names no product at all
 TYPO_RATE = 0.04
 LANG_WEIGHTS = {"ko": 0.55, "en": 0.2, "mixed": 0.25}
+MIN_VOCAB_SIZE = 100  # below this WordPiece keeps little more than single characters
+CHECK_BYTES = 1 << 20  # check_channel reads this much of each CSV: catches a wrong encoding or header, even at 1 GB
 
 
 class CatalogError(ValueError):
@@ -183,30 +187,56 @@ def read_rows(path: str | os.PathLike, known_categories: Iterable[str] | None = 
     if not path.is_file():
         raise CatalogError(f"{path}: no such file. Build the catalogue with `python -m helpers.catalog build`.")
     known = set(known_categories) if known_categories is not None else None
-    rows = []
-    with open(path, newline="", encoding="utf-8") as f:
-        reader = csv.reader(f)
-        header = next(reader, None)
-        missing = [c for c in ("title", "category") if header is None or c not in header]
-        if missing:
-            raise CatalogError(f"{path}, line 1: missing column(s) {', '.join(missing)}; the header must name "
-                               f"{', '.join(COLUMNS)} (found {header}).")
-        at = {name: header.index(name) for name in header}
-        for line_no, fields in enumerate(reader, start=2):
-            if len(fields) != len(header):
-                raise CatalogError(f"{path}, line {line_no}: expected {len(header)} fields, found {len(fields)} "
-                                   f"({fields!r}). Quote titles that contain commas.")
-            title, category = fields[at["title"]].strip(), fields[at["category"]].strip()
-            if not title or not category:
-                raise CatalogError(f"{path}, line {line_no}: empty {'title' if not title else 'category'}.")
-            if known is not None and category not in known:
-                raise CatalogError(f"{path}, line {line_no}: unknown category {category!r}; "
-                                   f"labels.json lists the categories this catalogue knows.")
-            row_id = fields[at["id"]] if "id" in at else f"line{line_no}"
-            rows.append(Row(row_id, title, category))
+    try:  # utf-8-sig: Excel's "CSV UTF-8" starts with a byte-order mark that would stick to the first column's name
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            reader = csv.reader(f)
+            rows = list(_parse_rows(path, reader, known))
+    except UnicodeDecodeError:
+        raise CatalogError(_not_utf8(path)) from None
+    except csv.Error as e:
+        raise CatalogError(f"{path}, line {reader.line_num}: not readable as CSV ({e}).") from None
     if not rows:
         raise CatalogError(f"{path}: no rows after the header.")
     return rows
+
+
+def _parse_rows(path: Path, reader, known: set[str] | None) -> Iterator[Row]:
+    header = _check_header(path, next(reader, None))
+    at = {name: header.index(name) for name in header}
+    for line_no, fields in enumerate(reader, start=2):
+        if len(fields) != len(header):
+            raise CatalogError(f"{path}, line {line_no}: expected {len(header)} fields, found {len(fields)} "
+                               f"({fields!r}). Quote titles that contain commas.")
+        title, category = fields[at["title"]].strip(), fields[at["category"]].strip()
+        if not title or not category:
+            raise CatalogError(f"{path}, line {line_no}: empty {'title' if not title else 'category'}.")
+        if known is not None and category not in known:
+            raise CatalogError(f"{path}, line {line_no}: unknown category {category!r}; "
+                               f"labels.json lists the categories this catalogue knows.")
+        yield Row(fields[at["id"]] if "id" in at else f"line{line_no}", title, category)
+
+
+def _check_header(path: Path, header: list[str] | None) -> list[str]:
+    missing = [c for c in ("title", "category") if header is None or c not in header]
+    if missing:
+        raise CatalogError(f"{path}, line 1: missing column(s) {', '.join(missing)}; the header must name "
+                           f"{', '.join(COLUMNS)} (found {header}).")
+    return header
+
+
+def _not_utf8(path: str | os.PathLike) -> str:
+    """Where ``path`` first stops being UTF-8, and how to convert it (found by a second, binary pass)."""
+    offset = 0
+    with open(path, "rb") as f:
+        for line_no, raw in enumerate(f, start=1):  # a newline byte never sits inside a cp949 or UTF-8 character
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                return (f"{path}, line {line_no} (byte {offset + e.start}): not UTF-8 text (byte "
+                        f"0x{raw[e.start]:02x}). Save it as UTF-8, e.g. `iconv -f cp949 -t utf-8 {path} > "
+                        f"utf8.csv` (latin-1: -f latin1), or in Excel: Save As > CSV UTF-8.")
+            offset += len(raw)
+    return f"{path}: not UTF-8 text. Save it as UTF-8 (e.g. `iconv -f cp949 -t utf-8`)."
 
 
 def stratified_split(rows: list[Row], fraction: float = VALIDATION_FRACTION, seed: int = 0,
@@ -252,6 +282,34 @@ def train_tokenizer(titles: Iterable[str], vocab_size: int = 8000):
     return tok
 
 
+def _check_request(out: str | os.PathLike, vocab_size: int, rows: int = 1) -> None:
+    """Refuse a request before any work is done or anything written."""
+    if rows < 1:
+        raise CatalogError(f"rows={rows}: a catalogue needs rows (the shipped one has 30000).")
+    if vocab_size < MIN_VOCAB_SIZE:
+        raise CatalogError(f"vocab_size={vocab_size}: use at least {MIN_VOCAB_SIZE} (the shipped catalogue has 8000).")
+    _check_out(Path(out))
+
+
+def _check_out(out: Path) -> None:
+    """Replace only a catalogue this module wrote: a rebuild swaps out the whole directory, whatever it holds."""
+    if os.path.lexists(out) and not out.is_dir():
+        raise CatalogError(f"--out {out} is a file, not a directory: give a new directory (or an existing "
+                           f"catalogue) as --out.")
+    if out.is_dir() and any(out.iterdir()) and not _is_catalogue(out):
+        raise CatalogError(f"--out {out} exists and is not a catalogue written by helpers.catalog (no valid "
+                           f"manifest.json): building there would delete what it holds. Give a new directory as "
+                           f"--out, or remove this one yourself first.")
+
+
+def _is_catalogue(root: Path) -> bool:
+    try:
+        load_manifest(root)
+    except CatalogError:
+        return False
+    return True
+
+
 class _Staging:
     """Write a directory beside its destination, then swap it in: a failure leaves nothing half-written."""
 
@@ -259,6 +317,7 @@ class _Staging:
         self.out = Path(out)
 
     def __enter__(self) -> Path:
+        _check_out(self.out)  # the writers check first; this is the guarantee at the point of deleting
         self.out.parent.mkdir(parents=True, exist_ok=True)
         self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.", dir=self.out.parent))
         return self.tmp
@@ -284,6 +343,7 @@ def _finish(tmp: Path, train_titles: Iterable[str], manifest: dict, vocab_size: 
 
 def build(out: str | os.PathLike, rows: int = 30000, seed: int = 0, vocab_size: int = 8000) -> Path:
     """Generate ``rows`` titles, split them, train the tokenizer and write a catalogue directory."""
+    _check_request(out, vocab_size, rows)
     all_rows = list(generate_rows(rows, seed))
     return _write_split(out, all_rows, seed, vocab_size, {"source": "generator", "generator_version": GENERATOR_VERSION,
                                                           "rows": rows, "seed": seed})
@@ -291,6 +351,7 @@ def build(out: str | os.PathLike, rows: int = 30000, seed: int = 0, vocab_size: 
 
 def from_csv(src: str | os.PathLike, out: str | os.PathLike, seed: int = 0, vocab_size: int = 8000) -> Path:
     """Turn your own ``id,title,category`` CSV into a catalogue directory (validated before anything is written)."""
+    _check_request(out, vocab_size)
     rows = read_rows(src)
     labels = sorted({r.category for r in rows})
     return _write_split(out, rows, seed, vocab_size, {"source": str(src), "rows": len(rows), "seed": seed,
@@ -314,6 +375,10 @@ def shards(out: str | os.PathLike, rows: int, n_shards: int = 8, seed: int = 0, 
 
     The split is stratified within every shard: each category's every 10th row goes to validation.
     """
+    _check_request(out, vocab_size, rows)
+    if n_shards < 1 or (n_shards - 1) * math.ceil(rows / n_shards) >= rows:  # else the last part has no rows
+        raise CatalogError(f"{rows} rows cannot fill {n_shards} shard(s): every shard needs rows. Use fewer shards "
+                           f"or more rows (a shard of a few thousand rows or more is worth its file).")
     per_shard = math.ceil(rows / n_shards)
     with _Staging(out) as tmp:
         counts: Counter = Counter()
@@ -337,36 +402,128 @@ def shards(out: str | os.PathLike, rows: int, n_shards: int = 8, seed: int = 0, 
 
 def load_manifest(catalog_dir: str | os.PathLike) -> dict:
     path = Path(catalog_dir) / "manifest.json"
+    fix = f"Build one with `python -m helpers.catalog build --out {catalog_dir}`."
     if not path.is_file():
-        raise CatalogError(f"{catalog_dir}: not a catalogue directory (no manifest.json). "
-                           f"Build one with `python -m helpers.catalog build --out {catalog_dir}`.")
-    return json.loads(path.read_text(encoding="utf-8"))
+        raise CatalogError(f"{catalog_dir}: not a catalogue directory (no manifest.json). {fix}")
+    manifest = _read_json(path, fix)
+    if not isinstance(manifest, dict) or "source" not in manifest:
+        raise CatalogError(f"{path}: not a manifest written by helpers.catalog (no 'source'). {fix}")
+    return manifest
+
+
+def load_labels(path: str | os.PathLike) -> list[str]:
+    """The categories of a ``labels.json``, in label-index order; it must be a list of distinct names."""
+    path = Path(path)
+    fix = "Rebuild the catalogue with `python -m helpers.catalog build` (or `from-csv` for your own CSV)."
+    labels = _read_json(path, fix)
+    if not isinstance(labels, list) or not labels or not all(isinstance(x, str) for x in labels):
+        found = json.dumps(labels, ensure_ascii=False)
+        raise CatalogError(f"{path}: must be a JSON list of category names, found {found[:80]}. {fix}")
+    if len(set(labels)) < len(labels):
+        twice = sorted(c for c, n in Counter(labels).items() if n > 1)
+        raise CatalogError(f"{path}: lists {', '.join(map(repr, twice[:3]))} more than once; a label index needs "
+                           f"each category once. {fix}")
+    return labels
+
+
+def _read_json(path: Path, fix: str):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CatalogError(f"{path}: missing. {fix}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:  # a truncated copy or upload, or a hand edit
+        raise CatalogError(f"{path}: not valid JSON ({e}). {fix}") from None
 
 
 def load_split(catalog_dir: str | os.PathLike) -> tuple[list[Row], list[Row], list[str]]:
     """(train rows, validation rows, labels) of a catalogue directory, every file validated."""
     root = Path(catalog_dir)
     load_manifest(root)
-    labels = json.loads((root / "train" / "labels.json").read_text(encoding="utf-8"))
+    labels = load_labels(root / "train" / "labels.json")
     train = [r for p in sorted((root / "train").glob("*.csv")) for r in read_rows(p, labels)]
     val = [r for p in sorted((root / "validation").glob("*.csv")) for r in read_rows(p, labels)]
     return train, val, labels
+
+
+def check_channel(path: str | os.PathLike, labels: Iterable[str] | None = None) -> None:
+    """Check a local channel directory before a job is launched on it, cheaply (the first ``CHECK_BYTES`` of each
+    CSV): what the training container would refuse only after start-up, raised here as a :class:`CatalogError`.
+
+    Checked: labels.json, and each CSV's encoding, header, field counts and categories (against ``labels`` when
+    given, e.g. the train channel's for a validation channel, else against the channel's own labels.json). A
+    directory with neither labels.json nor CSV parts holds other data and is left alone.
+    """
+    root = Path(path)
+    if not root.is_dir():
+        raise CatalogError(f"{root}: not a directory. Build the catalogue with "
+                           f"`python -m helpers.catalog build --out data/catalog`, or give the right path.")
+    parts = sorted(p for p in root.glob("*.csv") if p.is_file())
+    if (root / "labels.json").is_file():
+        own = load_labels(root / "labels.json")
+        labels = own if labels is None else labels
+        if not parts:
+            raise CatalogError(f"{root}: labels.json but no .csv parts beside it, so nothing to train on. Copy "
+                               f"the CSV parts there, or point the channel at the catalogue's train directory.")
+    known = None if labels is None else set(labels)
+    for part in parts:
+        _check_part(part, known)
+
+
+def _check_part(path: Path, known: set[str] | None) -> None:
+    with open(path, "rb") as f:
+        head = f.read(CHECK_BYTES + 1)
+    cut = len(head) > CHECK_BYTES
+    try:  # not final at a cut: a character split by it is not an encoding error
+        text = codecs.getincrementaldecoder("utf-8-sig")().decode(head[:CHECK_BYTES], final=not cut)
+    except UnicodeDecodeError:
+        raise CatalogError(_not_utf8(path)) from None
+    try:
+        records = list(csv.reader(io.StringIO(text, newline="")))
+    except csv.Error as e:
+        raise CatalogError(f"{path}: not readable as CSV ({e}).") from None
+    header = _check_header(path, records[0] if records else None)
+    category = header.index("category")
+    for line_no, fields in enumerate(records[1:-1] if cut else records[1:], start=2):  # a cut leaves the last partial
+        if len(fields) != len(header):
+            raise CatalogError(f"{path}, line {line_no}: expected {len(header)} fields, found {len(fields)} "
+                               f"({fields!r}). Quote titles that contain commas.")
+        if known is not None and fields[category] not in known:  # exact, as the training script compares
+            raise CatalogError(f"{path}, line {line_no}: category {fields[category]!r} is not in labels.json. Add "
+                               f"it there, or rebuild the catalogue with `python -m helpers.catalog from-csv`.")
+
+
+def _at_least(low: int):
+    """An argparse type: a whole number of at least ``low``, refused with a usage error before anything runs."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{value} is too small: use at least {low}")
+        return value
+
+    return parse
+
+
+positive_int = _at_least(1)
 
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m helpers.catalog", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="generate a small catalogue with one part per split")
-    b.add_argument("--rows", type=int, default=30000)
+    b.add_argument("--rows", type=positive_int, default=30000)
     s = sub.add_parser("shards", help="generate a large sharded catalogue")
-    s.add_argument("--rows", type=int, required=True)
-    s.add_argument("--shards", type=int, default=8)
+    s.add_argument("--rows", type=positive_int, required=True)
+    s.add_argument("--shards", type=positive_int, default=8)
     c = sub.add_parser("from-csv", help="split and tokenize your own id,title,category CSV")
     c.add_argument("csv")
     for q in (b, s, c):
         q.add_argument("--out", required=True)
         q.add_argument("--seed", type=int, default=0)
-        q.add_argument("--vocab-size", type=int, default=8000)
+        q.add_argument("--vocab-size", type=_at_least(MIN_VOCAB_SIZE), default=8000)
     a = p.parse_args(argv)
     try:
         if a.cmd == "build":

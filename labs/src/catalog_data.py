@@ -24,29 +24,60 @@ def read_channel(channel_dir: str, labels: list[str], subset: int = 0) -> tuple[
     index = {name: i for i, name in enumerate(labels)}
     titles, targets = [], []
     for path in files:
-        with open(path, newline="", encoding="utf-8") as f:
-            reader = csv.reader(f)
-            header = next(reader, [])
-            if "title" not in header or "category" not in header:
-                raise DataError(f"{path}, line 1: the header must name the columns title and category, found {header}.")
-            t, c = header.index("title"), header.index("category")
-            for line_no, fields in enumerate(reader, start=2):
-                if len(fields) != len(header):
-                    raise DataError(f"{path}, line {line_no}: expected {len(header)} fields, found {len(fields)}.")
-                if fields[c] not in index:
-                    raise DataError(f"{path}, line {line_no}: category {fields[c]!r} is not in labels.json.")
-                titles.append(fields[t])
-                targets.append(index[fields[c]])
+        try:
+            for title, target in _part_rows(path, index):
+                titles.append(title)
+                targets.append(target)
                 if subset and len(titles) >= subset:
                     return titles, targets
+        except UnicodeDecodeError:
+            raise DataError(_not_utf8(path)) from None
     return titles, targets
+
+
+def _part_rows(path: Path, index: dict[str, int]):
+    """(title, label index) of each row of one CSV part."""
+    # utf-8-sig: Excel's "CSV UTF-8" starts with a byte-order mark that would stick to the first column's name
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        reader = csv.reader(f)
+        header = next(reader, [])
+        if "title" not in header or "category" not in header:
+            raise DataError(f"{path}, line 1: the header must name the columns title and category, found {header}.")
+        t, c = header.index("title"), header.index("category")
+        for line_no, fields in enumerate(reader, start=2):
+            if len(fields) != len(header):
+                raise DataError(f"{path}, line {line_no}: expected {len(header)} fields, found {len(fields)}.")
+            if fields[c] not in index:
+                raise DataError(f"{path}, line {line_no}: category {fields[c]!r} is not in labels.json.")
+            yield fields[t], index[fields[c]]
+
+
+def _not_utf8(path: Path) -> str:
+    """Where ``path`` first stops being UTF-8, and how to convert it (found by a second, binary pass)."""
+    offset = 0
+    with open(path, "rb") as f:
+        for line_no, raw in enumerate(f, start=1):  # a newline byte never sits inside a cp949 or UTF-8 character
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                return (f"{path}, line {line_no} (byte {offset + e.start}): not UTF-8 text. Save it as UTF-8 "
+                        f"(e.g. `iconv -f cp949 -t utf-8 in.csv > out.csv`).")
+            offset += len(raw)
+    return f"{path}: not UTF-8 text. Save it as UTF-8 (e.g. `iconv -f cp949 -t utf-8 in.csv > out.csv`)."
 
 
 def read_labels(channel_dir: str) -> list[str]:
     path = Path(channel_dir) / "labels.json"
+    fix = "Rebuild the catalogue with `python -m helpers.catalog build` (or `from-csv`) and upload it again."
     if not path.is_file():
-        raise DataError(f"{path}: missing. The train channel must carry labels.json next to its CSV parts.")
-    return json.loads(path.read_text(encoding="utf-8"))
+        raise DataError(f"{path}: missing. The train channel must carry labels.json next to its CSV parts. {fix}")
+    try:
+        labels = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:  # a truncated upload or a hand edit
+        raise DataError(f"{path}: not valid JSON ({e}). {fix}") from None
+    if not isinstance(labels, list) or not labels or not all(isinstance(x, str) for x in labels):
+        raise DataError(f"{path}: must be a JSON list of category names, found {str(labels)[:80]}. {fix}")
+    return labels
 
 
 def load_tokenizer(path: str):
