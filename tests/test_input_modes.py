@@ -323,9 +323,9 @@ def test_fsx_preflight_wants_networking_and_a_mount_name():
 
     no_network = {k: v for k, v in FSX.items() if k not in ("subnets", "security_group_ids")}
     job = input_modes.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, no_network)["FSx"]
-    with pytest.raises(sagemaker_jobs.FSxConfigError, match="988"):
+    with pytest.raises(sagemaker_jobs.FSxConfigError, match="988 and 1018-1023"):
         sagemaker_jobs.preflight(job, "ml.g5.2xlarge")
-    with pytest.raises(sagemaker_jobs.FSxConfigError, match="988"):
+    with pytest.raises(sagemaker_jobs.FSxConfigError, match="988 and 1018-1023"):
         input_modes.fsx_preflight(job)
     input_modes.fsx_preflight(input_modes.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, FSX)["FSx"])
     with pytest.raises(InputModeError, match="mount name '/fsx'"):
