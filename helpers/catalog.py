@@ -469,6 +469,19 @@ def check_channel(path: str | os.PathLike, labels: Iterable[str] | None = None) 
         _check_part(part, known)
 
 
+def check_channels(channels: dict) -> None:
+    """:func:`check_channel` on each local channel of a job (``s3://`` ones are not here to read); a channel without
+    labels.json of its own (validation) is checked against the categories of one that has them (train)."""
+    local = {name: Path(src) for name, src in channels.items() if not str(src).startswith("s3://")}
+    with_labels = [p / "labels.json" for p in local.values() if (p / "labels.json").is_file()]
+    labels = load_labels(with_labels[0]) if with_labels else None
+    for name, path in local.items():
+        try:
+            check_channel(path, None if (path / "labels.json").is_file() else labels)
+        except CatalogError as e:
+            raise CatalogError(f"channel {name!r}: {e}") from None
+
+
 def _check_part(path: Path, known: set[str] | None) -> None:
     with open(path, "rb") as f:
         head = f.read(CHECK_BYTES + 1)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Callable
 
 from .contract import HostConfig, Layout, container_env, hyperparameter_args
-from . import hyperparameters
+from . import catalog, hyperparameters
 from .jobs import RUNS_DIR, Job, parse_metric_line
 from .targets import Target
 
@@ -252,6 +252,10 @@ class LocalRunner:
                                     f"(`python -m helpers.catalog build --out data/catalog`).")
             if job.mode_of(name) != "File":
                 raise JobSetupError(f"channel {name!r}: {_file_mode_only(job.mode_of(name))}")
+        try:
+            catalog.check_channels(job.channels)  # a malformed data file fails here, not after start-up
+        except catalog.CatalogError as e:
+            raise JobSetupError(str(e)) from None
         from . import input_modes
 
         inputs = input_modes.JobInputs(job, self.runs_dir.parent / "fsx")  # s3:// channels, File/FastFile/FSx

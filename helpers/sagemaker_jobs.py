@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from . import aws, aws_offline, cost, hyperparameters, instances
+from . import aws, aws_offline, catalog, cost, hyperparameters, instances
 from .jobs import METRIC_DEFINITIONS, REPO, RUNS_DIR, Job, parse_metric_line
 from .targets import LOCAL_TARGETS, Target, TargetError
 
@@ -238,6 +238,11 @@ def _plan_channels(job: Job) -> list[ChannelPlan]:
             if not files:
                 raise ChannelError(f"channel {name!r}: {path} is empty; nothing to train on.")
             plans.append(ChannelPlan(name, mode, "local", str(path.resolve()), files, size))
+    try:
+        # a malformed data file fails here, not after upload and start-up
+        catalog.check_channels({c.name: c.source for c in plans if c.kind == "local"})
+    except catalog.CatalogError as e:
+        raise ChannelError(str(e)) from None
     return plans
 
 
@@ -298,6 +303,8 @@ def preflight(job: Job, target: Target | str, *, region: str | None = None, tens
                                      f"{', '.join(instances.supporting('smp'))}. Use distribution='torchrun' with "
                                      f"FSDP here, or target='ml.p4d.24xlarge'.")
         _check_smp(job, procs)
+    elif job.smp and launcher != "smddp":
+        raise PreflightError("Job.smp is set but distribution is not 'smp': set distribution='smp' to use it.")
     precision = str(job.hyperparameters.get("precision", "auto")).lower()
     if precision == "bf16" and instance.gpus and not instance.supports("bf16"):
         raise UnsupportedFeature(f"precision='bf16' needs a GPU from Ampere on, and {instance.name} has "
@@ -305,8 +312,6 @@ def preflight(job: Job, target: Target | str, *, region: str | None = None, tens
                                  f"instance with bf16 ({', '.join(instances.supporting('bf16')[:3])}, ...).")
     if precision == "fp16" and not instance.gpus:
         raise UnsupportedFeature(f"precision='fp16' needs a GPU and {instance.name} has none: use 'fp32' or 'bf16'.")
-    elif job.smp and launcher != "smddp":
-        raise PreflightError("Job.smp is set but distribution is not 'smp': set distribution='smp' to use it.")
 
     image, image_note = (job.image_uri, "image given in Job.image_uri") if job.image_uri else \
         default_image(launcher, instance, region)

@@ -100,20 +100,15 @@ def test_local_gpu_without_a_gpu_is_refused(monkeypatch):
         resolve("local_gpu")
 
 
-def test_failed_job_shows_its_error_not_just_an_exit_code(runner, small_catalog, tmp_path):
-    broken = tmp_path / "broken"
-    shutil.copytree(small_catalog, broken)
-    part = broken / "train" / "part-00000.csv"
-    lines = part.read_text(encoding="utf-8").splitlines()
-    lines[2] = "p-broken,a title without a category"
-    part.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    job = Job("broken", TINY, catalog_channels(broken))
+def test_failed_job_shows_its_error_not_just_an_exit_code(runner, small_catalog):
+    # settings each fine alone but refused together by the script itself: only the job can find this out
+    job = Job("broken", {**TINY, "max_length": 64, "pad_to": 16}, catalog_channels(small_catalog))
     with pytest.raises(JobFailed) as err:
         runner.run(job, CPU)
-    assert "part-00000.csv, line 3: expected 3 fields, found 2" in str(err.value)
+    assert "--pad_to 16 is narrower than --max_length 64" in str(err.value)
     assert err.value.result.status == "Failed"
     failure = (err.value.result.run_dir / "algo-1" / "output" / "failure").read_text()
-    assert "line 3" in failure  # SageMaker's FailureReason comes from this file
+    assert "narrower" in failure  # SageMaker's FailureReason comes from this file
 
 
 def test_stop_sends_sigterm_and_reports_stopped(small_catalog, tmp_path):
@@ -162,3 +157,13 @@ def test_run_job_dispatches_local_targets(small_catalog, tmp_path, probe_dir):
 def test_a_job_refuses_a_bad_name_or_count_when_it_is_made(fields, error, says):
     with pytest.raises(error, match=says):
         Job(**fields)
+
+
+def test_a_malformed_data_file_is_refused_before_anything_is_written(runner, small_catalog, tmp_path):
+    bad = tmp_path / "bad"
+    shutil.copytree(small_catalog, bad)
+    part = next((bad / "validation").glob("*.csv"))
+    part.write_bytes(part.read_text(encoding="utf-8").encode("cp949", errors="replace"))
+    with pytest.raises(JobSetupError, match="channel 'validation': .*not UTF-8|channel 'validation': .*UTF-8"):
+        runner.run(Job("badcsv", {"epochs": 1}, catalog_channels(bad)), CPU)
+    assert not (tmp_path / "jobs").exists()

@@ -355,6 +355,13 @@ def test_preflight_errors_name_the_fix_before_any_aws_call(offline, data, case, 
     assert offline.calls == [], f"{case}: AWS was called before the error"
 
 
+def test_a_malformed_data_file_is_refused_before_any_upload(offline, data):
+    (data["train"] / "part-00000.csv").write_text("id,name\n1,t1\n")  # no title or category column
+    with pytest.raises(sj.ChannelError, match="channel 'train': .*part-00000.csv.*category"):
+        dry(Job("lab-x", {}, data), "ml.g5.2xlarge")
+    assert offline.calls == []
+
+
 def test_missing_channel_directory(offline, tmp_path):
     with pytest.raises(sj.ChannelError, match="helpers.catalog build"):
         dry(Job("lab-x", {}, {"train": tmp_path / "nowhere"}), "ml.g5.2xlarge")
