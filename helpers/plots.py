@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Sequence
 
 import matplotlib.pyplot as plt
+from matplotlib.patches import Patch
 
 
 def training_curves(results: dict, baseline_accuracy: float | None = None, title: str = "Training"):
@@ -53,9 +54,8 @@ def class_counts(counts: dict[str, int], title: str = "Rows per category"):
     ax.bar(range(len(items)), [n for _, n in items], color=[colours.get(c.split(" > ")[0], "grey") for c, _ in items])
     ax.set_xticks(range(len(items)), [c.split(" > ")[-1] for c, _ in items], rotation=75, fontsize=7)
     ax.set(ylabel="rows", title=title)
-    for vertical, colour in colours.items():
-        ax.bar([], [], color=colour, label=vertical)
-    ax.legend(fontsize=8)
+    # an empty bar() has no patch to carry its colour into the legend: hand the legend coloured patches
+    ax.legend(handles=[Patch(color=colour, label=vertical) for vertical, colour in colours.items()], fontsize=8)
     fig.tight_layout()
     return fig
 

@@ -50,11 +50,14 @@ INTRA_NODE: dict[str, Link] = {
     "L40S": Link("PCIe Gen4 x16", 32.0, "PCIe 4.0 x16: 31.5 GB/s per direction; G6e has no NVLink"),
     "T4": Link("PCIe Gen3 x16", 16.0, "PCIe 3.0 x16: 15.75 GB/s per direction"),
 }
-# dense tensor-core TFLOP/s used to carry a step time measured on one GPU over to another (bf16; fp16 where the GPU
-# has no bf16). H100/H200: the matmul ceiling measured on the workshop's reference H100. labs/src/train.py keeps its
-# own copy for MFU (it runs in the container, without helpers): change a figure in both.
-PEAK_TFLOPS = {"H100": 788.0, "H200": 788.0, "A100": 312.0, "A10G": 125.0, "L4": 121.0, "L40S": 362.0,
+# dense tensor-core TFLOP/s from NVIDIA's datasheets (no sparsity): the planner carries a step time measured on one
+# GPU over to another by their ratio, so every figure is of one kind (a measured ceiling for one GPU beside datasheet
+# peaks for the others would skew the ratio). bf16, except on V100 and T4, whose tensor cores have no bf16: there the
+# figure, and so a step carried over to them, is fp16 mixed precision (PEAK_PRECISION). labs/src/train.py's MFU
+# table is a different thing: its H100 denominator is the measured matmul ceiling.
+PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "A10G": 125.0, "L4": 121.0, "L40S": 362.0,
                "V100": 125.0, "T4": 65.0}
+PEAK_PRECISION = {gpu: "fp16" if gpu in ("V100", "T4") else "bf16" for gpu in PEAK_TFLOPS}
 
 
 @dataclass(frozen=True)
@@ -95,9 +98,16 @@ def local_gpu_model() -> str | None:
     return next((k for k in PEAK_TFLOPS if k in name), None)
 
 
+def step_label(instance_type: str) -> str:
+    """Which GPU, and in which precision a step carried over to it runs: "ml.p3.16xlarge (V100, fp16)"."""
+    gpu = instances.lookup(instance_type).gpu.model
+    return f"{instance_type} ({gpu}, {PEAK_PRECISION[gpu]})" if gpu in PEAK_PRECISION else f"{instance_type} ({gpu})"
+
+
 def estimate_step_s(gpu: str, per_gpu_batch: int, measured: MeasuredStep = REFERENCE_STEP) -> float:
-    """A step time for ``gpu`` carried over from ``measured`` by the ratio of dense tensor peaks and of batch sizes:
-    a rough stand-in for your own measurement (launch-bound small batches scale worse than this says)."""
+    """A step time for ``gpu`` carried over from ``measured`` by the ratio of dense tensor peaks and of batch sizes,
+    in ``PEAK_PRECISION[gpu]`` (fp16 mixed precision on a V100): a rough stand-in for your own measurement
+    (launch-bound small batches scale worse than this says)."""
     if gpu not in PEAK_TFLOPS:
         raise ValueError(f"no peak TFLOP/s on file for GPU {gpu!r}; known: {', '.join(PEAK_TFLOPS)}. Pass a "
                          f"measured step_compute_s instead.")

@@ -97,9 +97,19 @@ def test_slower_compute_hides_the_same_network_better():
 def test_reference_step_carries_over_by_peak_ratio():
     assert scaling.REFERENCE_STEP.step_s == pytest.approx(64 / 3375)
     assert scaling.estimate_step_s("H100", 64) == pytest.approx(scaling.REFERENCE_STEP.step_s)
-    assert scaling.estimate_step_s("A100", 128) == pytest.approx(64 / 3375 * 788 / 312 * 2)
+    # like for like: the H100's datasheet peak (989), not its measured ceiling (788), against the A100's datasheet 312
+    assert scaling.estimate_step_s("A100", 128) == pytest.approx(64 / 3375 * 989 / 312 * 2)
     with pytest.raises(ValueError, match="no peak"):
         scaling.estimate_step_s("MI300X", 64)
+
+
+def test_a_step_carried_over_to_a_v100_is_fp16_mixed_precision_and_says_so():
+    """V100 tensor cores have no bf16: its 125 TFLOP/s is the fp16 figure, so the carried-over step is an fp16 step."""
+    assert scaling.estimate_step_s("V100", 64) == pytest.approx(64 / 3375 * 989 / 125)
+    assert scaling.PEAK_PRECISION["V100"] == "fp16" and scaling.PEAK_PRECISION["T4"] == "fp16"
+    assert scaling.PEAK_PRECISION["H100"] == scaling.PEAK_PRECISION["A100"] == "bf16"
+    assert scaling.step_label("ml.p3.16xlarge") == "ml.p3.16xlarge (V100, fp16)"
+    assert scaling.step_label("ml.p4d.24xlarge") == "ml.p4d.24xlarge (A100, bf16)"
 
 
 @pytest.mark.parametrize("bad", [dict(step_compute_s=0), dict(grad_bytes=-1), dict(per_gpu_batch=0)])
