@@ -28,6 +28,19 @@ def test_the_notebook_side_check_accepts_the_booleans_this_script_does():
         assert train.str2bool(text) is (text in hyperparameters.TRUE)
 
 
+@pytest.mark.parametrize("capability, auto", [((7, 0), "fp32"), ((7, 5), "fp32"), ((8, 0), "bf16"), ((9, 0), "bf16")])
+def test_auto_precision_is_bf16_only_where_tensor_cores_do_it(monkeypatch, capability, auto):
+    monkeypatch.setattr(train.torch.cuda, "get_device_capability", lambda device=None: capability)
+    monkeypatch.setattr(train.torch.cuda, "get_device_name", lambda device=None: "a GPU")
+    gpu = train.torch.device("cuda", 0)
+    assert train.pick_precision("auto", gpu) == auto
+    if auto == "fp32":  # a V100 or T4 would emulate bf16, slower than fp32: asking for it is refused
+        with pytest.raises(SystemExit, match="bf16 needs a GPU from Ampere on.*use fp16"):
+            train.pick_precision("bf16", gpu)
+    else:
+        assert train.pick_precision("bf16", gpu) == "bf16"
+
+
 def test_bad_boolean_is_an_error():
     with pytest.raises(Exception, match="expected a boolean"):
         train.str2bool("maybe")

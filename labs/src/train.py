@@ -33,8 +33,10 @@ from sampling import GlobalBatchPlan
 
 # name: (dim, layers, heads, ffn). "base" is distilbert-base's shape; "tiny" is for CPU smoke runs.
 MODEL_SIZES = {"tiny": (128, 2, 4, 512), "small": (256, 4, 4, 1024), "base": (768, 6, 12, 3072)}
-# dense bf16 TFLOP/s used as the MFU denominator. H100: the measured matmul ceiling on the workshop's reference
-# H100 (8192^3 bf16 GEMM), not the datasheet's 989; the others are datasheet dense figures.
+# dense tensor-core TFLOP/s used as the MFU denominator. H100/H200: the bf16 matmul ceiling measured on the
+# workshop's reference machines (8192^3 GEMM, 788 on both), not the datasheet's 989: the workshop's H100 goals are
+# stated against it. The others: datasheet dense bf16 (V100: fp16, it has no bf16), so compare MFU across GPUs with
+# care (helpers/scaling.py carries step times between GPUs with datasheet figures only).
 PEAK_TFLOPS = {"H100": 788.0, "H200": 788.0, "A100": 312.0, "A10G": 125.0, "L4": 121.0, "V100": 125.0}
 
 
@@ -180,11 +182,17 @@ class Dist:
 
 
 def pick_precision(requested: str, device: torch.device) -> str:
-    if requested != "auto":
-        if device.type == "cpu" and requested == "fp16":
-            raise SystemExit("--precision fp16 needs a GPU; use bf16 or fp32 on CPU")
-        return requested
-    return "bf16" if device.type == "cuda" and torch.cuda.is_bf16_supported() else "fp32"
+    # bf16 tensor cores start with Ampere (8.0); torch.cuda.is_bf16_supported() also says yes to older GPUs, where
+    # bf16 is emulated and slower than fp32
+    bf16_cores = device.type == "cuda" and torch.cuda.get_device_capability(device) >= (8, 0)
+    if requested == "auto":
+        return "bf16" if bf16_cores else "fp32"
+    if device.type == "cpu" and requested == "fp16":
+        raise SystemExit("--precision fp16 needs a GPU; use bf16 or fp32 on CPU")
+    if device.type == "cuda" and requested == "bf16" and not bf16_cores:
+        raise SystemExit(f"--precision bf16 needs a GPU from Ampere on ({torch.cuda.get_device_name(device)} has no "
+                         f"bf16 tensor cores): use fp16 (loss-scaled) or fp32")
+    return requested
 
 
 def build_model(args, vocab_size: int, num_labels: int, pad_id: int):
