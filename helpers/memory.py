@@ -20,11 +20,13 @@ of the limit as "try it with a smoke run first".
 """
 from __future__ import annotations
 
+import ast
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import instances
+from .jobs import SOURCE_DIR
 
 GIB = 1024**3
 STRATEGIES = ("ddp", "zero", "fsdp", "tp")
@@ -94,6 +96,28 @@ KNOWN = {
     "llama-7b": ModelShape("Llama-2-7B", 4096, 32, 32, 32, 11008, 32000),
     "llama-13b": ModelShape("Llama-2-13B", 5120, 40, 40, 40, 13824, 32000),
 }
+
+
+def train_lm_shape(model_size: str, vocab: int) -> ModelShape:
+    """The model ``labs/src/train_lm.py --model_size`` builds: (hidden, layers, heads, ffn) from the script's own
+    ``MODEL_SIZES``, as many KV heads as heads, untied embeddings, and ``vocab`` tokens (:func:`catalog_vocab`)."""
+    tree = ast.parse((SOURCE_DIR / "train_lm.py").read_text(encoding="utf-8"))
+    sizes = next(ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
+                 and any(getattr(t, "id", None) == "MODEL_SIZES" for t in node.targets))
+    if model_size not in sizes:
+        raise PlanError(f"train_lm.py has no --model_size {model_size!r}: it has {', '.join(sizes)}")
+    hidden, layers, heads, ffn = sizes[model_size]
+    return ModelShape(f"train_lm {model_size}", hidden, layers, heads, heads, ffn, vocab, tied=False)
+
+
+def catalog_vocab(catalog: str | Path) -> int:
+    """Tokens in a catalogue's tokenizer (``<catalog>/train/tokenizer.json``): train_lm.py's vocabulary."""
+    from tokenizers import Tokenizer
+
+    path = Path(catalog) / "train" / "tokenizer.json"
+    if not path.is_file():
+        raise PlanError(f"{path}: missing; build the catalogue first (helpers.catalog)")
+    return Tokenizer.from_file(str(path)).get_vocab_size(with_added_tokens=True)
 
 
 def model_shape(model) -> ModelShape:

@@ -1,13 +1,17 @@
 """A system monitor for local jobs: per-core CPU, the job's processes and, where there are GPUs, their use.
 
-It samples in a background thread every ``interval`` seconds (0.5 s, as SageMaker Debugger's system profiler did)
-while a job runs, and draws what the case studies read their bottlenecks from: a heatmap of every core (and GPU) over
-time, and line charts of the job's CPU and memory by role (launcher, trainer ranks, DataLoader workers)::
+It samples in a background thread every ``interval`` seconds (0.5 s by default, as SageMaker Debugger's system
+profiler did) while a job runs, and draws what the case studies read their bottlenecks from: a heatmap of every core
+(and GPU) over time, and line charts of the job's CPU and memory by role (launcher, trainer ranks, DataLoader
+workers)::
 
-    local = LocalRunner().start(job, target)
-    with monitor.watch(local) as mon:
-        result = local.wait()
-    mon.heatmap(); mon.lines(); mon.table()
+    result, mon = monitor.run_monitored(job, "local", interval=0.25)
+    mon.heatmap(); mon.lines(); mon.table(); mon.summary(window="training")
+
+A short job spends most of its life starting up (imports, the tokenizer, forking workers), so
+:func:`run_monitored` marks the training loop's window from the job's own log; the heatmaps, the summary and the
+comparison can be cut to it. Memory is PSS where the OS reports it (Linux): forked DataLoader workers share their
+parent's pages copy-on-write, and a sum of RSS would count those pages once per worker.
 
 GPUs are read through NVML (the ``nvidia-ml-py`` package); without it, or without a driver, GPU rows are simply absent.
 The top-operators tables that ``--profile`` writes are read here too (:func:`top_ops`), so a lab can show them.
@@ -29,12 +33,13 @@ ROLES = ("launcher", "trainer", "loader workers")
 
 @dataclass
 class Sample:
-    """One reading: ``t`` seconds since the monitor started; CPU in % of one core (200 = two cores busy)."""
+    """One reading: ``t`` seconds since the monitor started, at the end of the interval it covers; CPU in % of one
+    core (200 = two cores busy)."""
 
     t: float
     cores: list[float]  # % busy per logical core, whole machine
     cpu_by_role: dict[str, float]  # the job's processes, % of one core, by role
-    rss_mb_by_role: dict[str, float]
+    mem_mb_by_role: dict[str, float]  # PSS (shared pages split among their sharers), or RSS where there is no PSS
     processes: dict[str, int]  # how many processes of each role
     gpu_util: list[float] = field(default_factory=list)  # % per GPU
     gpu_mem_gb: list[float] = field(default_factory=list)
@@ -73,6 +78,14 @@ class GPUs:
                 self.nvml.nvmlShutdown()
 
 
+def _memory_kind() -> str:
+    """"PSS" where the OS reports it for our processes (Linux), else "RSS"."""
+    try:
+        return "PSS" if hasattr(psutil.Process().memory_full_info(), "pss") else "RSS"
+    except psutil.Error:  # smaps unreadable (a locked-down container): RSS, which every OS reports
+        return "RSS"
+
+
 def _text(value) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
@@ -90,6 +103,9 @@ class Monitor:
             raise ValueError(f"interval must be positive, got {interval}")
         self.interval = interval
         self.samples: list[Sample] = []
+        self.windows: dict[str, tuple[float, float]] = {}  # name -> (start, end), seconds on the samples' clock
+        self.memory_kind = _memory_kind()
+        self.started_at = time.perf_counter()  # the samples' t = 0, on the perf_counter clock (see mark)
         self.roots: list[psutil.Process] = []
         self.gpus = GPUs() if gpus else None
         self.gpu_names = self.gpus.names if self.gpus else []
@@ -117,6 +133,7 @@ class Monitor:
             raise RuntimeError("this monitor is already running; make a new Monitor for another job")
         psutil.cpu_percent(percpu=True)  # the first call only sets the baseline for the next
         self._t0 = self._last = time.monotonic()
+        self.started_at = time.perf_counter()
         self._wall_last = time.time()
         self._thread = threading.Thread(target=self._run, name="system-monitor", daemon=True)
         self._thread.start()
@@ -152,14 +169,14 @@ class Monitor:
         elapsed = max(now - self._last, 1e-3)
         cores = psutil.cpu_percent(percpu=True)
         cpu = {r: 0.0 for r in ROLES}
-        rss = {r: 0.0 for r in ROLES}
+        mem = {r: 0.0 for r in ROLES}
         count = {r: 0 for r in ROLES}
         for proc, role in self._job_processes():
             try:
                 with proc.oneshot():
                     times = proc.cpu_times()
                     used = times.user + times.system
-                    mem = proc.memory_info().rss
+                    memory = proc.memory_full_info() if self.memory_kind == "PSS" else proc.memory_info()
                     created = proc.create_time()
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 continue
@@ -167,11 +184,11 @@ class Monitor:
             before = self._cpu_seen.get(proc.pid, 0.0 if created >= self._wall_last else used)
             self._cpu_seen[proc.pid] = used
             cpu[role] += 100.0 * max(0.0, used - before) / elapsed
-            rss[role] += mem / 1e6
+            mem[role] += getattr(memory, self.memory_kind.lower()) / 1e6
             count[role] += 1
         util, mem_gb = self.gpus.read() if self.gpus else ([], [])
         self._last, self._wall_last = now, wall
-        return Sample(round(now - self._t0, 3), cores, cpu, rss, count, util, mem_gb)
+        return Sample(round(now - self._t0, 3), cores, cpu, mem, count, util, mem_gb)
 
     def _job_processes(self) -> Iterator[tuple[psutil.Process, str]]:
         """Every live process of the tracked trees, with its role. DataLoader workers are forked: they carry their
@@ -202,23 +219,45 @@ class Monitor:
             return "loader workers"
         return "trainer"
 
+    # ---- windows: a stretch of the run (the training loop, say), on the samples' clock
+    def mark(self, name: str, start: float, end: float, clock_zero: float | None = None) -> None:
+        """Name the stretch from ``start`` to ``end`` seconds. ``clock_zero``: the ``time.perf_counter()`` value
+        those seconds count from, when it is not this monitor's (a job's launch, say)."""
+        shift = 0.0 if clock_zero is None else clock_zero - self.started_at
+        if end <= start:
+            raise ValueError(f"window {name!r}: end {end} must come after start {start}")
+        self.windows[name] = (start + shift, end + shift)
+
+    def window_samples(self, window: str | None = None) -> list[Sample]:
+        """The samples of a named window (those whose interval is mostly inside it), or all of them."""
+        if window is None:
+            return self.samples
+        if window not in self.windows:
+            raise KeyError(f"no window {window!r} on this monitor (it has: {', '.join(self.windows) or 'none'}); "
+                           f"run_monitored marks 'training' when the job logs its train_seconds")
+        start, end = self.windows[window]
+        return [s for s in self.samples if start <= s.t - self.interval / 2 <= end]
+
     # ---- results
-    def summary(self) -> dict:
-        """Averages over the run: how busy the cores were, what the job used, peak memory."""
-        if not self.samples:
+    def summary(self, window: str | None = None) -> dict:
+        """Averages over the run, or over a named window: how busy the cores were, what the job used, peak memory
+        (``peak_mem_mb``: PSS, or RSS where the OS has no PSS; ``memory_kind`` says which)."""
+        samples = self.window_samples(window)
+        if not samples:
             return {}
-        n = len(self.samples)
-        busy = [sum(s.cores) / max(1, len(s.cores)) for s in self.samples]
-        out = {"seconds": self.samples[-1].t, "samples": n, "cores": len(self.samples[0].cores),
-               "machine_cpu_pct": sum(busy) / n}
+        n = len(samples)
+        busy = [sum(s.cores) / max(1, len(s.cores)) for s in samples]
+        seconds = self.samples[-1].t if window is None else self.windows[window][1] - self.windows[window][0]
+        out = {"seconds": seconds, "samples": n, "cores": len(samples[0].cores), "machine_cpu_pct": sum(busy) / n}
         for role in ROLES:
-            out[f"{role}_cores"] = sum(s.cpu_by_role[role] for s in self.samples) / n / 100
+            out[f"{role}_cores"] = sum(s.cpu_by_role[role] for s in samples) / n / 100
         out["job_cores"] = sum(out[f"{r}_cores"] for r in ROLES)
-        out["peak_rss_mb"] = max(sum(s.rss_mb_by_role.values()) for s in self.samples)
-        out["peak_workers"] = max(s.processes["loader workers"] for s in self.samples)
+        out["peak_mem_mb"] = max(sum(s.mem_mb_by_role.values()) for s in samples)
+        out["memory_kind"] = self.memory_kind
+        out["peak_workers"] = max(s.processes["loader workers"] for s in samples)
         for i, name in enumerate(self.gpu_names):
-            out[f"gpu{i}_util_pct"] = sum(s.gpu_util[i] for s in self.samples) / n
-            out[f"gpu{i}_peak_mem_gb"] = max(s.gpu_mem_gb[i] for s in self.samples)
+            out[f"gpu{i}_util_pct"] = sum(s.gpu_util[i] for s in samples) / n
+            out[f"gpu{i}_peak_mem_gb"] = max(s.gpu_mem_gb[i] for s in samples)
         return out
 
     def rows(self) -> list[dict]:
@@ -227,7 +266,7 @@ class Monitor:
         for s in self.samples:
             row = {"t": s.t, **{f"cpu{i}": v for i, v in enumerate(s.cores)}}
             row.update({f"{r} cpu%": s.cpu_by_role[r] for r in ROLES})
-            row.update({f"{r} MB": s.rss_mb_by_role[r] for r in ROLES})
+            row.update({f"{r} MB": s.mem_mb_by_role[r] for r in ROLES})
             row.update({f"gpu{i}%": v for i, v in enumerate(s.gpu_util)})
             row.update({f"gpu{i} GB": v for i, v in enumerate(s.gpu_mem_gb)})
             out.append(row)
@@ -239,22 +278,30 @@ class Monitor:
 
         return Table(self.rows()[::max(1, every)], title=title)
 
-    def matrix(self) -> tuple[list[str], list[float], list[list[float]]]:
+    def matrix(self, window: str | None = None) -> tuple[list[str], list[float], list[list[float]]]:
         """(row labels, times, values in %): every core, the job's share of all cores (on a shared machine the
-        cores can be busy with someone else's work), then every GPU, as the heatmap draws them."""
-        times = [s.t for s in self.samples]
-        cores = len(self.samples[0].cores) if self.samples else 0
+        cores can be busy with someone else's work), then every GPU, as the heatmap draws them. With ``window``,
+        only its samples, timed from its start."""
+        samples = self.window_samples(window)
+        zero = self.windows[window][0] if window else 0.0
+        times = [round(s.t - zero, 3) for s in samples]
+        cores = len(samples[0].cores) if samples else 0
         labels = [f"cpu{i}" for i in range(cores)] + (["job"] if cores else [])
         labels += [f"gpu{i}" for i in range(len(self.gpu_names))]
-        values = [[s.cores[i] for s in self.samples] for i in range(cores)]
+        values = [[s.cores[i] for s in samples] for i in range(cores)]
         if cores:
-            values.append([min(100.0, sum(s.cpu_by_role.values()) / cores) for s in self.samples])
-        values += [[s.gpu_util[i] for s in self.samples] for i in range(len(self.gpu_names))]
+            values.append([min(100.0, sum(s.cpu_by_role.values()) / cores) for s in samples])
+        values += [[s.gpu_util[i] for s in samples] for i in range(len(self.gpu_names))]
         return labels, times, values
 
-    def heatmap(self, title: str = "Utilisation", ax=None):
-        labels, times, values = self.matrix()
-        return heatmap(labels, times, values, title=title, ax=ax)
+    def heatmap(self, title: str = "Utilisation", ax=None, window: str | None = None):
+        """The whole run with its named windows marked, or (``window``) only that window."""
+        labels, times, values = self.matrix(window)
+        fig = heatmap(labels, times, values, title=title, ax=ax, interval=self.interval,
+                      xlabel=f"seconds into {window}" if window else "seconds")
+        if window is None and times:
+            _mark_windows(fig.axes[0] if ax is None else ax, self.windows)
+        return fig
 
     def lines(self, title: str = ""):
         return lines(self, title=title)
@@ -267,6 +314,17 @@ def free_cores(seconds: float = 1.0) -> float:
     return sum(100.0 - b for b in busy) / 100.0
 
 
+def training_window(history: list[dict]) -> tuple[float, float] | None:
+    """(start, end) of the training loop in seconds since launch, from a job's metric lines (``JobResult.history``):
+    it ends with the last ``[train]`` or ``[eval]`` line and lasted the ``[final]`` line's ``train_seconds``."""
+    final = next((h for h in reversed(history) if h.get("kind") == "final" and "train_seconds" in h), None)
+    ends = [h["t"] for h in history if h.get("kind") in ("train", "eval") and "t" in h]
+    if final is None or not ends:
+        return None
+    end = max(ends)
+    return max(0.0, end - final["train_seconds"]), end
+
+
 @contextlib.contextmanager
 def watch(job=None, interval: float = 0.5, gpus: bool = True) -> Iterator[Monitor]:
     """Monitor a local job (anything with ``.procs``: the LocalRunner's ``LocalJob``) for the length of the block."""
@@ -277,7 +335,9 @@ def watch(job=None, interval: float = 0.5, gpus: bool = True) -> Iterator[Monito
 
 
 def run_monitored(job, target, interval: float = 0.5, **runner_options):
-    """Launch ``job`` on a local target with the monitor on: ``(JobResult, Monitor)``. Raises like ``run_job``."""
+    """Launch ``job`` on a local target with the monitor on: ``(JobResult, Monitor)``. Raises like ``run_job``.
+
+    The monitor gets a ``training`` window (see :func:`training_window`) when the job logs one."""
     from . import targets
     from .local_runner import LocalRunner
 
@@ -289,13 +349,17 @@ def run_monitored(job, target, interval: float = 0.5, **runner_options):
     local = runner.start(job, t)
     with watch(local, interval=interval) as mon:
         result = local.wait()
+    window = training_window(result.history)
+    if window:  # the job's log times count from its launch, local.t0 on the perf_counter clock
+        mon.mark("training", *window, clock_zero=local.t0)
     return runner.checked(result), mon
 
 
 # ---------------------------------------------------------------------------------------------------- plots
 def heatmap(labels: list[str], times: list[float], values: list[list[float]], title: str = "Utilisation",
-            ax=None, vmax: float = 100.0, xlabel: str = "seconds"):
-    """Rows (cores, GPUs or hosts) against time, darker = busier, as SageMaker Debugger's heatmap drew them."""
+            ax=None, vmax: float = 100.0, xlabel: str = "seconds", interval: float | None = None):
+    """Rows (cores, GPUs or hosts) against time, darker = busier, as SageMaker Debugger's heatmap drew them.
+    ``times``: the end of each sample's interval (``interval`` long; by default the spacing of the times)."""
     import matplotlib.pyplot as plt
 
     fig = None
@@ -304,7 +368,7 @@ def heatmap(labels: list[str], times: list[float], values: list[list[float]], ti
     if not times:
         ax.set_title(f"{title} (no samples)")
         return fig or ax.figure
-    edges = _edges(times)
+    edges = _edges(times, interval)
     image = ax.pcolormesh(edges, range(len(labels) + 1), values, cmap="viridis", vmin=0, vmax=vmax, shading="flat")
     ax.set_yticks([i + 0.5 for i in range(len(labels))], labels, fontsize=8)
     ax.invert_yaxis()
@@ -315,24 +379,35 @@ def heatmap(labels: list[str], times: list[float], values: list[list[float]], ti
     return fig or ax.figure
 
 
-def _edges(times: list[float]) -> list[float]:
-    """Cell edges for samples taken at the end of each interval: the first cell starts at 0 (or one step back)."""
-    step = (times[-1] - times[0]) / (len(times) - 1) if len(times) > 1 else 0.5
-    first = max(0.0, times[0] - step)
-    return [first, *times]
+def _edges(times: list[float], interval: float | None = None) -> list[float]:
+    """Cell edges for samples taken at the end of each interval: the first cell starts one interval back."""
+    step = interval or ((times[-1] - times[0]) / (len(times) - 1) if len(times) > 1 else 0.5)
+    return [times[0] - step, *times]
 
 
-def compare_heatmaps(monitors: dict, title: str = "Utilisation, side by side"):
-    """One heatmap per run (``{"label": Monitor}``), stacked on the same colour scale and time axis."""
+def _mark_windows(ax, windows: dict) -> None:
+    for name, (start, end) in windows.items():
+        for x in (start, end):
+            ax.axvline(x, color="white", ls="--", lw=1.2)
+        ax.text((start + end) / 2, 0.97, name, color="white", ha="center", va="top", fontsize=8,
+                transform=ax.get_xaxis_transform())
+
+
+def compare_heatmaps(monitors: dict, title: str = "Utilisation, side by side", window: str | None = None):
+    """One heatmap per run (``{"label": Monitor}``), stacked on the same colour scale and time axis; with
+    ``window`` (e.g. "training"), each run's own window of that name, timed from its start."""
     import matplotlib.pyplot as plt
 
     rows = max(len(m.matrix()[0]) for m in monitors.values())
     fig, axes = plt.subplots(len(monitors), 1, figsize=(10, len(monitors) * (0.45 * max(2, rows) + 1.1)),
                              sharex=True, squeeze=False)
     for ax, (label, mon) in zip(axes[:, 0], monitors.items()):
-        s = mon.summary()
-        mon.heatmap(title=f"{label}: {s.get('seconds', 0):.0f} s, machine {s.get('machine_cpu_pct', 0):.0f}% busy",
-                    ax=ax)
+        s = mon.summary(window)
+        span = f"{s.get('seconds', 0):.1f} s of {window}" if window else f"{s.get('seconds', 0):.0f} s"
+        mon.heatmap(title=f"{label}: {span}, machine {s.get('machine_cpu_pct', 0):.0f}% busy, "
+                          f"job {s.get('job_cores', 0):.2f} cores", ax=ax, window=window)
+    for ax in axes[:-1, 0]:
+        ax.set_xlabel("")  # one shared time axis, labelled once
     fig.suptitle(title)
     fig.tight_layout()
     return fig
@@ -349,15 +424,19 @@ def lines(mon: Monitor, title: str = ""):
     for role in ROLES:
         if any(s.processes[role] for s in mon.samples):
             ax_cpu.plot(t, [s.cpu_by_role[role] / 100 for s in mon.samples], label=role)
-            ax_mem.plot(t, [s.rss_mb_by_role[role] for s in mon.samples], label=role)
+            ax_mem.plot(t, [s.mem_mb_by_role[role] for s in mon.samples], label=role)
+    ax_mem.plot(t, [sum(s.mem_mb_by_role.values()) for s in mon.samples], color="black", ls="--", lw=1,
+                label="job total")  # PSS: a worker's shared pages move from the trainer's line to its own
     ax_cpu.axhline(mon.cpu_count, color="grey", ls=":", label=f"{mon.cpu_count} cores")
     ax_cpu.set(xlabel="seconds", ylabel="cores busy", title="Job CPU by role")
-    ax_mem.set(xlabel="seconds", ylabel="RSS (MB)", title="Job memory by role")
+    ax_mem.set(xlabel="seconds", ylabel=f"{mon.memory_kind} (MB)", title="Job memory by role")
     if mon.gpu_names:
         for i, name in enumerate(mon.gpu_names):
             axes[2].plot(t, [s.gpu_util[i] for s in mon.samples], label=f"gpu{i}")
         axes[2].set(xlabel="seconds", ylabel="% busy", title="GPU utilisation", ylim=(0, 105))
     for ax in axes:
+        for name, (start, end) in mon.windows.items():
+            ax.axvspan(start, end, color="grey", alpha=0.12, lw=0, label=name)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     if title:

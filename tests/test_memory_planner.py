@@ -1,10 +1,17 @@
 """The memory planner: its arithmetic against published numbers, its estimates against train_lm.py's measured
-bytes (bf16 FSDP policy with activation checkpointing), and SMP v2 degrees that cannot run refused before launch."""
+bytes (bf16 FSDP policy with activation checkpointing), the shapes train_lm.py builds and the FSDP sharding it picks
+for the planner's SMP degrees, and SMP v2 degrees that cannot run refused before launch."""
 from __future__ import annotations
+
+import sys
 
 import pytest
 
+from conftest import SRC
 from helpers import jobs, memory, sagemaker_jobs
+
+sys.path.insert(0, str(SRC))
+import train_lm  # noqa: E402  (the container's script: the shapes it builds, the SMP sharding it picks)
 
 GIB = memory.GIB
 
@@ -38,6 +45,35 @@ def test_activations_follow_the_saved_tensors_of_a_llama_block():
     assert saved == tokens * (2 * 128 * 4 + (3 * 128 + 1 + 2074) * 4 + 16) and recompute > 0
     halved = memory.activation_bytes(m, tokens, "fp32", tp=2)[0]
     assert saved < halved < memory.activation_bytes(m, tokens, "fp32")[0]
+
+
+def test_the_planner_describes_the_model_train_lm_builds(small_catalog):
+    from catalog_data import load_tokenizer
+
+    vocab = memory.catalog_vocab(small_catalog)
+    assert vocab == len(load_tokenizer(str(small_catalog / "train" / "tokenizer.json")))  # what train_lm.py uses
+    args = train_lm.parse_args(["--model_size", "tiny"])
+    model = train_lm.build_model(args, vocab)
+    shape = memory.train_lm_shape("tiny", vocab)
+    assert shape == memory.ModelShape.from_config(model.config, name=shape.name)
+    assert shape.params == sum(p.numel() for p in model.parameters())
+    big = memory.train_lm_shape("1b", vocab)  # not Llama-3.2-1B: 32 KV heads, untied, the catalogue's vocabulary
+    assert (big.kv_heads, big.tied, big.vocab) == (32, False, vocab) and memory.KNOWN["llama-1b"].kv_heads == 8
+    with pytest.raises(memory.PlanError, match="no --model_size"):
+        memory.train_lm_shape("70b", vocab)
+
+
+def test_train_lm_shards_as_the_planner_plans_under_smp():
+    one = memory.recommend("llama-13b", "ml.p4d.24xlarge").chosen  # one instance: one group of all 8 GPUs
+    assert train_lm.smp_sharding(one.smp(), one.world) == "FULL_SHARD"
+    two = memory.estimate("llama-7b", "fsdp", world=16, shard=8)  # two instances, sharded inside each
+    assert train_lm.smp_sharding(two.smp(), two.world) == "HYBRID_SHARD"
+    tp8 = memory.estimate("llama-7b", "fsdp", world=8, tp=8)  # one data-parallel rank: nothing to replicate
+    assert train_lm.smp_sharding(tp8.smp(), tp8.world) == "FULL_SHARD"
+    assert train_lm.smp_sharding({}, 8) == "FULL_SHARD"  # SMP's default degree 0: shard across every rank
+    assert train_lm.smp_sharding({"hybrid_shard_degree": 1}, 8) == "NO_SHARD"
+    with pytest.raises(SystemExit, match="hybrid_shard_degree"):
+        train_lm.smp_sharding({"hybrid_shard_degree": 3}, 8)
 
 
 def test_recommendations_for_real_cases():

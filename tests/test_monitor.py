@@ -50,7 +50,9 @@ def test_samples_a_real_process_tree_and_stops_cleanly(busy_job):
     summary = mon.summary()
     # two spinning processes for 1.5 s: well over a tenth of a core each, however busy the machine is
     assert summary["trainer_cores"] > 0 and summary["loader workers_cores"] > 0
-    assert summary["peak_rss_mb"] > 1 and summary["peak_workers"] == 1
+    assert summary["peak_mem_mb"] > 1 and summary["peak_workers"] == 1
+    if sys.platform.startswith("linux"):  # PSS: the fork's shared pages are split between the two, not counted twice
+        assert mon.memory_kind == summary["memory_kind"] == "PSS"
     assert not any(k.startswith("gpu") for k in summary)  # gpus=False: no GPU rows at all
     mon.stop()  # a second stop is harmless
     assert len(mon.samples) == n
@@ -68,6 +70,47 @@ def test_results_as_table_heatmap_and_lines(busy_job):
     assert "cpu0" in repr(table)
     assert mon.heatmap().axes and mon.lines().axes
     assert monitor.compare_heatmaps({"a": mon, "b": mon}).axes
+
+
+def synthetic(times, busy):
+    """A monitor with made-up samples, ``interval`` 0.5 s: core 0 ``busy[i]`` % busy, the trainer as busy."""
+    mon = monitor.Monitor(gpus=False)
+    for t, b in zip(times, busy):
+        mon.samples.append(monitor.Sample(t, [b, 0.0], {"launcher": 0.0, "trainer": b, "loader workers": 0.0},
+                                          {"launcher": 0.0, "trainer": 100.0 + b, "loader workers": 0.0},
+                                          {"launcher": 0, "trainer": 1, "loader workers": 0}))
+    return mon
+
+
+def test_a_window_cuts_summary_and_heatmap_to_the_training_loop():
+    mon = synthetic([0.5, 1.0, 1.5, 2.0, 2.5, 3.0], [10, 10, 90, 90, 90, 10])  # start-up, training, saving
+    mon.mark("training", 1.0, 2.5)  # samples whose interval is mostly inside: those ending at 1.5, 2.0 and 2.5
+    assert [s.t for s in mon.window_samples("training")] == [1.5, 2.0, 2.5]
+    whole, training = mon.summary(), mon.summary(window="training")
+    assert training["seconds"] == 1.5 and training["samples"] == 3 and whole["samples"] == 6
+    assert training["machine_cpu_pct"] == 45.0 and training["trainer_cores"] == pytest.approx(0.9)
+    assert whole["machine_cpu_pct"] == pytest.approx(25.0)
+    labels, times, values = mon.matrix(window="training")
+    assert times == [0.5, 1.0, 1.5] and values[0] == [90, 90, 90]  # timed from the window's start
+    assert mon.heatmap(window="training").axes and mon.heatmap().axes and mon.lines().axes
+    assert monitor.compare_heatmaps({"a": mon, "b": mon}, window="training").axes
+    with pytest.raises(KeyError, match="no window 'eval'"):
+        mon.summary(window="eval")
+    with pytest.raises(ValueError, match="must come after"):
+        mon.mark("backwards", 2.0, 1.0)
+
+
+def test_a_window_on_another_clock_is_shifted_onto_the_samples():
+    mon = synthetic([0.5, 1.0], [0, 0])
+    mon.mark("training", 3.0, 4.0, clock_zero=mon.started_at - 2.5)  # a job launched 2.5 s before the monitor
+    assert mon.windows["training"] == (0.5, 1.5)
+
+
+def test_the_training_window_comes_from_the_job_log():
+    history = [{"kind": "train", "t": 6.0, "step": 10}, {"kind": "train", "t": 7.5, "step": 20},
+               {"kind": "eval", "t": 8.0, "val_loss": 1.0}, {"kind": "final", "t": 9.0, "train_seconds": 3.0}]
+    assert monitor.training_window(history) == (5.0, 8.0)  # ends with the last train/eval line, lasts train_seconds
+    assert monitor.training_window(history[:-1]) is None  # no summary line: no window
 
 
 def test_gpu_rows_come_from_nvml_when_present(monkeypatch, busy_job):

@@ -5,6 +5,7 @@ import gzip
 import json
 import sys
 import types
+import warnings
 
 import pytest
 import torch
@@ -21,7 +22,8 @@ from sampling import GlobalBatchPlan  # noqa: E402
 
 @pytest.fixture(scope="module")
 def profiled(small_catalog, tmp_path_factory):
-    """One by-hand run with the starved pipeline's knobs and --profile, across an epoch boundary."""
+    """One by-hand run with the starved pipeline's knobs and --profile, across an epoch boundary: its output
+    directory, summary and log."""
     out = tmp_path_factory.mktemp("profiled")
     args = ["train.py", "--train", str(small_catalog / "train"), "--validation", str(small_catalog / "validation"),
             "--model_dir", str(out / "model"), "--output_data_dir", str(out / "data"), "--subset", "640",
@@ -31,12 +33,12 @@ def profiled(small_catalog, tmp_path_factory):
             "--profile", "true", "--profile_schedule", "2,1,3"]
     done = run_script(args, env={"SM_OUTPUT_DIR": str(out / "output")})
     assert done.returncode == 0, done.stdout + done.stderr
-    return out, json.loads((out / "data" / "metrics.json").read_text())["summary"]
+    return out, json.loads((out / "data" / "metrics.json").read_text())["summary"], done.stdout + done.stderr
 
 
 @pytest.mark.slow
 def test_profile_writes_a_chrome_trace(profiled):
-    out, _ = profiled
+    out, _, log = profiled
     traces = list((out / "data" / "profile").glob("local-rank0.*.pt.trace.json.gz"))
     assert len(traces) == 1
     trace = json.loads(gzip.decompress(traces[0].read_bytes()))
@@ -45,11 +47,12 @@ def test_profile_writes_a_chrome_trace(profiled):
     assert "ProfilerStep#1" not in names and "ProfilerStep#6" not in names
     assert any(n.startswith("enumerate(DataLoader)#_MultiProcessingDataLoaderIter") for n in names)
     assert any(n in ("aten::addmm", "aten::mm") for n in names)
+    assert "profiler_start" not in log and "USDT" not in log  # kineto's probe markers stay out of a CPU job's log
 
 
 @pytest.mark.slow
 def test_profile_writes_the_top_operators(profiled):
-    out, summary = profiled
+    out, summary, _ = profiled
     report = monitor.profile_report(out / "data")
     assert report["device"] == "cpu" and report["schedule"] == {"wait": 2, "warmup": 1, "active": 3}
     assert report["traces"] and report["step_ms"] > 0 and "gpu" not in report
@@ -137,6 +140,41 @@ def test_profiled_steps_are_left_out_of_the_clock():
         counted.append(timer.counted())
     # asked as batch done+1 arrives: spans touching steps 3-6 (0-based 2-5: warmup and active) are left out
     assert counted == [True, True, False, False, False, False, False, True, True, True]
+
+
+class WarnsOnIter:
+    """A loader that warns as DataLoader does when asked for more workers than cores, and a second, other warning."""
+
+    def __iter__(self):
+        warnings.warn("This DataLoader will create 4 worker processes in total. Our suggested max number of worker "
+                      "in current system is 2", UserWarning)
+        warnings.warn("something else", UserWarning)
+        return iter([1, 2])
+
+
+def test_the_worker_count_warning_is_not_repeated_each_epoch():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert list(profiling.StepClock().batches(WarnsOnIter())) == [1, 2]
+    assert [str(w.message) for w in caught] == ["something else"]  # the loader gave the first when it was built
+
+
+def test_what_the_loop_does_between_steps_is_no_steps_time(monkeypatch):
+    now = [0.0]
+    monkeypatch.setattr(profiling, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
+
+    def loader():
+        for i in range(4):
+            now[0] += 1.0  # each batch keeps the trainer waiting 1 s
+            yield i
+
+    timer = profiling.StepTimer()
+    for batch in timer.batches(loader()):
+        now[0] += 2.0  # each step works 2 s
+        timer.step()
+        now[0] += 10.0 if batch == 1 else 0.0  # then an evaluation, between two steps
+    summary = timer.close()  # steps 2 and 3 counted (the first is warm-up), the evaluation in neither
+    assert summary["step_ms"] == pytest.approx(3000) and summary["data_wait_frac"] == pytest.approx(1 / 3)
 
 
 def test_the_clock_leaves_out_the_first_batch_and_the_first_step():

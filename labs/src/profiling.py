@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import warnings
 
 import torch
 
@@ -48,9 +49,10 @@ def parse_schedule(text: str) -> tuple[int, int, int]:
 
 
 class StepClock:
-    """Splits each step into data wait (blocked in ``next(loader)``) and the rest, from the second step on: the
-    first batch carries worker start-up (reported on its own as ``first_batch_s``) and the first step the
-    allocator's and autograd's warm-up."""
+    """Splits each step into data wait (blocked in ``next(loader)``) and work (from the batch's arrival to
+    :meth:`stepped`), from the second step on: the first batch carries worker start-up (reported on its own as
+    ``first_batch_s``) and the first step the allocator's and autograd's warm-up. What the loop does between a
+    step's end and its next ``next(loader)`` (evaluation, checkpoints, log lines) is no step's time."""
 
     def __init__(self):
         self.start = time.perf_counter()
@@ -58,11 +60,17 @@ class StepClock:
         self.wait = self.total = 0.0
         self.steps = 0
         self.arrived = None  # when the current step's batch arrived
+        self.ended = None  # when the current step's work ended (None: not told; the next wait ends it)
         self.warm = False
+
+    def stepped(self) -> None:
+        self.ended = time.perf_counter()
 
     def batches(self, loader, counted=lambda: True):
         """Yield the loader's batches, timing each wait; ``counted()`` says whether the coming step counts."""
-        it = iter(loader)
+        with warnings.catch_warnings():  # the loader warned of too many workers when it was built: once is enough
+            warnings.filterwarnings("ignore", message="This DataLoader will create", category=UserWarning)
+            it = iter(loader)
         while True:
             before = time.perf_counter()
             try:
@@ -73,11 +81,12 @@ class StepClock:
             if self.first_batch_s is None:
                 self.first_batch_s = now - self.start
             elif self.warm and counted():
+                work = (self.ended if self.ended is not None else before) - self.arrived
                 self.wait += now - before
-                self.total += now - self.arrived
+                self.total += work + now - before
                 self.steps += 1
             self.warm = self.arrived is not None  # from the second step's span on
-            self.arrived = now
+            self.arrived, self.ended = now, None
             yield batch
 
     def summary(self) -> dict:
@@ -101,7 +110,7 @@ class StepTimer:
         return True
 
     def step(self) -> None:
-        pass
+        self.clock.stepped()
 
     def close(self) -> dict:
         return {**self.clock.summary(), "threads": torch.get_num_threads(), "num_workers": self.num_workers}
@@ -120,6 +129,9 @@ class TorchProfiler(StepTimer):
         activities = [torch.profiler.ProfilerActivity.CPU]
         if device.type == "cuda":
             activities.append(torch.profiler.ProfilerActivity.CUDA)
+        else:  # kineto prints its profiler_start/stop probe markers at a level above ERROR: on a CPU, with no CUPTI
+            # to report on, silence it (read when the first profiler starts; a value already set wins)
+            os.environ.setdefault("KINETO_LOG_LEVEL", "6")
         wait, warmup, active = schedule
         self.steps_done = 0
         self.prof = torch.profiler.profile(
@@ -136,6 +148,7 @@ class TorchProfiler(StepTimer):
         return not wait <= self.steps_done <= wait + warmup + active
 
     def step(self) -> None:
+        super().step()
         self.steps_done += 1
         self.prof.step()
 

@@ -46,8 +46,9 @@ from sampling import GlobalBatchPlan
 from train import Dist, Metrics, pick_precision, run, str2bool
 
 STRATEGIES = ("single", "ddp", "zero", "fsdp", "tp", "pp")
-# name: (hidden, layers, heads, ffn). "tiny" keeps a CPU smoke run to seconds; "1b" and "7b" have the layers of
-# Llama-3.2-1B and Llama-2-7B (with the catalogue's small vocabulary).
+# name: (hidden, layers, heads, ffn). "tiny" keeps a CPU smoke run to seconds. "7b" is Llama-2-7B's shape; "1b" has
+# Llama-3.2-1B's width, depth, heads and MLP but full multi-head attention (it shares 8 KV heads) and untied
+# embeddings (build_model). Both use the catalogue's small vocabulary, not the models' own.
 MODEL_SIZES = {"tiny": (128, 2, 4, 344), "small": (256, 4, 8, 688), "medium": (512, 8, 8, 1376),
                "1b": (2048, 16, 32, 8192), "7b": (4096, 32, 32, 11008)}
 
@@ -186,7 +187,8 @@ def apply_tp(model, d: Dist, args) -> Setup:
                          f"across {d.world} ranks: both must divide evenly; pick another --model_size or rank count")
     mesh = init_device_mesh(d.device.type, (d.world,))
     # Megatron-style: split q/k/v and the MLP's up/gate by output columns, o_proj and down by input rows, so each
-    # block needs one all-reduce forward and one backward; heads split evenly across ranks
+    # sub-block (attention, MLP) needs one all-reduce forward (its output) and one backward (its input's gradient):
+    # two and two per decoder layer; heads split evenly across ranks
     plan = {"self_attn.q_proj": ColwiseParallel(), "self_attn.k_proj": ColwiseParallel(),
             "self_attn.v_proj": ColwiseParallel(), "self_attn.o_proj": RowwiseParallel(),
             "mlp.gate_proj": ColwiseParallel(), "mlp.up_proj": ColwiseParallel(), "mlp.down_proj": RowwiseParallel()}
@@ -276,26 +278,40 @@ def sagemaker_model_parallel():
     return tsm
 
 
+def smp_sharding(degrees: dict, world: int) -> str:
+    """FSDP's sharding strategy for SMP v2 degrees on ``world`` ranks: FULL_SHARD when one group spans every
+    data-parallel rank (``hybrid_shard_degree`` 0, SMP's default, or all of them), NO_SHARD for groups of one,
+    HYBRID_SHARD (shard inside groups of that size, replicate across them) in between. (SMP itself switches any
+    degree of 2 or more to HYBRID_SHARD with groups of that size: with one group, that is full sharding.)"""
+    tp = int(degrees.get("tensor_parallel_degree") or 1)
+    shard = int(degrees.get("hybrid_shard_degree") or 0)
+    if tp < 1 or world % tp or shard < 0 or (shard and (world // tp) % shard):
+        raise SystemExit(f"SMP degrees {degrees} on {world} ranks: tensor_parallel_degree must divide the ranks and "
+                         f"hybrid_shard_degree the {world // max(tp, 1)} data-parallel ranks (0: all of them)")
+    return "FULL_SHARD" if shard in (0, world // tp) else "NO_SHARD" if shard == 1 else "HYBRID_SHARD"
+
+
 def apply_smp(tsm, model, d: Dist, args) -> Setup:
     """The SMP v2 path (SageMaker's SMP image only): ``tsm.init()`` reads the degrees SageMaker passes in
     ``mp_parameters``; ``tsm.transform`` swaps in SMP's tensor-parallel layers; PyTorch FSDP then shards over the
-    data-parallel ranks, hybrid-sharded in groups of ``hybrid_shard_degree``. Ranks of one tensor-parallel group
-    (consecutive ranks) read the same batch."""
+    data-parallel ranks. PyTorch's own HYBRID_SHARD shards inside one instance; SMP sets the group size to
+    ``hybrid_shard_degree``. Ranks of one tensor-parallel group (consecutive ranks) read the same batch."""
     import functools
 
     from torch.distributed.fsdp import FullyShardedDataParallel, MixedPrecision, ShardingStrategy
     from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy
     from transformers.models.llama.modeling_llama import LlamaDecoderLayer
 
-    tsm.init()
     degrees = json.loads(args.mp_parameters or "{}")
+    sharding = smp_sharding(degrees, d.world)  # a degree that cannot run fails here, before SMP sets up its groups
+    tsm.init()
     tp = int(degrees.get("tensor_parallel_degree") or 1)
     if tp > 1:
         model = tsm.transform(model)
     bf16 = args.precision == "bf16"
     model = FullyShardedDataParallel(
         model, auto_wrap_policy=functools.partial(transformer_auto_wrap_policy, transformer_layer_cls={LlamaDecoderLayer}),
-        sharding_strategy=ShardingStrategy.HYBRID_SHARD if degrees.get("hybrid_shard_degree") else ShardingStrategy.FULL_SHARD,
+        sharding_strategy=getattr(ShardingStrategy, sharding),
         mixed_precision=MixedPrecision(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if bf16 else None,
         device_id=d.device, use_orig_params=True)
     return Setup(model, adamw(model.parameters(), args), d.rank // tp, d.world // tp)
