@@ -12,7 +12,8 @@ from helpers import jobs, targets
 
 FAKE_SMDDP = Path(__file__).resolve().parent / "fake_smddp"
 # two epochs (the plan reshuffles at the boundary), dropout 0 and fp32: every process count sees the same rows
-PARITY = {**TINY, "subset": 384, "eval_subset": 192, "epochs": 2, "log_every": 4, "evals_per_epoch": 1}
+# 191 validation rows: the two ranks evaluate unequal shares, and the reduced metrics must not notice
+PARITY = {**TINY, "subset": 384, "eval_subset": 191, "epochs": 2, "log_every": 4, "evals_per_epoch": 1}
 
 
 def _run(runner, small_catalog, name, procs=1, nodes=1, **extra):
@@ -46,6 +47,9 @@ def _assert_parity(a, b):
     assert [s for s, _ in ea] == [s for s, _ in eb] == [12, 24]
     assert [v for _, v in eb] == pytest.approx([v for _, v in ea], rel=1e-4)
     assert a.metrics["samples"] == b.metrics["samples"]  # the same global batches, the same number of rows
+    # each rank pads its own share to its own longest title and counts those FLOPs; one process pads the whole
+    # batch to its longest: never fewer
+    assert 0.5 * a.metrics["flops_per_sample"] < b.metrics["flops_per_sample"] <= a.metrics["flops_per_sample"]
 
 
 @pytest.mark.slow

@@ -117,6 +117,18 @@ def test_a_bad_hyperparameter_value_is_the_failure_reason_not_an_exit_code(tmp_p
     assert "argument --precision: invalid choice: 'bf32'" in (tmp_path / "failure").read_text()
 
 
+def test_a_rank_with_no_validation_rows_does_not_hang_the_others(small_catalog, tmp_path):
+    # one validation row for two ranks: rank 1 evaluates nothing and must still meet rank 0 in every collective
+    done = run_script(["-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",
+                       f"--master_port={free_port()}", "train.py", "--train", str(small_catalog / "train"),
+                       "--validation", str(small_catalog / "validation"), "--model_dir", str(tmp_path / "model"),
+                       "--output_data_dir", str(tmp_path / "out"), *[x for k, v in TINY.items() for x in (f"--{k}", str(v))], "--subset", "64",
+                       "--eval_subset", "1", "--max_steps", "2"],
+                      env={"SM_OUTPUT_DIR": str(tmp_path), "GLOO_SOCKET_IFNAME": "lo"}, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "[final]" in done.stdout and "val_accuracy=" in done.stdout
+
+
 def test_global_batch_must_split_across_ranks(small_catalog, tmp_path):
     done = run_script(["-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",
                        f"--master_port={free_port()}", "train.py", "--train", str(small_catalog / "train"),

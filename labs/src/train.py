@@ -215,15 +215,20 @@ def build_model(args, vocab_size: int, num_labels: int, pad_id: int):
 
 class FlopCounter:
     """Training FLOPs for one sequence: 6 x dense (non-embedding) weights x tokens, plus attention's two matmuls
-    (QK^T and AV: 2 x 2 x seq^2 x dim per layer forward, x3 with backward). distilbert-base at seq 128: 33.5 GFLOP.
-    Counted at the padded width: padding tokens cost the GPU as much as real ones."""
+    (QK^T and AV: 2 x 2 x seq^2 x dim per layer forward, x3 with backward); the classifier head runs once per
+    sequence, not per token. distilbert-base at seq 128: 33.5 GFLOP. Counted at the padded width: padding tokens
+    cost the GPU as much as real ones."""
+
+    HEAD = ("pre_classifier.", "classifier.")
 
     def __init__(self, model):
         self.layers, self.dim = model.config.n_layers, model.config.dim
-        self.dense = sum(p.numel() for n, p in model.named_parameters() if "embeddings" not in n and p.dim() > 1)
+        weights = [(n, p.numel()) for n, p in model.named_parameters() if "embeddings" not in n and p.dim() > 1]
+        self.dense = sum(k for n, k in weights if not n.startswith(self.HEAD))
+        self.head = sum(k for n, k in weights if n.startswith(self.HEAD))
 
     def __call__(self, seq_len: int) -> float:
-        return 6 * self.dense * seq_len + 12 * self.layers * seq_len**2 * self.dim
+        return 6 * self.dense * seq_len + 6 * self.head + 12 * self.layers * seq_len**2 * self.dim
 
 
 class Metrics:
@@ -302,8 +307,9 @@ def main(args) -> None:
     model = build_model(args, len(tokenizer), len(labels), tokenizer.pad_token_id).to(d.device)
     raw_model = model
     new_step = fastpath.compile_model(raw_model, args)  # --compile, in place: before DDP wraps it
-    if d.enabled:
-        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[d.local_rank] if d.device.type == "cuda" else None)
+    if d.enabled:  # buffers (position ids only) never change: broadcasting them is a collective eval would skip
+        model = torch.nn.parallel.DistributedDataParallel(model, broadcast_buffers=False,
+                                                          device_ids=[d.local_rank] if d.device.type == "cuda" else None)
     optimizer = fastpath.make_optimizer(raw_model, args)  # AdamW; --fused_adamw picks its fused kernel
     schedule = fastpath.make_schedule(optimizer, args, total_steps)  # linear warm-up, then linear decay
 
@@ -347,11 +353,11 @@ def main(args) -> None:
             schedule.step()
             profiler.step()
             step += 1
-            width = batch["input_ids"].shape[1]
+            rows, width = batch["input_ids"].shape  # this rank's share: with dynamic padding, widths differ by rank
             seen += args.batch_size
             window_samples += args.batch_size
-            tokens += args.batch_size * width
-            flops += args.batch_size * flops_of(width)
+            tokens += rows * width
+            flops += rows * flops_of(width)
             if step % args.log_every == 0 or step == total_steps:
                 loss_now = d.all_reduce(loss.detach().float().clone()).item() / d.world
                 now = time.perf_counter()
@@ -366,7 +372,7 @@ def main(args) -> None:
                 eval_start = time.perf_counter()
                 with fastpath.eager(args):  # --compile: eval's many widths are not worth a compile each
                     metrics.log("eval", step=step, epoch=round(step / steps_per_epoch, 3),
-                                **evaluate(model, val_set, collate, d, autocast, per_rank_batch * 2, len(labels)))
+                                **evaluate(raw_model, val_set, collate, d, autocast, per_rank_batch * 2, len(labels)))
                 window_start += time.perf_counter() - eval_start  # the window's clock stops while evaluating
             if ckpt.due(step):
                 ckpt.save(step=step, epoch=epoch, seen=seen, tokens=tokens, flops=flops, timed_seconds=timed_seconds,
@@ -381,13 +387,15 @@ def main(args) -> None:
     final = dict(metrics.history[-1]) if metrics.history else {}
     final.pop("kind", None)
     samples_per_sec = timed_samples / timed_seconds if timed_seconds else seen / train_seconds
+    # each rank counted its own share of tokens and FLOPs: the job's are their sum
+    tokens, flops = d.all_reduce(torch.tensor([tokens, flops], dtype=torch.float64, device=d.device)).tolist()
     summary = {"samples_per_sec": samples_per_sec, "tokens_per_sec": tokens / train_seconds,
                "train_seconds": train_seconds, "steps": step, "samples": seen, "precision": precision,
                "world_size": d.world, "params": n_params,
                "flops_per_sample": flops / max(seen, 1)}
     summary.update(profiler.close())
     if peak:
-        summary["mfu"] = samples_per_sec * summary["flops_per_sample"] / (peak * 1e12)
+        summary["mfu"] = samples_per_sec * summary["flops_per_sample"] / (peak * 1e12 * d.world)  # of all GPUs
     metrics.log("final", **{k: v for k, v in final.items() if k.startswith("val_")}, **summary)
     if d.master:
         save(args, raw_model, labels, metrics, summary)
