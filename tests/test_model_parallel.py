@@ -129,3 +129,17 @@ def test_tp_refuses_heads_that_do_not_split():
     model = train_lm.build_model(args, vocab_size=100)  # 4 heads
     with pytest.raises(SystemExit, match="must divide evenly"):
         train_lm.apply_tp(model, SimpleNamespace(world=3, device=torch.device("cpu")), args)
+
+
+@pytest.mark.slow
+def test_two_hosts_keep_their_shards_and_skip_the_single_process_reload(small_catalog, runner):
+    from helpers import jobs, targets
+
+    job = jobs.Job("lm-2hosts", {"strategy": "fsdp", "subset": 600, "max_steps": 2, "log_every": 1, "eval_blocks": 4,
+                                 "precision": "fp32"}, jobs.catalog_channels(small_catalog), entry_point="train_lm.py",
+                   processes_per_host=1, instance_count=2)
+    result = runner.run(job, targets.resolve("local_cpu"))
+    assert result.status == "Completed"
+    assert any("reload skipped: the shards are spread over 2 hosts" in line for line in result.log_tail)
+    for host in ("algo-1", "algo-2"):  # each host wrote its own rank's shard
+        assert list((result.run_dir / host / "model" / "sharded" / "fsdp").glob("*.distcp"))

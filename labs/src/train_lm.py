@@ -26,7 +26,6 @@ into a plain single-process model for a perplexity check and a few generated tok
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -43,7 +42,7 @@ import torch.nn.functional as F
 
 from catalog_data import load_tokenizer, read_channel, read_labels
 from sampling import GlobalBatchPlan
-from train import Dist, Metrics, pick_precision, run, str2bool
+from train import ArgumentParser, Dist, Metrics, pick_precision, run, str2bool
 
 STRATEGIES = ("single", "ddp", "zero", "fsdp", "tp", "pp")
 # name: (hidden, layers, heads, ffn). "tiny" keeps a CPU smoke run to seconds. "7b" is Llama-2-7B's shape; "1b" has
@@ -55,7 +54,7 @@ MODEL_SIZES = {"tiny": (128, 2, 4, 344), "small": (256, 4, 8, 688), "medium": (5
 
 def parse_args(argv=None):
     env = os.environ.get
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--train", default=env("SM_CHANNEL_TRAIN", "/opt/ml/input/data/train"))
     p.add_argument("--validation", default=env("SM_CHANNEL_VALIDATION", "/opt/ml/input/data/validation"))
     p.add_argument("--model_dir", default=env("SM_MODEL_DIR", "/opt/ml/model"))
@@ -471,7 +470,10 @@ def save_and_reload(strategy: str, model, d: Dist, args, val_blocks, val_loss: f
         dcp.save(state_dict_of(model), checkpoint_id=path, no_dist=alone)
     if not alone:
         dist.barrier()
-    if not d.master:
+    hosts = len(json.loads(os.environ.get("SM_HOSTS", "[0]")))
+    if not d.master or (hosts > 1 and not alone):
+        if d.master:  # each host wrote its ranks' shards to its own model directory: none holds them all
+            d.print(f"[checkpoint] strategy={strategy} reload skipped: the shards are spread over {hosts} hosts")
         return {}
     reloaded = load_sharded(path, args)
     reloaded_loss = evaluate(Setup(reloaded, None), val_blocks, "cpu", nullcontext())
@@ -538,9 +540,8 @@ def main(args) -> None:
     d.exit(0)
 
 
-def finish(args, tokenizer, val_blocks, results: list[dict], metrics: Metrics, seconds: float) -> None:
-    """Rank 0: a few tokens from the last reloaded model, that model saved for inference, and metrics.json."""
-    model = results[-1].pop("model")
+def sample_and_save(args, tokenizer, val_blocks, model, strategy: str) -> dict:
+    """A few greedy tokens from the reloaded model, then that model saved for inference."""
     starts = (val_blocks[0] == tokenizer.cls_token_id).nonzero()  # a title's first tokens, from its [CLS]
     first = int(starts[0]) if len(starts) and int(starts[0]) + 3 <= val_blocks.shape[1] else 0
     prompt = val_blocks[:1, first:first + 3]
@@ -548,10 +549,17 @@ def finish(args, tokenizer, val_blocks, results: list[dict], metrics: Metrics, s
         out = model.generate(prompt, max_new_tokens=args.generate_tokens, do_sample=False,
                              eos_token_id=tokenizer.sep_token_id, pad_token_id=tokenizer.pad_token_id)
     sample = {"prompt": tokenizer.decode(prompt[0]), "generated": tokenizer.decode(out[0, prompt.shape[1]:])}
-    print(f"[sample] strategy={results[-1]['strategy']} {sample['prompt']!r} -> {sample['generated']!r}", flush=True)
+    print(f"[sample] strategy={strategy} {sample['prompt']!r} -> {sample['generated']!r}", flush=True)
     os.makedirs(args.model_dir, exist_ok=True)
     model.save_pretrained(args.model_dir)  # the consolidated model, next to the sharded checkpoints
     shutil.copy(os.path.join(args.train, "tokenizer.json"), args.model_dir)
+    return sample
+
+
+def finish(args, tokenizer, val_blocks, results: list[dict], metrics: Metrics, seconds: float) -> None:
+    """Rank 0: a few tokens from the last reloaded model, that model saved for inference, and metrics.json."""
+    model = results[-1].pop("model", None)  # None where the shards were spread over several hosts
+    sample = sample_and_save(args, tokenizer, val_blocks, model, results[-1]["strategy"]) if model is not None else {}
     for r in results:
         r.pop("model", None)
     metrics.log("final", strategies=",".join(r["strategy"] for r in results), train_loss=results[-1]["losses"][-1],
