@@ -244,17 +244,43 @@ def test_sigterm_stops_at_the_next_step_with_a_checkpoint(tmp_path):
     assert checkpointing.EXIT_STOPPED == 143
 
 
+@pytest.mark.parametrize("backend", ["nccl", "smddp", "gloo"])
+def test_the_stop_flag_is_reduced_on_the_cpu_whatever_the_backend(tmp_path, monkeypatch, backend):
+    """A GPU tensor's .item() each step would make the CPU wait for the GPU: under NCCL (or SMDDP) the flag goes
+    through one gloo group made at construction; under gloo, through the default group. Another rank's SIGTERM
+    (a MAX of 1 coming back) stops this one too."""
+    made, reduced = [], []
+    monkeypatch.setattr(checkpointing.dist, "get_backend", lambda group=None: backend)
+    monkeypatch.setattr(checkpointing.dist, "new_group", lambda **kw: made.append(kw) or "gloo group")
+
+    def all_reduce(tensor, op, group=None):
+        reduced.append((tensor.device.type, op, group))
+        tensor.fill_(len(reduced) - 1)  # the first step nobody was signalled; by the second, another rank was
+
+    monkeypatch.setattr(checkpointing.dist, "all_reduce", all_reduce)
+    gpu_rank = OneProcess(rank=1, world=2, enabled=True, master=False, device=torch.device("cuda", 0))
+    ckpt = Trainer().checkpointer(tmp_path, gpu_rank, every=1000)
+    assert made == ([] if backend == "gloo" else [{"backend": "gloo"}])
+    assert not ckpt.due(1) and not ckpt.stopping
+    assert ckpt.due(2) and ckpt.stopping
+    group = None if backend == "gloo" else "gloo group"
+    assert reduced == [("cpu", checkpointing.dist.ReduceOp.MAX, group)] * 2
+    assert len(made) <= 1  # one group for the whole run, not one per step
+
+
 def test_resume_with_changed_settings_is_refused(tmp_path):
     t = Trainer()
     train(t, t.checkpointer(tmp_path, fingerprint={"lr": 1e-2, "seed": 0, "model_size": "tiny"}), 0, 2)
     other = Trainer()
     ckpt = other.checkpointer(tmp_path, fingerprint={"lr": 2e-2, "seed": 0, "model_size": "base"})
+    before = params(other)
+    saved = list(torch.load(tmp_path / "step-00000002" / "state.pt", weights_only=True)["model"].values())
+    assert len(saved) == len(before) and not any(torch.equal(a, b) for a, b in zip(before, saved))  # a load shows
     with pytest.raises(SystemExit) as refused:
         ckpt.resume({"step": 0})
     message = str(refused.value.code)
     assert "refusing to resume" in message and "lr: 0.01 in the checkpoint, 0.02 now" in message
     assert "model_size: 'tiny' in the checkpoint, 'base' now" in message and "--resume_allow_changes" in message
-    before = params(other)
     assert all(torch.equal(a, b) for a, b in zip(before, params(other)))  # refused before loading anything
 
 

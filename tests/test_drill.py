@@ -1,15 +1,24 @@
 """The interruption drill end to end (slow: it launches jobs), the spot calculator and the spot job's dry run."""
 from __future__ import annotations
 
+import json
 import math
+import re
+import signal
+import sys
+import threading
 
 import pytest
+import torch
 
-from conftest import TINY
+from conftest import SRC, TINY
 from helpers import drill, spot
-from helpers.jobs import Job, catalog_channels
+from helpers.jobs import Job, catalog_channels, parse_metric_line
 from helpers.local_runner import LocalRunner
 from helpers.targets import resolve
+
+sys.path.insert(0, str(SRC))
+from checkpointing import EXIT_STOPPED  # noqa: E402
 
 # 1,200 rows in batches of 32: 37 steps, a checkpoint every 8, two evaluations
 DRILL = {**TINY, "subset": 1200, "epochs": 1, "eval_subset": 300, "evals_per_epoch": 2, "checkpoint_every": 8,
@@ -62,6 +71,78 @@ def test_ddp_run_resumes_bit_identically(small_catalog, tmp_path):
     assert sorted(p.name for p in manifest.iterdir()) == ["manifest.json", "rank-00000.pt", "rank-00001.pt",
                                                           "state.pt"]
     assert d.comparison.identical, d.comparison.differences
+
+
+def _worker_of_rank(launcher_pid: int, rank: int):
+    """torchrun's worker process for ``rank`` (its direct child with that RANK in its environment)."""
+    import psutil
+
+    workers = [p for p in psutil.Process(launcher_pid).children() if p.environ().get("RANK") == str(rank)]
+    assert len(workers) == 1, f"expected one worker of rank {rank} under torchrun, found {workers}"
+    return workers[0]
+
+
+def _kill(workers) -> None:
+    import psutil
+
+    for w in workers:
+        try:
+            w.kill()  # psutil checks it is still the same process (no pid reuse)
+        except psutil.NoSuchProcess:
+            pass
+
+
+@pytest.mark.slow
+def test_sigterm_to_one_rank_stops_every_rank_at_the_same_step(small_catalog, tmp_path):
+    """A spot notice need not reach every rank at once (each host gets its own): the rank that saw SIGTERM must
+    bring the others along, through the stop flag all ranks reduce each step, or they would hang waiting for it."""
+    hp = {**DRILL, "log_every": 1, "checkpoint_every": 1000}  # no periodic save: the only one is the signal's
+    events, hung, workers, live = [], [], [], None
+
+    def give_up() -> None:  # ranks that disagree on the stop step wait in mismatched collectives for gloo's 30 min
+        hung.append(True)
+        _kill(workers)
+
+    guard = threading.Timer(60, give_up)
+    guard.daemon = True
+
+    def signal_rank_1_once_training_runs(host: str, line: str) -> None:
+        row = parse_metric_line(line)
+        if row and row["kind"] == "train" and not events:  # rank 0 logged a step: both ranks are in the loop
+            workers.extend(_worker_of_rank(live.procs["algo-1"].pid, rank) for rank in (0, 1))
+            workers[1].send_signal(signal.SIGTERM)
+            guard.start()
+            events.append(("signalled", row["step"]))
+        elif row and row["kind"] == "checkpoint" and row.get("event") == "saved":
+            events.append(("saved", row["step"], row["reason"]))
+
+    ckpt_dir = tmp_path / "checkpoints"
+    runner = LocalRunner(tmp_path / "jobs", echo=False, check=False, on_line=signal_rank_1_once_training_runs,
+                         checkpoint_dir=ckpt_dir)
+    live = runner.start(Job("one-rank-sigterm", hp, catalog_channels(small_catalog), processes_per_host=2),
+                        resolve("local_cpu"))
+    try:
+        result = live.wait()
+    finally:
+        guard.cancel()
+    assert not hung, "the ranks did not stop at the same step: they hung and were killed after 60 s"
+    (_, signalled_at), *saves = events
+    assert len(saves) == 1, (events, result.log_tail)
+    _, step, reason = saves[0]
+    assert reason == "signal" and signalled_at <= step < hp["checkpoint_every"]  # rank 0 stopped for rank 1's signal
+    assert [p.name for p in ckpt_dir.iterdir()] == [f"step-{step:08d}"]
+    saved = ckpt_dir / f"step-{step:08d}"
+    manifest = json.loads((saved / "manifest.json").read_text())
+    assert manifest["step"] == step and manifest["world"] == 2
+    assert sorted(manifest["files"]) == ["rank-00000.pt", "rank-00001.pt", "state.pt"]
+    for rank_file in ("rank-00000.pt", "rank-00001.pt"):
+        assert torch.load(saved / rank_file, weights_only=True)["progress"]["step"] == step
+    assert max(h["step"] for h in result.history if h["kind"] == "train") == step
+    assert not [h for h in result.history if h["kind"] == "final"]
+    # both ranks left with the script's "stopped" code; torchrun, not signalled itself, reports them as failed
+    report = "\n".join(result.log_tail)
+    assert sorted(re.findall(r"rank\s+:\s+(\d+)", report)) == ["0", "1"], result.log_tail
+    assert re.findall(r"exitcode\s+:\s+(-?\d+)", report) == [str(EXIT_STOPPED)] * 2, result.log_tail
 
 
 def test_interruption_plan_is_random_but_reproducible():

@@ -172,6 +172,7 @@ class Checkpointer:
         self.model, self.optimizer, self.schedule, self.scaler, self.metrics = model, optimizer, schedule, scaler, metrics
         self.stopping = False
         self._signalled = False
+        self._flag_group = self._cpu_group()
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
         except OSError as err:
@@ -204,7 +205,7 @@ class Checkpointer:
     def due(self, step: int) -> bool:
         """Every ``every`` steps, and at the step where any rank has seen SIGTERM: all ranks agree on it (an
         all-reduce MAX each step), since a rank that stops alone would hang the others in the next collective."""
-        self.stopping = bool(self._all_reduce(int(self._signalled), dist.ReduceOp.MAX))
+        self.stopping = self._any_rank_signalled()
         return self.stopping or step % self.every == 0
 
     def save(self, **progress) -> None:
@@ -346,6 +347,21 @@ class Checkpointer:
                 group["weight_decay"] = self.fingerprint["weight_decay"]
 
     # ------------------------------------------------------------------------------------------------ collectives
+    def _cpu_group(self):
+        """The group for the per-step stop flag: the default one under gloo, else one gloo group made once (every
+        rank constructs the checkpointer at the same point, so every rank calls ``new_group`` in the same order)."""
+        if not self.d.enabled or dist.get_backend() == "gloo":
+            return None
+        return dist.new_group(backend="gloo")
+
+    def _any_rank_signalled(self) -> bool:
+        if not self.d.enabled:
+            return self._signalled
+        # a CPU tensor on gloo: a GPU tensor's .item() each step would make the CPU wait for the GPU (no run-ahead)
+        flag = torch.tensor([int(self._signalled)], dtype=torch.int64)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self._flag_group)
+        return bool(flag.item())
+
     def _all_reduce(self, value: int, op) -> int:
         if not self.d.enabled:
             return value
