@@ -16,10 +16,12 @@ import difflib
 import json
 import os
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .aws_offline import OFFLINE_ENV_FLAG
 from .jobs import REPO, RUNS_DIR
 from .report import FIGURES_ENV
 from .sagemaker_jobs import REQUESTS_ENV
@@ -61,14 +63,14 @@ def declared_parameters(notebook: Path) -> set[str]:
     raise SystemExit(f"{notebook.name} has no cell tagged 'parameters'; papermill needs one to inject the target")
 
 
-def kernel_config(run_dir: Path):
+def kernel_config(socket_dir: Path):
     """Talk to the kernel over Unix sockets (IPC) instead of TCP on loopback: no ports, no network at all."""
     from traitlets.config import Config
 
     cfg = Config()
     cfg.KernelManager.transport = "ipc"
     # absolute: the kernel runs in the notebook's folder, and a relative socket path would point elsewhere there
-    cfg.KernelManager.ip = str((run_dir / "kernel").resolve())
+    cfg.KernelManager.ip = str((Path(socket_dir) / "kernel").resolve())
     return cfg
 
 
@@ -87,10 +89,12 @@ def run_lab(notebook: Path, out_dir: Path, parameters: dict, verbose: bool = Fal
         old.unlink()
     os.environ[REQUESTS_ENV] = str(requests_dir)  # helpers.sagemaker_jobs saves each dry run's request there
     start = time.perf_counter()
+    # a Unix socket path holds ~100 bytes at most: a deep clone would fail every lab, so the sockets live in /tmp
+    sockets = tempfile.TemporaryDirectory(prefix="lab-kernel-")
     try:
         pm.execute_notebook(str(notebook), str(executed), parameters=given, kernel_name="python3",
                             cwd=str(notebook.parent), progress_bar=False, log_output=verbose,
-                            request_save_on_cell_execute=False, config=kernel_config(out_dir))
+                            request_save_on_cell_execute=False, config=kernel_config(sockets.name))
         status, error = "ok", ""
     except pm.PapermillExecutionError as e:
         status = "failed"
@@ -98,6 +102,7 @@ def run_lab(notebook: Path, out_dir: Path, parameters: dict, verbose: bool = Fal
     except Exception as e:  # noqa: BLE001 - a kernel that dies or will not start is a failed lab, not a crash
         status, error = "failed", f"{type(e).__name__}: {e}"
     finally:
+        sockets.cleanup()
         os.environ.pop(FIGURES_ENV, None)
         os.environ.pop(REQUESTS_ENV, None)
     figures = json.loads(figures_file.read_text()) if figures_file.is_file() else {}
@@ -162,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     parameters = {"target": a.target, "smoke": a.smoke, **{k: parse_value(v) for k, v in a.parameter}}
     labs = discover(a.labs_dir, only=a.labs)
     refuse_bad(ap, a, labs)
+    if a.target.strip().lower().startswith("ml.") and not parameters.get("launch"):
+        # a dry run of every lab: placeholders for account, role and bucket, nothing sent (launch=True lifts it)
+        os.environ.setdefault(OFFLINE_ENV_FLAG, "1")
     a.out.mkdir(parents=True, exist_ok=True)
     print(f"running {len(labs)} lab(s) headless: {json.dumps(parameters)} -> {a.out}", flush=True)
     runs = []

@@ -95,3 +95,25 @@ def test_runner_refuses_bad_options_before_any_kernel_starts(tmp_path, monkeypat
         run_labs.main(["--labs-dir", "labs", "--out", "out", *args])  # a later --out wins
     assert stop.value.code == 2 and says in capsys.readouterr().err
     assert not (tmp_path / "out").exists()  # nothing written, no kernel started
+
+
+@pytest.mark.parametrize("extra, offline", [([], "1"), (["-p", "launch", "True"], None)])
+def test_a_dry_run_of_every_lab_stays_offline_unless_asked_to_launch(tmp_path, monkeypatch, extra, offline):
+    monkeypatch.delenv("WORKSHOP_AWS_OFFLINE", raising=False)  # restored (unset) after the test
+    labs = tmp_path / "labs"
+    labs.mkdir()
+    _notebook(labs / "01_fine.ipynb", [("params", "target = 'x'\nsmoke = True\nlaunch = False"),
+                                        ("code", "import os\nfrom helpers import report\n"
+                                                 "report.record(offline=os.environ.get('WORKSHOP_AWS_OFFLINE'))")])
+    assert run_labs.main(["--labs-dir", str(labs), "--out", str(tmp_path / "out"), "--target", "ml.g5.2xlarge",
+                          *extra]) == 0
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["labs"][0]["figures"] == {"offline": offline}
+
+
+def test_a_deep_output_folder_does_not_break_the_kernel_sockets(tmp_path):
+    labs = tmp_path / "labs"
+    labs.mkdir()
+    _notebook(labs / "01_fine.ipynb", [("params", "target = 'x'\nsmoke = True"), ("code", "x = 1")])
+    deep = tmp_path / ("a" * 60) / ("b" * 60)  # well past a Unix socket path's ~100 bytes
+    assert run_labs.main(["--labs-dir", str(labs), "--out", str(deep), "--target", "local_cpu"]) == 0
