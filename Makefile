@@ -10,17 +10,20 @@ TARGET ?= local
 SIZE   ?= --smoke
 LABS   ?=
 TORCH  ?= torch==2.13.0
-PIP    := $(PY) -m pip --disable-pip-version-check --no-input
+TORCH_INDEX ?=
 
 .PHONY: all labs test setup data clean
 
 all: labs
 
-# The venv is made once; torch is installed first and pinned, so the CPU wheel on a CPU machine (or the CUDA one
-# on a GPU machine) is chosen by pip for this exact version and the package install below never upgrades it.
+# The venv is made once; torch is installed first at the tested version, so the package install below never
+# changes it. pip takes a local wheel where the machine provides one (a CPU build on the workshop's machines); from
+# PyPI, Linux gets the CUDA build (about 3 GB). A CPU-only machine can fetch the small CPU build instead:
+#   make TORCH_INDEX=https://download.pytorch.org/whl/cpu
 $(VENV)/.ready: pyproject.toml
 	test -x $(VENV)/bin/python || python3 -m venv $(VENV)
-	$(VENV)/bin/python -m pip --disable-pip-version-check install --quiet "$(TORCH)"
+	$(VENV)/bin/python -m pip --disable-pip-version-check install --quiet "$(TORCH)" \
+		$(if $(TORCH_INDEX),--index-url $(TORCH_INDEX),)
 	$(VENV)/bin/python -m pip --disable-pip-version-check install --quiet -e ".[test]"
 	touch $@
 

@@ -6,7 +6,7 @@
         --batch_sizes 8 --title_rows 256 --title_batch 32 --compile false    # a smoke check on a laptop
 
 Modes:
-  random  random tokens at --seq (128), each of --batch_sizes (64, 256): the issue's anchor shape
+  random  random tokens at --seq (128), each of --batch_sizes (64, 256): the shape of the workshop's H100 goals
           (DistilBERT-base, 64 labels). Batches carry no padding, so they carry no attention mask either.
   titles  the product-title catalogue with its real lengths, three layouts: every batch padded to --seq,
           dynamic padding (to the batch's longest title, rounded up to --pad_multiple), and length buckets.
