@@ -1,11 +1,16 @@
 """A real training job's instance metrics from CloudWatch, drawn as the same heatmap the local monitor draws.
 
 SageMaker publishes every training instance's utilisation to CloudWatch under ``/aws/sagemaker/TrainingJobs``, one
-series per metric and host (dimension ``Host = <job-name>/algo-N``), once a minute, kept for 15 months. This is
-what stays now that SageMaker Debugger's system profiler is closed to new customers::
+series per metric and host (dimension ``Host = <job-name>/algo-N``), once a minute. This is what stays now that
+SageMaker Debugger's system profiler is closed to new customers::
 
-    m = cloudwatch.job_metrics("ws-alice-lab07-20261122-120000")   # while the job runs, or after
+    m = cloudwatch.job_metrics("alice-lab07-profile-20261122120000")   # while the job runs, or after
     m.heatmap(); m.table()
+
+(a job's name is ``<attendee>-<lab job name>-<YYYYmmddHHMMSS>``, as the launch prints it). CloudWatch coarsens what
+it keeps as it ages: 1-minute values for 15 days, 5-minute averages for 63 days, 1-hour averages for 15 months (455
+days), then nothing. :func:`job_metrics` picks the finest period that still exists for the job's start, so an older
+job's heatmap has 5- or 60-minute columns.
 
 ``CPUUtilization``, ``GPUUtilization`` and ``GPUMemoryUtilization`` are sums over the instance's vCPUs or GPUs
 (0-800 % on 8 GPUs); the helpers divide by the instance's count so every row reads 0-100 %. ``MemoryUtilization``
@@ -23,6 +28,10 @@ SHORT = {"CPUUtilization": "cpu", "MemoryUtilization": "mem", "GPUUtilization": 
          "GPUMemoryUtilization": "gpu mem", "DiskUtilization": "disk"}
 # metrics CloudWatch sums over the instance's units: divided by this many of them to read 0-100 %
 SUMMED_OVER = {"CPUUtilization": "vcpus", "GPUUtilization": "gpus", "GPUMemoryUtilization": "gpus"}
+# (kept for, period): GetMetricData returns no points for a StartTime older than a resolution's retention unless the
+# period is a multiple of the next, coarser one (CloudWatch's GetMetricData reference)
+RETENTION = ((dt.timedelta(days=15), 60), (dt.timedelta(days=63), 300), (dt.timedelta(days=455), 3600))
+LISTED_FOR = dt.timedelta(days=14)  # ListMetrics shows only series updated in the last two weeks
 
 
 def _host_number(host: str) -> int:
@@ -31,7 +40,23 @@ def _host_number(host: str) -> int:
 
 
 class MetricsUnavailable(LookupError):
-    """CloudWatch has no instance metrics for the job (yet): the message says why and what to do."""
+    """CloudWatch has no instance metrics for the job (yet, or any more): the message says why and what to do."""
+
+
+def _utc(t: dt.datetime) -> dt.datetime:
+    """A naive time is taken as UTC, as boto3 and CloudWatch read it."""
+    return t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)
+
+
+def finest_period_s(start: dt.datetime, now: dt.datetime | None = None) -> int:
+    """The shortest period CloudWatch still keeps for data from ``start``: 60 s under 15 days old, 300 s under 63
+    days, 3600 s under 455 days; older than that, :class:`MetricsUnavailable`."""
+    age = (now or dt.datetime.now(dt.timezone.utc)) - _utc(start)
+    for kept, period_s in RETENTION:
+        if age < kept:
+            return period_s
+    raise MetricsUnavailable(f"the window starts {age.days} days ago ({_utc(start):%Y-%m-%d}): CloudWatch keeps "
+                             f"metrics for {RETENTION[-1][0].days} days (15 months), so none are left for it.")
 
 
 @dataclass
@@ -175,29 +200,48 @@ def get_metric_data(cw, queries: list[dict], start: dt.datetime, end: dt.datetim
     return merged
 
 
-def job_metrics(job_name: str, session=None, period_s: int = 60, start: dt.datetime | None = None,
+def job_metrics(job_name: str, session=None, period_s: int | None = None, start: dt.datetime | None = None,
                 end: dt.datetime | None = None) -> JobMetrics:
     """Fetch a training job's instance metrics: hosts, instance type and time window from ``DescribeTrainingJob``
-    (a job still running is read up to now; ``start``/``end`` narrow the window)."""
+    (a job still running is read up to now; ``start``/``end`` narrow the window). ``period_s``: seconds per value;
+    by default the finest CloudWatch still keeps for the window's start (:func:`finest_period_s`)."""
     from . import instances
 
-    if period_s < 60 or period_s % 60:
+    if period_s is not None and (period_s < 60 or period_s % 60):
         raise ValueError(f"period_s={period_s}: SageMaker publishes training metrics once a minute; use a multiple "
                          f"of 60 seconds.")
     boto = _boto_session(session)
     desc = boto.client("sagemaker").describe_training_job(TrainingJobName=job_name)
     config = desc["ResourceConfig"]
-    start = start or desc.get("TrainingStartTime") or desc["CreationTime"]
-    end = end or desc.get("TrainingEndTime") or dt.datetime.now(dt.timezone.utc)
-    hosts = list_series(job_name, [f"algo-{i + 1}" for i in range(config["InstanceCount"])], boto)
-    if not hosts:
+    now = dt.datetime.now(dt.timezone.utc)
+    start = _utc(start or desc.get("TrainingStartTime") or desc["CreationTime"])
+    end = _utc(end or desc.get("TrainingEndTime") or now)
+    # CloudWatch answers on period boundaries: the window starts on a whole minute so no edge minute is lost
+    first = start.replace(second=0, microsecond=0)
+    finest = finest_period_s(first, now)
+    if period_s is None:
+        period_s = finest
+    elif period_s % finest:
+        raise ValueError(f"period_s={period_s}: {job_name!r} started {(now - first).days} days ago, and CloudWatch "
+                         f"keeps only {finest}-second values that far back (1-minute ones for 15 days, 5-minute ones "
+                         f"for 63): pass period_s={finest} (or a multiple of it), or leave period_s out.")
+    all_hosts = [f"algo-{i + 1}" for i in range(config["InstanceCount"])]
+    if now - end < LISTED_FOR:  # only then does ListMetrics know the job's series: ask for the ones that exist
+        hosts = list_series(job_name, all_hosts, boto)
+        if not hosts:
+            raise MetricsUnavailable(
+                f"CloudWatch has no {NAMESPACE} metrics for {job_name!r} yet. They appear a few minutes after the "
+                f"instances start (status {desc['TrainingJobStatus']}/{desc.get('SecondaryStatus', '?')}). Check "
+                f"the job name and the session's region.")
+    else:
+        hosts = all_hosts
+    raw = get_metric_data(boto.client("cloudwatch"), metric_queries(job_name, hosts, period_s), first,
+                          end + dt.timedelta(seconds=period_s))
+    if not any(raw.values()):
         raise MetricsUnavailable(
-            f"CloudWatch has no {NAMESPACE} metrics for {job_name!r} yet. They appear a few minutes after the "
-            f"instances start (status {desc['TrainingJobStatus']}/{desc.get('SecondaryStatus', '?')}); ListMetrics "
-            f"shows only series updated in the last two weeks. Check the job name and the session's region.")
-    # CloudWatch answers on period boundaries: widen the window to whole periods so no edge minute is lost
-    raw = get_metric_data(boto.client("cloudwatch"), metric_queries(job_name, hosts, period_s),
-                          start.replace(second=0, microsecond=0), end + dt.timedelta(seconds=period_s))
+            f"CloudWatch returned no {NAMESPACE} values for {job_name!r} from {first:%Y-%m-%d %H:%M} to "
+            f"{end:%Y-%m-%d %H:%M} UTC at {period_s}-second periods. Check the job name, the session's region, "
+            f"and start/end if you narrowed the window.")
     spec = instances.lookup(config["InstanceType"])
     units = {"vcpus": spec.vcpus, "gpus": max(1, spec.gpus)}
     series = {}

@@ -14,6 +14,11 @@ Feature support:
   families; ml.p3.16xlarge was dropped.
 * SMP v2 (the SageMaker model-parallel library): ml.p4d.24xlarge, ml.p4de.24xlarge, ml.p5.48xlarge, ml.p5e.48xlarge.
 * bf16: GPUs from Ampere on (A10G, A100, L4, L40S, H100, H200); not T4 or V100.
+* EFA: the types on which SageMaker training turns EFA on for NCCL, as the SDK's container drivers decide it
+  (``SM_EFA_NCCL_INSTANCES`` in ``sagemaker/train/container_drivers/common/utils.py``: the torchrun and mpirun drivers
+  set ``FI_PROVIDER=efa`` there and nowhere else). EC2 lists EFA hardware on more types (G5, G6, G6e from 8xlarge,
+  g4dn.16xlarge, p5en), but a SageMaker job's NCCL does not get it from the drivers there, so they count as plain
+  network (ENA) here. tests/test_instances.py holds this list to the installed SDK's.
 """
 from __future__ import annotations
 
@@ -29,6 +34,13 @@ PRICE_LIST_2026_09 = ("2026-09-27", "AWS Price List API, AmazonSageMaker offer, 
                                     "June 2025 P4/P5 price cut), as compiled in a public price table")
 PRICE_PAGE_P3 = ("2024-06-01", "aws.amazon.com/sagemaker/pricing, Training, On-Demand, US East (N. Virginia); "
                                "P3 is no longer in the 2026 offer tables")
+
+
+# the SDK's SM_EFA_NCCL_INSTANCES (sagemaker/train/container_drivers/common/utils.py), copied so that nothing here
+# imports the SDK; a test compares the two
+SAGEMAKER_EFA_NCCL = frozenset({"ml.g4dn.8xlarge", "ml.g4dn.12xlarge", "ml.g5.48xlarge", "ml.p3dn.24xlarge",
+                                "ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.p5.48xlarge", "ml.p5e.48xlarge",
+                                "ml.trn1.32xlarge"})
 
 
 class UnknownInstanceType(TargetError):
@@ -65,7 +77,6 @@ class InstanceType:
     gpus: int = 0
     gpu: Gpu | None = None
     network_gbps: float = 10.0  # the type's peak network bandwidth ("up to" figures count as that figure)
-    efa: bool = False  # Elastic Fabric Adapter: the fast inter-node path NCCL and SMDDP use
     price_per_hour: float | None = None  # on-demand USD, us-east-1, SageMaker training
     price: tuple[str, str] = PRICE_LIST_2026_09  # (as of, source)
     accelerators: str = ""  # non-GPU accelerators, e.g. "16 x Trainium"
@@ -74,6 +85,12 @@ class InstanceType:
     @property
     def family(self) -> str:
         return self.name.split(".")[1]
+
+    @property
+    def efa(self) -> bool:
+        """SageMaker training turns the Elastic Fabric Adapter on for NCCL here (:data:`SAGEMAKER_EFA_NCCL`): the
+        fast inter-node path; elsewhere NCCL talks over the ordinary network."""
+        return self.name in SAGEMAKER_EFA_NCCL
 
     @property
     def gpu_memory_gib(self) -> int:
@@ -110,18 +127,14 @@ class InstanceType:
         return f"{self.name}: {hw}, {self.vcpus} vCPU, {self.memory_gib} GiB, {net}, {price}"
 
 
-def _gpu_family(family: str, gpu: Gpu, rows, efa_from: str | None = None, features=frozenset(),
-                price=PRICE_LIST_2026_09):
+def _gpu_family(family: str, gpu: Gpu, rows, features=frozenset(), price=PRICE_LIST_2026_09):
     """rows: (size, vcpus, memory GiB, gpus, network Gb/s, $/h)."""
-    sizes = [r[0] for r in rows]
-    efa_sizes = set(sizes[sizes.index(efa_from):]) if efa_from else set()
-    return [InstanceType(f"ml.{family}.{size}", vcpus, mem, gpus, gpu, net, size in efa_sizes, usd, price,
-                         features=frozenset(features))
+    return [InstanceType(f"ml.{family}.{size}", vcpus, mem, gpus, gpu, net, usd, price, features=frozenset(features))
             for size, vcpus, mem, gpus, net, usd in rows]
 
 
 def _cpu_family(family: str, rows, price=PRICE_LIST_2026_09):
-    return [InstanceType(f"ml.{family}.{size}", vcpus, mem, 0, None, net, False, usd, price)
+    return [InstanceType(f"ml.{family}.{size}", vcpus, mem, 0, None, net, usd, price)
             for size, vcpus, mem, net, usd in rows]
 
 
@@ -129,42 +142,39 @@ _CATALOGUE: list[InstanceType] = [
     # G4dn: NVIDIA T4; the cheapest GPU, no bf16
     *_gpu_family("g4dn", T4, [("xlarge", 4, 16, 1, 25, 0.7364), ("2xlarge", 8, 32, 1, 25, 0.94),
                               ("4xlarge", 16, 64, 1, 25, 1.505), ("8xlarge", 32, 128, 1, 50, 2.72),
-                              ("12xlarge", 48, 192, 4, 50, 4.89), ("16xlarge", 64, 256, 1, 50, 5.44)],
-                 efa_from="8xlarge"),
+                              ("12xlarge", 48, 192, 4, 50, 4.89), ("16xlarge", 64, 256, 1, 50, 5.44)]),
     # G5: NVIDIA A10G 24 GiB; the workshop's single-GPU and small multi-GPU workhorse
     *_gpu_family("g5", A10G, [("xlarge", 4, 16, 1, 10, 1.41), ("2xlarge", 8, 32, 1, 10, 1.52),
                               ("4xlarge", 16, 64, 1, 25, 2.03), ("8xlarge", 32, 128, 1, 25, 3.06),
                               ("12xlarge", 48, 192, 4, 40, 7.09), ("16xlarge", 64, 256, 1, 25, 5.12),
-                              ("24xlarge", 96, 384, 4, 50, 10.18), ("48xlarge", 192, 768, 8, 100, 20.36)],
-                 efa_from="8xlarge"),
+                              ("24xlarge", 96, 384, 4, 50, 10.18), ("48xlarge", 192, 768, 8, 100, 20.36)]),
     # G6: NVIDIA L4 24 GiB
     *_gpu_family("g6", L4, [("xlarge", 4, 16, 1, 10, 1.127), ("2xlarge", 8, 32, 1, 10, 1.222),
                             ("4xlarge", 16, 64, 1, 25, 1.654), ("8xlarge", 32, 128, 1, 25, 2.518),
                             ("12xlarge", 48, 192, 4, 40, 5.752), ("16xlarge", 64, 256, 1, 25, 4.246),
-                            ("24xlarge", 96, 384, 4, 50, 8.344), ("48xlarge", 192, 768, 8, 100, 16.688)],
-                 efa_from="8xlarge"),
+                            ("24xlarge", 96, 384, 4, 50, 8.344), ("48xlarge", 192, 768, 8, 100, 16.688)]),
     # G6e: NVIDIA L40S 48 GiB
     *_gpu_family("g6e", L40S, [("xlarge", 4, 32, 1, 20, 2.61), ("2xlarge", 8, 64, 1, 20, 2.8),
                                ("4xlarge", 16, 128, 1, 20, 3.76), ("8xlarge", 32, 256, 1, 25, 5.66),
                                ("12xlarge", 48, 384, 4, 100, 13.12), ("16xlarge", 64, 512, 1, 35, 9.47),
-                               ("24xlarge", 96, 768, 4, 200, 18.83), ("48xlarge", 192, 1536, 8, 400, 37.66)],
-                 efa_from="8xlarge"),
+                               ("24xlarge", 96, 768, 4, 200, 18.83), ("48xlarge", 192, 1536, 8, 400, 37.66)]),
     # P3: NVIDIA V100 (the case studies' 16-V100 runs); older prices, see PRICE_PAGE_P3
     *_gpu_family("p3", V100_16, [("2xlarge", 8, 61, 1, 10, 3.825), ("8xlarge", 32, 244, 4, 10, 14.688),
                                  ("16xlarge", 64, 488, 8, 25, 28.152)], price=PRICE_PAGE_P3),
-    InstanceType("ml.p3dn.24xlarge", 96, 768, 8, V100_32, 100, True, 35.894, PRICE_PAGE_P3,
+    InstanceType("ml.p3dn.24xlarge", 96, 768, 8, V100_32, 100, 35.894, PRICE_PAGE_P3,
                  features=frozenset({"smddp"})),
     # P4d/P4de: 8 x A100 with 400 Gb/s EFA; SMDDP's and SMP's home
-    InstanceType("ml.p4d.24xlarge", 96, 1152, 8, A100_40, 400, True, 25.2513, features=frozenset({"smddp", "smp"})),
-    InstanceType("ml.p4de.24xlarge", 96, 1152, 8, A100_80, 400, True, 31.5641, features=frozenset({"smddp", "smp"})),
-    # P5 family: 8 x H100/H200 with 3200 Gb/s EFA. No SMDDP here.
-    InstanceType("ml.p5.48xlarge", 192, 2048, 8, H100, 3200, True, 63.296, features=frozenset({"smp"})),
+    InstanceType("ml.p4d.24xlarge", 96, 1152, 8, A100_40, 400, 25.2513, features=frozenset({"smddp", "smp"})),
+    InstanceType("ml.p4de.24xlarge", 96, 1152, 8, A100_80, 400, 31.5641, features=frozenset({"smddp", "smp"})),
+    # P5 family: 8 x H100/H200 with 3200 Gb/s of EFA hardware (the SDK's drivers enable it on P5 and P5e, not yet
+    # on P5en). No SMDDP here.
+    InstanceType("ml.p5.48xlarge", 192, 2048, 8, H100, 3200, 63.296, features=frozenset({"smp"})),
     # no SageMaker training price found for P5e/P5en: estimates say so rather than guess
-    InstanceType("ml.p5e.48xlarge", 192, 2048, 8, H200, 3200, True, None, features=frozenset({"smp"})),
-    InstanceType("ml.p5en.48xlarge", 192, 2048, 8, H200, 3200, True, None),
+    InstanceType("ml.p5e.48xlarge", 192, 2048, 8, H200, 3200, None, features=frozenset({"smp"})),
+    InstanceType("ml.p5en.48xlarge", 192, 2048, 8, H200, 3200, None),
     # Trainium: not GPUs (Neuron SDK, not CUDA); listed so a learner gets a clear answer rather than "unknown"
-    InstanceType("ml.trn1.2xlarge", 8, 32, 0, None, 12.5, False, 1.54, accelerators="1 x Trainium"),
-    InstanceType("ml.trn1.32xlarge", 128, 512, 0, None, 800, True, 24.73, accelerators="16 x Trainium"),
+    InstanceType("ml.trn1.2xlarge", 8, 32, 0, None, 12.5, 1.54, accelerators="1 x Trainium"),
+    InstanceType("ml.trn1.32xlarge", 128, 512, 0, None, 800, 24.73, accelerators="16 x Trainium"),
     # CPU types: data preparation and CPU smoke runs
     *_cpu_family("m5", [("large", 2, 8, 10, 0.115), ("xlarge", 4, 16, 10, 0.23), ("2xlarge", 8, 32, 10, 0.461),
                         ("4xlarge", 16, 64, 10, 0.922), ("8xlarge", 32, 128, 10, 1.843),

@@ -165,8 +165,11 @@ def links(instance_type: str) -> tuple[Link, Link]:
     t = instances.lookup(instance_type)
     if not t.gpu:
         raise ValueError(f"{instance_type} has no GPUs: the planner models GPU data parallelism")
+    # "EFA" only where SageMaker's drivers turn it on for NCCL (instances.SAGEMAKER_EFA_NCCL); elsewhere NCCL uses
+    # TCP sockets over the ordinary network, whatever EFA hardware EC2 lists for the type
+    how = "EFA, enabled for NCCL by SageMaker's drivers" if t.efa else "no EFA for NCCL in SageMaker training"
     inter = Link("EFA" if t.efa else "ENA network", t.network_gbps / 8,
-                 f"helpers.instances: {t.name} network {t.network_gbps:g} Gb/s")
+                 f"helpers.instances: {t.name} network {t.network_gbps:g} Gb/s ({how})")
     return INTRA_NODE[t.gpu.model], inter
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 
 import matplotlib
 import pytest
@@ -11,8 +12,10 @@ matplotlib.use("Agg")
 
 from helpers import aws_offline, cloudwatch  # noqa: E402
 
-JOB = "ws-alice-lab07-fixed-20261122-120000"
-T0 = dt.datetime(2026, 11, 22, 12, 0, 30, tzinfo=dt.timezone.utc)
+JOB = "alice-lab07-fixed-20261122120000"  # <attendee>-<lab job name>-<YYYYmmddHHMMSS>, as ModelTrainer names it
+NOW = dt.datetime.now(dt.timezone.utc)
+# two hours ago, 30 s past a minute: recent enough for 1-minute values, whenever the tests run
+T0 = (NOW - dt.timedelta(hours=2)).replace(second=30, microsecond=0)
 MINUTES = [T0.replace(second=0) + dt.timedelta(minutes=i) for i in range(1, 5)]
 # a recorded answer for 2 x ml.g5.12xlarge (48 vCPUs, 4 GPUs): algo-1's CPUs saturated while its GPUs idle (the
 # starved pattern); algo-2 healthy. CPU and GPU values are sums over the units, as CloudWatch reports them.
@@ -26,11 +29,11 @@ RECORDED = {
 }
 
 
-def describe(params):
+def describe(params, start: dt.datetime = T0):
     return {"TrainingJobName": params["TrainingJobName"], "TrainingJobArn": f"arn:aws:sagemaker:us-east-1:"
             f"111122223333:training-job/{params['TrainingJobName']}", "TrainingJobStatus": "Completed",
-            "SecondaryStatus": "Completed", "CreationTime": T0 - dt.timedelta(minutes=3), "TrainingStartTime": T0,
-            "TrainingEndTime": T0 + dt.timedelta(minutes=4),
+            "SecondaryStatus": "Completed", "CreationTime": start - dt.timedelta(minutes=3),
+            "TrainingStartTime": start, "TrainingEndTime": start + dt.timedelta(minutes=4),
             "ResourceConfig": {"InstanceType": "ml.g5.12xlarge", "InstanceCount": 2, "VolumeSizeInGB": 50},
             "AlgorithmSpecification": {"TrainingInputMode": "File", "TrainingImage": "img"},
             "ModelArtifacts": {"S3ModelArtifacts": "s3://b/m.tar.gz"}, "RoleArn": aws_offline.ROLE_ARN,
@@ -126,6 +129,64 @@ def test_a_job_without_metrics_says_why(recorded):
     with pytest.raises(cloudwatch.MetricsUnavailable, match="appear a few minutes after"):
         cloudwatch.job_metrics(JOB, session=recorded)
     assert not recorded.calls_to("GetMetricData")
+
+
+@pytest.mark.parametrize("age, period_s", [(dt.timedelta(hours=2), 60), (dt.timedelta(days=20), 300),
+                                           (dt.timedelta(days=100), 3600)])
+def test_the_period_follows_the_jobs_age(recorded, age, period_s):
+    # CloudWatch keeps 1-minute values 15 days, 5-minute ones 63 days, 1-hour ones 15 months
+    recorded.respond("DescribeTrainingJob", lambda p: describe(p, start=NOW - age))
+    m = cloudwatch.job_metrics(JOB, session=recorded)
+    assert m.period_s == period_s and m.hosts == ["algo-1", "algo-2"]
+    queries = recorded.request("GetMetricData")["MetricDataQueries"]
+    assert {q["MetricStat"]["Period"] for q in queries} == {period_s}
+    if age > cloudwatch.LISTED_FOR:
+        # ListMetrics forgets series not updated for two weeks: an older job's every host and metric is asked for
+        assert not recorded.calls_to("ListMetrics") and len(queries) == 2 * len(cloudwatch.METRICS)
+    else:
+        assert len(recorded.calls_to("ListMetrics")) == 2 and len(queries) == 6
+
+
+def test_a_period_finer_than_cloudwatch_still_keeps_is_refused_before_asking(recorded):
+    recorded.respond("DescribeTrainingJob", lambda p: describe(p, start=NOW - dt.timedelta(days=20)))
+    with pytest.raises(ValueError, match=r"20 days ago.*period_s=300"):
+        cloudwatch.job_metrics(JOB, session=recorded, period_s=60)
+    cloudwatch.job_metrics(JOB, session=recorded, period_s=600)  # a multiple of 5 minutes is fine
+    assert len(recorded.calls_to("GetMetricData")) == 1
+
+
+def test_a_job_older_than_15_months_says_so(recorded):
+    recorded.respond("DescribeTrainingJob", lambda p: describe(p, start=NOW - dt.timedelta(days=500)))
+    with pytest.raises(cloudwatch.MetricsUnavailable, match="500 days ago.*455 days"):
+        cloudwatch.job_metrics(JOB, session=recorded)
+    assert [c.operation for c in recorded.calls] == ["DescribeTrainingJob"]
+
+
+def test_retention_boundaries():
+    day = dt.timedelta(days=1)
+    at = {days: cloudwatch.finest_period_s(NOW - days * day, NOW) for days in (0, 14.99, 15, 62.99, 63, 454.99)}
+    assert at == {0: 60, 14.99: 60, 15: 300, 62.99: 300, 63: 3600, 454.99: 3600}
+    with pytest.raises(cloudwatch.MetricsUnavailable):
+        cloudwatch.finest_period_s(NOW - 455 * day, NOW)
+    naive = (NOW - 20 * day).replace(tzinfo=None)  # read as UTC, as boto3 does
+    assert cloudwatch.finest_period_s(naive, NOW) == 300
+
+
+def test_listed_series_without_values_say_so(recorded):
+    recorded.respond("GetMetricData", {"MetricDataResults": []})
+    with pytest.raises(cloudwatch.MetricsUnavailable, match="returned no .* at 60-second periods"):
+        cloudwatch.job_metrics(JOB, session=recorded)
+
+
+def test_the_example_job_name_has_the_launched_jobs_format():
+    from sagemaker.train.utils import _get_unique_name  # how ModelTrainer names a job from its base_job_name
+
+    example = re.search(r'job_metrics\("([^"]+)"\)', cloudwatch.__doc__)[1]
+    base, stamp = example.rsplit("-", 1)
+    assert re.fullmatch(r"[a-z0-9]+-lab\d\d-[a-z0-9-]+", base)  # <attendee>-<lab job name>
+    assert re.fullmatch(r"\d{14}", stamp) and dt.datetime.strptime(stamp, "%Y%m%d%H%M%S")
+    assert re.fullmatch(re.escape(base) + r"-\d{14}", _get_unique_name(base))
+    assert re.fullmatch(r"[a-z0-9]+-lab\d\d-[a-z0-9-]+-\d{14}", JOB)
 
 
 def test_period_must_be_whole_minutes(recorded):

@@ -6,6 +6,7 @@ import re
 import pytest
 
 from helpers import instances, targets
+from helpers.contract import sdk_driver_dir
 
 
 def test_lookup_gives_the_hardware():
@@ -54,6 +55,34 @@ def test_smddp_types_are_the_sdks_own_list_less_the_dropped_p3_16xlarge():
 
     sdk = set(SM_DATAPARALLEL_SUPPORTED_INSTANCE_TYPES) - {"local_gpu", "ml.p3.16xlarge"}
     assert set(instances.supporting("smddp")) == sdk
+
+
+def _sdk_list(name: str) -> set[str]:
+    """A module-level list in the SDK's container drivers' common/utils.py, read without running that module (it
+    installs a logging handler on import)."""
+    import ast
+
+    tree = ast.parse((sdk_driver_dir() / "common" / "utils.py").read_text())
+    found = [ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
+             and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)]
+    assert len(found) == 1, f"{name} not found once in the SDK's container drivers: the SDK changed, re-check EFA"
+    return set(found[0])
+
+
+def test_efa_types_are_where_the_sdks_drivers_turn_efa_on_for_nccl():
+    sdk = _sdk_list("SM_EFA_NCCL_INSTANCES")
+    assert set(instances.supporting("efa")) == sdk and instances.SAGEMAKER_EFA_NCCL == sdk
+    # the drivers gate FI_PROVIDER=efa on that list, so it is the list that decides what a training job's NCCL uses
+    drivers = sdk_driver_dir() / "distributed_drivers"
+    for driver in ("torchrun_driver.py", "mpi_utils.py"):
+        assert "if instance_type in SM_EFA_NCCL_INSTANCES" in (drivers / driver).read_text(), driver
+    # EC2 has EFA hardware on these, but SageMaker's drivers do not enable it: plain network for a training job
+    for name in ("ml.g5.12xlarge", "ml.g5.8xlarge", "ml.g6e.48xlarge", "ml.g4dn.16xlarge", "ml.p5en.48xlarge"):
+        t = instances.lookup(name)
+        assert not t.efa and not t.supports("efa") and "EFA" not in t.describe(), name
+    assert instances.lookup("ml.g5.48xlarge").describe().endswith("100 Gb/s EFA, $20.36/h")
+    # SMDDP runs over EFA: every type it supports is on the list
+    assert set(instances.supporting("smddp")) <= sdk
 
 
 def test_smp_types():

@@ -37,6 +37,14 @@ def test_one_instance_uses_its_gpu_links_and_several_are_paced_by_the_network():
     assert scaling.allreduce_s(grad, 8, 2, intra, inter, slow) == pytest.approx(2 * two + 4 * 2 * 15 * 1e-5)
 
 
+def test_the_network_is_efa_only_where_sagemaker_turns_it_on_for_nccl():
+    # g5.48xlarge is on the SDK drivers' EFA list; g5.12xlarge has EFA hardware on EC2 but its NCCL uses TCP sockets
+    assert scaling.links("ml.g5.48xlarge")[1].name == "EFA"
+    _, inter = scaling.links("ml.g5.12xlarge")
+    assert inter.name == "ENA network" and inter.gbytes_per_s == 5.0 and "no EFA" in inter.source
+    assert scaling.links("ml.g6e.48xlarge")[1].name == "ENA network"
+
+
 def test_gpus_without_nvlink_share_pcie():
     intra, _ = scaling.links("ml.g5.12xlarge")
     assert intra.gbytes_per_s == 32.0 and "PCIe" in intra.name
