@@ -167,10 +167,12 @@ def default_image(launcher: str, instance: instances.InstanceType, region: str |
         uri = _image_uri(framework="pytorch-smp", region=region, version=version, py_version=py,
                          container_version=cuda, instance_type=instance.name)
         return uri, f"SMP v2 image for PyTorch {version} (bundles SMDDP {SMDDP_IN_SMP_IMAGES[version]})"
-    version, py = SMDDP_DLC if launcher == "smddp" else PYTORCH_DLC
+    volta = bool(instance.gpu and instance.gpu.model == "V100")  # CUDA 13 (the newest DLC's) dropped Volta
+    version, py = SMDDP_DLC if launcher == "smddp" or volta else PYTORCH_DLC
     uri = _image_uri(framework="pytorch", region=region, version=version, py_version=py,
                      instance_type=instance.name)
     why = (f"PyTorch {version} DLC: the newest framework image that ships SMDDP" if launcher == "smddp"
+           else f"PyTorch {version} DLC (CUDA 12: newer images no longer run on the V100)" if volta
            else f"PyTorch {version} DLC ({'GPU' if instance.gpus else 'CPU'})")
     return uri, why
 
@@ -322,6 +324,15 @@ def preflight(job: Job, target: Target | str, *, region: str | None = None, tens
                 f"image {image} does not ship SMDDP: leave Job.image_uri unset (the helpers pick the PyTorch "
                 f"{SMDDP_DLC[0]} DLC, the newest with SMDDP) or use an SMP image; for your own image that installs "
                 f"smdistributed-dataparallel pass image_has_smddp=True.")
+    if launcher == "smddp" and str(job.hyperparameters.get("backend", "smddp")) != "smddp":
+        raise PreflightError(f"distribution='smddp' launches through mpirun for SMDDP's AllReduce, but "
+                             f"hyperparameters['backend'] is {job.hyperparameters['backend']!r}: set it to 'smddp' "
+                             f"(or use distribution='torchrun' for {job.hyperparameters['backend']!r}).")
+    secrets = [k for k in job.hyperparameters if _secret(k)]
+    if secrets:
+        raise PreflightError(f"hyperparameter(s) {', '.join(secrets)} look like secrets: hyperparameters are stored "
+                             f"with the job and shown by DescribeTrainingJob. Keep secrets out of the job (read them "
+                             f"from AWS Secrets Manager in the script, with the execution role's permission).")
     if launcher == "smp" and job.image_uri and "smdistributed-modelparallel" not in job.image_uri:
         raise UnsupportedFeature(f"SMP v2 needs an SMP image (smdistributed-modelparallel); {job.image_uri} is not "
                                  f"one. Leave Job.image_uri unset.")
@@ -353,6 +364,9 @@ def preflight(job: Job, target: Target | str, *, region: str | None = None, tens
     fsx_channels = [c for c in channels if c.kind == "fsx"]
     if fsx_channels or job.fsx:
         _check_fsx(job, fsx_channels)
+        if (Path(job.source_dir) / "requirements.txt").is_file():
+            notes.append("the job runs in your VPC: pip installs requirements.txt from PyPI there, so the subnets "
+                         "need a NAT gateway (or a PyPI mirror)")
 
     if tensorboard is None:  # on when the job writes where SageMaker collects TensorBoard files
         tensorboard = any(str(v).startswith(TENSORBOARD_DIR) for v in job.hyperparameters.values())
@@ -396,8 +410,9 @@ def _check_fsx(job: Job, fsx_channels: list[ChannelPlan]) -> None:
     if missing:
         raise FSxConfigError(
             f"FSx for Lustre is reached through your VPC: Job.fsx needs {' and '.join(missing)} (the subnet(s) of "
-            f"the file system and a security group that allows Lustre traffic, TCP ports 988 and 1018-1023, from itself). The job "
-            f"then runs in that VPC: it needs an S3 VPC endpoint or NAT to reach the bucket.")
+            f"the file system and a security group that allows Lustre traffic, TCP ports 988 and 1018-1023, from "
+            f"itself; with several instances, all traffic from itself, for NCCL between them). The job then runs in "
+            f"that VPC: it needs an S3 VPC endpoint or NAT to reach the bucket, and NAT to install requirements.txt.")
     if not str(job.fsx["file_system_id"]).startswith("fs-"):
         raise FSxConfigError(f"file_system_id {job.fsx['file_system_id']!r} should look like 'fs-0123456789abcdef0'.")
     for c in fsx_channels:
@@ -426,8 +441,10 @@ class Locations:
 
     @property
     def checkpoints(self) -> str:
-        # per lab, not per run: relaunching the same lab resumes from its last checkpoint
-        return self._uri("checkpoints", self.job.name) + "/"
+        # one prefix per launch: a relaunch of the lab starts afresh instead of finding the last run's final (or
+        # differently configured) checkpoint; spot restarts of one job keep its prefix. To continue an earlier run,
+        # pass its prefix as checkpoint_s3_uri.
+        return self._uri("checkpoints", self.job.name, time.strftime("%Y%m%d-%H%M%S")) + "/"
 
     @property
     def tensorboard(self) -> str:
@@ -440,7 +457,7 @@ class Locations:
             rel = path.resolve().relative_to(REPO).as_posix()
         except ValueError:
             rel = f"{path.name}-{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:8]}"
-        return f"{self.attendee}/inputs/{rel}"
+        return f"{self.attendee}/inputs/{rel}"  # S3Prefix takes it with a "/" (see build_trainer)
 
 
 def _secret(key: str) -> bool:
@@ -469,6 +486,8 @@ def build_trainer(plan: Plan, sagemaker_session, role_arn: str, bucket: str, att
         else:
             uri = c.source if c.kind == "s3" else sagemaker_session.upload_data(
                 c.source, bucket=bucket, key_prefix=where.channel_prefix(c.source))
+            # S3Prefix matches keys by prefix: without the "/", ".../train" would also take ".../train-big/..."
+            uri = uri if uri.endswith("/") else uri + "/"
             # an explicit S3DataSource: a plain-string source would silently become File mode
             source = DataSource(s3_data_source=S3DataSource(s3_data_type="S3Prefix", s3_uri=uri,
                                                             s3_data_distribution_type="FullyReplicated"))
@@ -910,7 +929,11 @@ def run(job: Job, target: Target | str, launch: bool = False, budget_usd: float 
     """
     if (target.name if isinstance(target, Target) else str(target)) == "local_container":
         return run_local_container(job, echo=echo, session=session)
-    plan = preflight(job, target, region=region, tensorboard=tensorboard, image_has_smddp_override=image_has_smddp)
+    def replan(in_region: str | None) -> Plan:
+        return preflight(job, target, region=in_region, tensorboard=tensorboard,
+                         image_has_smddp_override=image_has_smddp)
+
+    plan = replan(region)  # every check before any AWS call; the image is re-resolved once the region is known
     if role:
         role = aws.require_role_arn(role)
     if bucket:
@@ -934,6 +957,7 @@ def run(job: Job, target: Target | str, launch: bool = False, budget_usd: float 
         if estimate is not None:
             cost.check_budget(estimate, budget_usd)
         ctx = aws.discover(role, bucket, region, attendee, boto_session=session)
+        plan = replan(ctx.region)  # the image lives in the job's region: pulls across regions are refused
         if ctx.attendee.shared:
             raise aws.AwsSetupError(f"the job-name prefix would be the shared login name {ctx.attendee.name!r}: "
                                     f"pass attendee='yourname' or set {aws.ATTENDEE_ENV} so your jobs are yours.")
@@ -955,6 +979,7 @@ def run(job: Job, target: Target | str, launch: bool = False, budget_usd: float 
     relaunch = None
     if offline is not None:
         recorder, where = offline, "offline: placeholder account, role and bucket"
+        plan = replan(region or offline.region)
         role_arn, bucket_name = role or offline.role_arn, bucket or offline.bucket
         who = aws.resolve_attendee(attendee, {})
     else:
@@ -971,6 +996,7 @@ def run(job: Job, target: Target | str, launch: bool = False, budget_usd: float 
         else:
             recorder = aws_offline.OfflineAWS(region=ctx.region, bucket=ctx.bucket, role_arn=ctx.role_arn,
                                               account=ctx.account)
+            plan = replan(ctx.region)
             where, role_arn, bucket_name, who = f"built for {ctx!r}", ctx.role_arn, ctx.bucket, ctx.attendee
 
             def relaunch(**options):

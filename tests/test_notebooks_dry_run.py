@@ -10,6 +10,7 @@ No training happens in a dry run, so this stays fast.
 from __future__ import annotations
 
 import json
+import re
 
 import nbformat
 import pytest
@@ -106,9 +107,9 @@ def _lab06(requests: list[dict]) -> None:
     r = spot[0]
     sc = r["StoppingCondition"]
     assert sc["MaxWaitTimeInSeconds"] >= sc["MaxRuntimeInSeconds"]  # the service rejects anything else
-    # the checkpoint directory outlives the job, per lab, under the attendee's prefix
-    assert r["CheckpointConfig"] == {"S3Uri": f"s3://{BUCKET}/{ATTENDEE}/checkpoints/lab06-spot/",
-                                     "LocalPath": "/opt/ml/checkpoints"}
+    # the checkpoint prefix outlives the job, one per launch, under the attendee's prefix
+    assert re.fullmatch(rf"s3://{BUCKET}/{ATTENDEE}/checkpoints/lab06-spot/\d{{8}}-\d{{6}}/",
+                        r["CheckpointConfig"]["S3Uri"]) and r["CheckpointConfig"]["LocalPath"] == "/opt/ml/checkpoints"
 
 
 def _lab07(requests: list[dict]) -> None:

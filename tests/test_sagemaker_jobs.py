@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import tarfile
 
 import pytest
@@ -88,7 +89,8 @@ def test_single_process_script(offline, data):
     train = channel(r, "train")
     assert train["InputMode"] == "File" and train["DataSource"]["S3DataSource"]["S3Uri"].startswith(
         f"s3://{BUCKET}/alice/inputs/")
-    assert offline.read(train["DataSource"]["S3DataSource"]["S3Uri"] + "/part-00000.csv").startswith(b"id,title")
+    assert train["DataSource"]["S3DataSource"]["S3Uri"].endswith("/")  # a prefix that cannot match "train-big/"
+    assert offline.read(train["DataSource"]["S3DataSource"]["S3Uri"] + "part-00000.csv").startswith(b"id,title")
     assert r["OutputDataConfig"]["S3OutputPath"] == f"s3://{BUCKET}/alice/output"
     assert r["StoppingCondition"] == {"MaxRuntimeInSeconds": 7200}
     assert not {"EnableManagedSpotTraining", "CheckpointConfig", "VpcConfig", "TensorBoardOutputConfig"} & set(r)
@@ -160,14 +162,28 @@ def test_smp_v2_on_the_smp_image(offline, data):
     assert sj.image_has_smddp(r["AlgorithmSpecification"]["TrainingImage"])  # SMP images bundle SMDDP
 
 
+def test_the_image_comes_from_the_job_s_own_region(no_studio, data):
+    # the session knows the region; nobody passed region=: the image must still be that region's
+    with aws_offline.offline(region="eu-west-1") as off:
+        d = dry(Job("lab01-single", {}, data), "ml.g5.2xlarge", session=off)
+    assert d.request["AlgorithmSpecification"]["TrainingImage"].startswith(
+        "763104351884.dkr.ecr.eu-west-1.amazonaws.com/pytorch-training:")
+
+
+def test_a_v100_gets_an_image_built_for_it(offline, data):
+    image = dry(Job("lab02-ddp", {}, data), "ml.p3.16xlarge").request["AlgorithmSpecification"]["TrainingImage"]
+    assert image.endswith(f"pytorch-training:{sj.SMDDP_DLC[0]}-gpu-{sj.SMDDP_DLC[1]}")  # CUDA 12: Volta still runs
+
+
 def test_spot_with_max_wait_and_checkpoints(offline, data):
     job = Job("lab04-spot", {"epochs": 3}, data, spot=True, checkpoints=True, max_runtime_s=3600)
     d = dry(job, "ml.g5.2xlarge")
     r = d.request
     assert r["EnableManagedSpotTraining"] is True
     assert r["StoppingCondition"] == {"MaxRuntimeInSeconds": 3600, "MaxWaitTimeInSeconds": 7200}
-    assert r["CheckpointConfig"] == {"S3Uri": f"s3://{BUCKET}/alice/checkpoints/lab04-spot/",
-                                     "LocalPath": "/opt/ml/checkpoints"}
+    # one prefix per launch: a relaunch does not pick up the last run's (finished) checkpoints
+    assert re.fullmatch(rf"s3://{BUCKET}/alice/checkpoints/lab04-spot/\d{{8}}-\d{{6}}/", r["CheckpointConfig"]["S3Uri"])
+    assert r["CheckpointConfig"]["LocalPath"] == "/opt/ml/checkpoints"
     assert any("max_wait_s not set" in n for n in d.plan.notes)
     assert d.estimate.spot and d.estimate.max_usd == pytest.approx(1.52 * 0.7)
 
@@ -256,24 +272,29 @@ def test_telemetry_is_off(offline, data, monkeypatch):
 
 
 # ---------------------------------------------------------------------------------------------------- the dry run shown
-def test_the_dry_run_shows_request_cost_and_uploads(offline, data, capsys, tmp_path):
+def test_secret_looking_hyperparameters_are_refused_before_any_call(offline, data, tmp_path):
     src = tmp_path / "src"  # a script that takes a secret-looking option
     src.mkdir()
-    (src / "train.py").write_text("import argparse\np = argparse.ArgumentParser()\np.add_argument('--epochs')\n"
-                                  "p.add_argument('--hf_token')\np.add_argument('--tokenize')\n")
-    job = Job("lab01-single", {"epochs": 1, "hf_token": "hf_abc123", "tokenize": "on_the_fly"}, data,
-              environment={"WANDB_API_KEY": "k-1", "AWS_SECRET_ACCESS_KEY": "s-2"}, source_dir=src)
+    (src / "train.py").write_text("import argparse\np = argparse.ArgumentParser()\np.add_argument('--hf_token')\n")
+    with pytest.raises(sj.PreflightError, match="hf_token look like secrets.*DescribeTrainingJob.*Secrets Manager"):
+        dry(Job("lab01-single", {"hf_token": "hf_abc123"}, data, source_dir=src), "ml.g5.2xlarge")
+    assert offline.calls == []
+
+
+def test_the_dry_run_shows_request_cost_and_uploads(offline, data, capsys):
+    job = Job("lab01-single", {"epochs": 1, "tokenize": "on_the_fly"}, data,
+              environment={"WANDB_API_KEY": "k-1", "AWS_SECRET_ACCESS_KEY": "s-2"})
     d = sj.run(job, "ml.g5.2xlarge", attendee="alice", budget_usd=1.0)
     printed = capsys.readouterr().out
     assert printed.startswith("DRY RUN - nothing launched")
     for text in ("1 x ml.g5.2xlarge", "CreateTrainingJob request:", '"TrainingJobName": "alice-lab01-single-',
                  "on-demand, at most  $3.04", "OVER BUDGET", "upload     1 file(s)", "launch=True"):
         assert text in printed, text
-    assert not {"hf_abc123", "k-1", "s-2"} & set(printed.replace('"', " ").split())  # secret-looking values hidden
+    assert not {"k-1", "s-2"} & set(printed.replace('"', " ").split())  # secret-looking values hidden
     assert '"tokenize": "on_the_fly"' in printed  # a name that only contains "token" is shown
-    assert d.request["HyperParameters"]["hf_token"] == "hf_abc123"  # ...but sent as given
+    assert d.request["Environment"]["WANDB_API_KEY"] == "k-1"  # ...but sent as given
     assert d.over_budget and d.history == [] and d.metrics == {}
-    assert "<details>" in d._repr_html_() and "hf_abc123" not in d._repr_html_()
+    assert "<details>" in d._repr_html_() and "k-1" not in d._repr_html_()
     with pytest.raises(sj.LaunchRefused, match="placeholder"):
         d.launch()
 
@@ -335,6 +356,8 @@ ERRORS = [
      "arn:aws:iam::<account-id>:role/MySageMakerRole"),
     ("malformed bucket", dict(), "ml.g5.2xlarge", {"bucket": "My_Bucket"}, aws.BucketError, "bucket name"),
     ("a local target", dict(), "local_cpu", {}, sj.TargetError, "run_job"),
+    ("smddp with another backend", dict(distribution="smddp", hyperparameters={"backend": "nccl"}), "ml.p4d.24xlarge",
+     {}, sj.PreflightError, "set it to 'smddp'"),
     ("misspelt hyperparameter", dict(hyperparameters={"bucket_by_lenght": True}), "ml.g5.2xlarge", {},
      sj.PreflightError, "no option 'bucket_by_lenght' \\(did you mean 'bucket_by_length'\\?\\): it would be ignored"),
     ("bf16 on a V100", dict(hyperparameters={"precision": "bf16"}), "ml.p3.2xlarge", {}, sj.UnsupportedFeature,

@@ -1,0 +1,48 @@
+"""The three rooms keep their arrows one way: the container's code imports only what the training image has (plus
+what its requirements.txt installs), and the notebook-side helpers never import the container's code."""
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+from conftest import SRC
+
+REPO = SRC.parent.parent
+IN_THE_IMAGE = {"torch", "smdistributed"}  # the framework images' own (SMDDP where the image ships it)
+
+
+def _imports(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def _required() -> set[str]:
+    lines = (SRC / "requirements.txt").read_text().splitlines()
+    return {line.split(";")[0].split("<")[0].split(">")[0].split("=")[0].strip() for line in lines
+            if line.strip() and not line.startswith("#")}
+
+
+def test_the_container_code_imports_only_the_image_the_stdlib_its_siblings_and_its_requirements():
+    siblings = {p.stem for p in SRC.glob("*.py")}
+    allowed = IN_THE_IMAGE | _required() | siblings | set(sys.stdlib_module_names)
+    for path in sorted(SRC.glob("*.py")):
+        assert _imports(path) <= allowed, f"{path.name} imports {sorted(_imports(path) - allowed)}"
+
+
+def test_requirements_give_every_image_a_transformers_its_torch_can_run():
+    lines = [l for l in (SRC / "requirements.txt").read_text().splitlines() if l.startswith("transformers")]
+    # the Python 3.11 images (SMDDP: torch 2.3, SMP: torch 2.5) cannot run transformers 5 (torch >= 2.6)
+    assert any("<4.58" in l and 'python_version < "3.12"' in l for l in lines)
+    assert any(">=5.0" in l and 'python_version >= "3.12"' in l for l in lines)
+
+
+def test_helpers_never_import_the_container_code():
+    container = {p.stem for p in SRC.glob("*.py")}
+    for path in sorted((REPO / "helpers").glob("*.py")):
+        assert not _imports(path) & container, f"{path.name} imports {sorted(_imports(path) & container)}"
