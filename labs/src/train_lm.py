@@ -26,6 +26,7 @@ into a plain single-process model for a perplexity check and a few generated tok
 """
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import os
@@ -467,7 +468,7 @@ def save_and_reload(strategy: str, model, d: Dist, args, val_blocks, val_loss: f
     if not alone:
         dist.barrier()
     if d.master or not alone:
-        dcp.save(state_dict_of(model), checkpoint_id=path, no_dist=alone)
+        save_dcp(state_dict_of(model), path, alone)
     if not alone:
         dist.barrier()
     hosts = len(json.loads(os.environ.get("SM_HOSTS", "[0]")))
@@ -483,6 +484,29 @@ def save_and_reload(strategy: str, model, d: Dist, args, val_blocks, val_loss: f
     return {"checkpoint": path, "checkpoint_files": files, "reloaded_val_loss": reloaded_loss, "model": reloaded}
 
 
+def save_dcp(state: dict, path: str, alone: bool) -> None:
+    """``dcp.save``; ``alone``: by this process only, with no collective, although a process group exists. torch
+    2.6 added ``no_dist`` to ``dcp.save``; before it (the SMP image runs 2.5) only ``save_state_dict`` takes it."""
+    import torch.distributed.checkpoint as dcp
+
+    if "no_dist" in inspect.signature(dcp.save).parameters:
+        dcp.save(state, checkpoint_id=path, no_dist=alone)
+    elif alone:
+        dcp.save_state_dict(state, storage_writer=dcp.FileSystemWriter(path), no_dist=True)
+    else:
+        dcp.save(state, checkpoint_id=path)
+
+
+def load_dcp(state: dict, path: str) -> None:
+    """``dcp.load`` into ``state`` in this process only (see :func:`save_dcp` for the older torch)."""
+    import torch.distributed.checkpoint as dcp
+
+    if "no_dist" in inspect.signature(dcp.load).parameters:
+        dcp.load(state, checkpoint_id=path, no_dist=True)
+    else:
+        dcp.load_state_dict(state, storage_reader=dcp.FileSystemReader(path), no_dist=True)
+
+
 def load_sharded(path: str, args, device: str = "cpu"):
     """A plain single-process model with the weights of a sharded checkpoint, whatever wrote it (any strategy,
     any number of ranks): DCP reshards on load."""
@@ -491,7 +515,7 @@ def load_sharded(path: str, args, device: str = "cpu"):
     torch.manual_seed(args.seed)
     model = build_model(args, vocab_size_of(path)).to(device)
     state = model.state_dict()
-    dcp.load(state, checkpoint_id=path, no_dist=True)
+    load_dcp(state, path)
     model.load_state_dict(state)
     return model.eval()
 
