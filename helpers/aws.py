@@ -1,12 +1,13 @@
 """Who and where on AWS: credentials, region, execution role, bucket and attendee, in SageMaker Studio or on a laptop.
 
-Importing this module calls nothing. :func:`discover` makes a few read-only calls (STS, and IAM/SageMaker to find
-the Studio execution role, S3 HeadBucket) and fails with a message that says what to do. Credentials are never
-printed or returned in text. :func:`cleanup` stops this attendee's running jobs; :func:`check_quota` compares the
-account's Service Quotas with what a job asks for.
+Importing this module calls nothing. :func:`discover` makes a few read-only calls (STS, IAM GetRole to check that
+SageMaker can assume the role behind the credentials, S3 HeadBucket) and fails with a message that says what to do.
+Credentials are never printed or returned in text. :func:`cleanup` stops this attendee's running jobs;
+:func:`check_quota` compares the account's Service Quotas with what a job asks for plus what running jobs hold.
 
 Many learners can share one account: every job name starts with the attendee prefix (``alice-lab02-ddp-...``), taken
-from ``attendee=``, then ``WORKSHOP_ATTENDEE``, then the Studio user profile, then the login name.
+from ``attendee=``, then ``WORKSHOP_ATTENDEE``, then the Studio user profile, then the login name, and every job is
+tagged ``workshop-attendee=<prefix>``.
 """
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ import getpass
 import json
 import os
 import re
-from dataclasses import dataclass
+import urllib.parse
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +25,8 @@ STUDIO_METADATA = Path("/opt/ml/metadata/resource-metadata.json")
 ROLE_ENV = ("WORKSHOP_ROLE_ARN", "SAGEMAKER_ROLE_ARN")
 BUCKET_ENV = "WORKSHOP_BUCKET"
 ATTENDEE_ENV = "WORKSHOP_ATTENDEE"
+ATTENDEE_TAG = "workshop-attendee"  # the tag every launched job carries: its owner, whatever its name
+SAGEMAKER_PRINCIPAL = "sagemaker.amazonaws.com"
 # login names shared by everyone on a platform: useless for telling attendees apart
 GENERIC_USERS = frozenset({"sagemaker-user", "root", "ec2-user", "jovyan", "ubuntu", "user", "runner", "admin"})
 ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
@@ -216,20 +221,54 @@ def _region_from_arn(arn: str) -> str | None:
 
 
 def _role_from_caller(session, caller_arn: str, account: str) -> str:
-    """The execution role behind an assumed-role identity (Studio, a notebook instance, an EC2 role)."""
+    """The execution role behind an assumed-role identity (a notebook instance, an EC2 role), once its trust policy
+    shows SageMaker can assume it: an SSO or admin role usually cannot, and a launch with it would fail."""
     from botocore.exceptions import ClientError
 
+    fix = (f"pass role='arn:aws:iam::{account}:role/<execution role>' or set WORKSHOP_ROLE_ARN to a SageMaker "
+           f"execution role (IAM console > Roles: one whose trust relationships name {SAGEMAKER_PRINCIPAL}, such as "
+           f"the 'AmazonSageMaker-ExecutionRole-...' that Studio creates)")
     if ":assumed-role/" not in caller_arn:
-        raise RoleError(f"these credentials belong to {caller_arn}, which is not a role SageMaker can assume: pass "
-                        f"role='arn:aws:iam::{account}:role/<execution role>' or set WORKSHOP_ROLE_ARN. A SageMaker "
-                        f"execution role trusts sagemaker.amazonaws.com (IAM console > Roles).")
+        raise RoleError(f"these credentials belong to {caller_arn}, which is not a role SageMaker can assume: {fix}.")
     name = caller_arn.split(":assumed-role/")[1].split("/")[0]
     try:
-        return session.client("iam").get_role(RoleName=name)["Role"]["Arn"]
-    except ClientError:
-        # no iam:GetRole: roles SageMaker creates live under service-role/, as the SDK itself assumes
-        path = "service-role/" if name.startswith("AmazonSageMaker-ExecutionRole") else ""
-        return f"arn:aws:iam::{account}:role/{path}{name}"
+        role = session.client("iam").get_role(RoleName=name)["Role"]
+    except ClientError as err:
+        if name.startswith("AmazonSageMaker-ExecutionRole"):
+            # created by SageMaker, so it trusts SageMaker; it lives under service-role/, as the SDK itself assumes
+            return f"arn:aws:iam::{account}:role/service-role/{name}"
+        raise RoleError(f"these credentials come from role {name}, and IAM refused to show its trust policy "
+                        f"({_client_error_code(err) or 'GetRole'}), so whether SageMaker can assume it is unknown: "
+                        f"{fix}; if {name} is one, its ARN will do.") from None
+    if not trusts_sagemaker(role.get("AssumeRolePolicyDocument") or {}):
+        raise RoleError(f"these credentials come from role {name}, which SageMaker cannot assume (its trust policy "
+                        f"does not name {SAGEMAKER_PRINCIPAL}), so a launch would fail: {fix}.")
+    return role["Arn"]
+
+
+def trusts_sagemaker(policy: dict | str) -> bool:
+    """Whether a role's trust policy (a dict, or the URL-encoded JSON IAM sends) lets SageMaker assume the role."""
+    if isinstance(policy, str):
+        policy = json.loads(urllib.parse.unquote(policy))
+    statements = policy.get("Statement") or []
+    statements = [statements] if isinstance(statements, dict) else statements
+    allowed = [s.get("Effect") == "Allow" and _names_sagemaker(s) for s in statements]
+    denied = [s.get("Effect") == "Deny" and _names_sagemaker(s) for s in statements]
+    return any(allowed) and not any(denied)
+
+
+def _names_sagemaker(statement: dict) -> bool:
+    """The statement is about SageMaker calling sts:AssumeRole."""
+    def as_list(value):
+        return [value] if isinstance(value, str) else list(value or [])
+
+    actions = [a.lower() for a in as_list(statement.get("Action"))]
+    if not {"sts:assumerole", "sts:*", "*"} & set(actions):
+        return False
+    principal = statement.get("Principal") or {}
+    if principal == "*":
+        return True
+    return isinstance(principal, dict) and SAGEMAKER_PRINCIPAL in as_list(principal.get("Service"))
 
 
 def _check_bucket(session, bucket: str, region: str) -> None:
@@ -249,15 +288,24 @@ def _check_bucket(session, bucket: str, region: str) -> None:
         raise
 
 
+QUOTA_SERVICE = "sagemaker"
+USAGE_SCAN_LIMIT = 100  # running jobs described to count the instances they hold; more are counted, not described
+_quota_codes: dict[str, str] = {}  # quota name -> Service Quotas code: the same in every account and region
+
+
 @dataclass(frozen=True)
 class QuotaCheck:
     quota_name: str
     limit: float
     requested: int
+    quota_code: str = ""
+    default: bool = False  # the limit is AWS's default: no increase was ever applied to this account
+    in_use: int = 0  # instances of the type held by this account's running training jobs (same purchase option)
+    unscanned_jobs: int = 0  # running jobs past USAGE_SCAN_LIMIT whose instances are not in ``in_use``
 
     @property
     def ok(self) -> bool:
-        return self.requested <= self.limit
+        return self.in_use + self.requested <= self.limit
 
 
 def quota_name(instance_type: str, spot: bool = False) -> str:
@@ -267,39 +315,118 @@ def quota_name(instance_type: str, spot: bool = False) -> str:
 
 def check_quota(boto_session, instance_type: str, instance_count: int, spot: bool = False,
                 region: str | None = None) -> QuotaCheck | None:
-    """Compare the account's quota for this instance type with ``instance_count``.
+    """Compare the account's quota for this instance type with ``instance_count`` plus what its running training
+    jobs already hold (a shared workshop account fills up).
 
-    :class:`QuotaError` when it is too low; None when the quota cannot be read (no servicequotas permission, or a
-    name Service Quotas does not list), since the launch itself will then say so.
+    The quota is the applied value, or AWS's default when none was applied. :class:`QuotaError` when it is too low;
+    None when it cannot be read (no servicequotas permission, or a name Service Quotas does not know), since the
+    launch itself will then say so.
     """
     from botocore.exceptions import BotoCoreError, ClientError
 
     wanted = quota_name(instance_type, spot)
+    region = region or boto_session.region_name
     try:
-        client = boto_session.client("service-quotas", region_name=region or boto_session.region_name)
-        for page in client.get_paginator("list_service_quotas").paginate(ServiceCode="sagemaker"):
-            for quota in page.get("Quotas", []):
-                if quota.get("QuotaName") == wanted:
-                    check = QuotaCheck(wanted, float(quota.get("Value", 0)), instance_count)
-                    if not check.ok:
-                        raise QuotaError(
-                            f"the account's quota '{wanted}' is {check.limit:g} and this job asks for "
-                            f"{instance_count}: request an increase (Service Quotas console > Amazon SageMaker > "
-                            f"'{wanted}'), or use fewer instances or another type.")
-                    return check
+        found = _quota_value(boto_session.client("service-quotas", region_name=region), wanted)
     except (ClientError, BotoCoreError):
         return None
-    return None
+    if found is None:
+        return None
+    limit, code, default = found
+    check = QuotaCheck(wanted, limit, instance_count, quota_code=code, default=default)
+    if check.ok:  # too low even for an idle account: no need to look at running jobs
+        try:
+            in_use, unscanned = _instances_in_use(boto_session.client("sagemaker", region_name=region),
+                                                  instance_type, spot)
+            check = replace(check, in_use=in_use, unscanned_jobs=unscanned)
+        except (ClientError, BotoCoreError):
+            pass  # cannot list jobs: the quota alone is still a useful check
+    if not check.ok:
+        raise QuotaError(_quota_message(check))
+    return check
+
+
+def _quota_value(client, wanted: str) -> tuple[float, str, bool] | None:
+    """(value, code, is AWS's default) of the SageMaker quota named ``wanted``; None when there is no such quota.
+
+    ListServiceQuotas leaves out quotas still at their default, so the code comes from the defaults list (once per
+    process) and the value from GetServiceQuota, or the default when no value was ever applied.
+    """
+    from botocore.exceptions import ClientError
+
+    code, default = _quota_codes.get(wanted), None
+    if code is None:
+        pages = client.get_paginator("list_aws_default_service_quotas").paginate(
+            ServiceCode=QUOTA_SERVICE, PaginationConfig={"PageSize": 100})
+        for page in pages:
+            hit = next((q for q in page.get("Quotas", []) if q.get("QuotaName") == wanted), None)
+            if hit:
+                code, default = hit["QuotaCode"], float(hit.get("Value", 0))
+                break
+        if code is None:
+            return None
+        _quota_codes[wanted] = code
+    try:
+        return float(client.get_service_quota(ServiceCode=QUOTA_SERVICE, QuotaCode=code)["Quota"]["Value"]), code, False
+    except ClientError as err:
+        if _client_error_code(err) != "NoSuchResourceException":  # the answer when no value was ever applied
+            raise
+    if default is None:
+        default = float(client.get_aws_default_service_quota(ServiceCode=QUOTA_SERVICE,
+                                                             QuotaCode=code)["Quota"]["Value"])
+    return default, code, True
+
+
+def _instances_in_use(client, instance_type: str, spot: bool) -> tuple[int, int]:
+    """Instances of ``instance_type`` held by this account's running training jobs of the same purchase option (spot
+    and on-demand have separate quotas), and how many running jobs were past ``USAGE_SCAN_LIMIT`` and not counted."""
+    from botocore.exceptions import ClientError
+
+    pages = client.get_paginator("list_training_jobs").paginate(
+        StatusEquals="InProgress", PaginationConfig={"PageSize": 100, "MaxItems": 10 * USAGE_SCAN_LIMIT})
+    running = [s["TrainingJobName"] for page in pages for s in page["TrainingJobSummaries"]]
+
+    def held(name: str) -> int | None:
+        try:
+            desc = client.describe_training_job(TrainingJobName=name)
+        except ClientError:
+            return None
+        if desc.get("TrainingJobStatus") != "InProgress" or bool(desc.get("EnableManagedSpotTraining")) != spot:
+            return 0
+        config = desc.get("ResourceConfig") or {}
+        groups = config.get("InstanceGroups") or [
+            {"InstanceType": config.get("SelectedInstanceType") or config.get("InstanceType"),
+             "InstanceCount": config.get("SelectedInstanceCount") or config.get("InstanceCount")}]
+        return sum(int(g.get("InstanceCount") or 0) for g in groups if g.get("InstanceType") == instance_type)
+
+    with ThreadPoolExecutor(max_workers=8) as pool:  # boto3 clients are thread-safe; describes are independent
+        counts = list(pool.map(held, running[:USAGE_SCAN_LIMIT]))
+    return sum(c or 0 for c in counts), len(running) - len(counts) + counts.count(None)
+
+
+def _quota_message(check: QuotaCheck) -> str:
+    held = f", {check.in_use} of them held by running training jobs in this account," if check.in_use else ""
+    default = " (AWS's default: no increase was ever applied here)" if check.default else ""
+    unscanned = (f" {check.unscanned_jobs} more running job(s) were not inspected, so even more may be in use."
+                 if check.unscanned_jobs else "")
+    code = f", code {check.quota_code}" if check.quota_code else ""
+    wait = (" wait for running jobs to finish (helpers.aws.cleanup() stops yours; ask the others about theirs),"
+            if check.in_use else "")
+    return (f"the account's quota '{check.quota_name}' is {check.limit:g}{held} and this job asks for "
+            f"{check.requested}{default}.{unscanned} Request an increase to at least {check.in_use + check.requested} "
+            f"(Service Quotas console > AWS services > Amazon SageMaker > '{check.quota_name}'{code}),{wait} or use "
+            f"fewer instances or another type.")
 
 
 def cleanup(attendee: str | None = None, boto_session=None, region: str | None = None,
             stop: bool = True) -> list[str]:
     """Stop this attendee's training jobs that are still running; returns their names.
 
-    Only jobs whose names start with ``<attendee>-`` are touched, so a shared account's other learners are safe.
-    ``stop=False`` lists them without stopping.
+    Only jobs named ``<attendee>-...`` AND tagged ``workshop-attendee=<attendee>`` are touched: a name prefix alone
+    would let ``alice`` stop ``alice-smith``'s jobs. ``stop=False`` lists them without stopping.
     """
     import boto3
+    from botocore.exceptions import ClientError
 
     who = resolve_attendee(attendee)
     if who.shared:
@@ -308,10 +435,22 @@ def cleanup(attendee: str | None = None, boto_session=None, region: str | None =
     session = boto_session or boto3.Session(region_name=region)
     client = session.client("sagemaker", region_name=region or session.region_name)
     prefix = f"{who.name}-"
-    names = []
+    candidates = []
     for page in client.get_paginator("list_training_jobs").paginate(NameContains=prefix, StatusEquals="InProgress"):
         # NameContains matches anywhere in the name: keep only jobs that start with the prefix
-        names += [s["TrainingJobName"] for s in page["TrainingJobSummaries"] if s["TrainingJobName"].startswith(prefix)]
+        candidates += [s for s in page["TrainingJobSummaries"] if s["TrainingJobName"].startswith(prefix)]
+    names = []
+    for summary in candidates:  # every owner is confirmed before anything is stopped
+        try:
+            tags = [t for page in client.get_paginator("list_tags").paginate(ResourceArn=summary["TrainingJobArn"])
+                    for t in page.get("Tags", [])]
+        except ClientError as err:
+            raise AwsSetupError(f"cannot read the tags of {summary['TrainingJobName']} "
+                                f"({_client_error_code(err) or 'ListTags'}) to confirm it is yours, so nothing was "
+                                f"stopped: these credentials need sagemaker:ListTags, or stop your jobs in the "
+                                f"SageMaker console (Training > Training jobs).") from None
+        if {"Key": ATTENDEE_TAG, "Value": who.name} in tags:
+            names.append(summary["TrainingJobName"])
     if stop:
         for name in names:
             client.stop_training_job(TrainingJobName=name)

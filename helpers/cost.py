@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from . import instances
 
 # Managed spot saves "up to 90%" (AWS). The floor is an assumption, not a published figure: GPU spot capacity is often
-# discounted far less, so estimates show a range rather than a single spot price.
+# discounted far less, so estimates show a range rather than a single spot price. AWS guarantees no saving at all, so
+# the budget guard prices spot at the on-demand rate.
 SPOT_SAVINGS_RANGE = (0.30, 0.90)
 SPOT_SAVING_MIDRANGE = sum(SPOT_SAVINGS_RANGE) / 2  # the saving an expected spot cost assumes
 BUDGET_ENV = "WORKSHOP_BUDGET_USD"
@@ -59,14 +60,15 @@ class Estimate:
 
     @property
     def spot_range_usd(self) -> tuple[float, float]:
-        """(best case, worst case) for the same hours on spot."""
+        """(best, typical worst) for the same hours on spot, from ``SPOT_SAVINGS_RANGE``: an assumption, for display."""
         low_saving, high_saving = SPOT_SAVINGS_RANGE
         return self.on_demand_usd * (1 - high_saving), self.on_demand_usd * (1 - low_saving)
 
     @property
     def max_usd(self) -> float:
-        """What the budget guard compares: the worst case for the purchase option the job uses."""
-        return self.spot_range_usd[1] if self.spot else self.on_demand_usd
+        """What the budget guard compares: the true worst case, the on-demand price, for spot too (spot prices can
+        rise to on-demand and AWS promises no discount)."""
+        return self.on_demand_usd
 
     @property
     def expected_usd(self) -> float | None:
@@ -81,8 +83,9 @@ class Estimate:
                 ("price", f"${self.price_per_hour:,.4g}/h per instance (us-east-1, {self.price_as_of})"),
                 ("billable cap", f"{self.hours:g} h x {self.instance_count} = {self.instance_hours:g} instance-hours"),
                 ("on-demand, at most", _money(self.on_demand_usd)),
-                ("spot, at most", f"{_money(low)} - {_money(high)} (saving "
-                                  f"{SPOT_SAVINGS_RANGE[0]:.0%}-{SPOT_SAVINGS_RANGE[1]:.0%})")]
+                ("spot, typically", f"{_money(low)} - {_money(high)} (saving "
+                                    f"{SPOT_SAVINGS_RANGE[0]:.0%}-{SPOT_SAVINGS_RANGE[1]:.0%}, not guaranteed: "
+                                    f"at most the on-demand price)")]
         if self.expected_hours is not None:
             rows.append(("expected", f"{_money(self.expected_usd)} for {self.expected_hours:.2g} h"
                                      + (" on spot (mid-range saving)" if self.spot else "")))
@@ -133,10 +136,11 @@ def check_budget(est: Estimate, budget_usd: float | None) -> None:
         return
     if est.max_usd <= budget_usd:
         return
-    what = "spot (worst case)" if est.spot else "on-demand"
+    spot_note = "; spot can cost as much as on-demand: AWS guarantees no saving" if est.spot else ""
     raise BudgetExceeded(
-        f"refused: this job can cost up to {_money(est.max_usd)} {what} ({est.instance_count} x "
-        f"{est.instance_type} at ${est.price_per_hour:,.4g}/h for up to {est.hours:g} h), above the budget of "
+        f"refused: this job can cost up to {_money(est.max_usd)} {'on spot' if est.spot else 'on-demand'} "
+        f"({est.instance_count} x {est.instance_type} at ${est.price_per_hour:,.4g}/h for up to {est.hours:g} h"
+        f"{spot_note}), above the budget of "
         f"{_money(budget_usd)}. Lower max_runtime_s (it caps the bill), use fewer or smaller instances, "
         f"or raise budget_usd.")
 

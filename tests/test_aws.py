@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 import os
+import urllib.parse
 
 import pytest
 
-from helpers import aws, aws_offline
+from helpers import aws, aws_offline, sagemaker_jobs
 from helpers.aws_offline import ClientErrorAnswer, ScriptedJob
+from helpers.jobs import Job
 
 
 @pytest.fixture
@@ -23,7 +25,8 @@ def no_studio(monkeypatch, tmp_path):
 
 
 @pytest.fixture
-def fake_aws(no_studio):
+def fake_aws(no_studio, monkeypatch):
+    monkeypatch.setattr(aws, "_quota_codes", {})  # each test finds its own quota codes
     with aws_offline.offline_environment(), aws_offline.network_guard() as attempts:
         yield aws_offline.OfflineAWS()
     assert not attempts, f"something tried the network: {attempts}"
@@ -121,6 +124,82 @@ def test_without_iam_get_role_the_service_role_path_is_assumed(fake_aws):
     assert ctx.role_arn == "arn:aws:iam::111122223333:role/service-role/AmazonSageMaker-ExecutionRole-2026"
 
 
+SSO_CALLER = "arn:aws:sts::111122223333:assumed-role/AWSReservedSSO_AdministratorAccess_0a1b2c/alice@example.com"
+TRUST_SAGEMAKER = {"Version": "2012-10-17", "Statement": [
+    {"Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"}, "Action": "sts:AssumeRole"}]}
+TRUST_SSO = {"Version": "2012-10-17", "Statement": [
+    {"Effect": "Allow", "Action": ["sts:AssumeRoleWithSAML", "sts:TagSession"],
+     "Principal": {"Federated": "arn:aws:iam::111122223333:saml-provider/AWSSSO_0a1b2c_DO_NOT_DELETE"}}]}
+
+
+def _caller(fake, arn: str, trust: dict) -> None:
+    """Credentials of the assumed role ``arn``, whose trust policy IAM reports as ``trust`` (URL-encoded, as IAM
+    sends it)."""
+    name = arn.split(":assumed-role/")[1].split("/")[0]
+    fake.respond("GetCallerIdentity", {"Account": "111122223333", "UserId": "AROA:alice", "Arn": arn})
+    fake.respond("GetRole", {"Role": {"RoleName": name, "Arn": f"arn:aws:iam::111122223333:role/{name}", "Path": "/",
+                                      "RoleId": "AROAEXAMPLE", "CreateDate": "2026-01-01T00:00:00Z",
+                                      "AssumeRolePolicyDocument": urllib.parse.quote(json.dumps(trust))}})
+
+
+def test_an_sso_role_that_sagemaker_cannot_assume_is_refused_before_any_upload(fake_aws):
+    _caller(fake_aws, SSO_CALLER, TRUST_SSO)
+    with pytest.raises(aws.RoleError, match="AWSReservedSSO_AdministratorAccess_0a1b2c, which SageMaker cannot "
+                                            "assume.*WORKSHOP_ROLE_ARN to a SageMaker execution role"):
+        aws.discover(boto_session=fake_aws.boto_session, attendee="alice")
+    assert list(fake_aws.summary()) == ["sts.GetCallerIdentity", "iam.GetRole"]  # refused before the bucket
+    # a role given explicitly is the learner's choice: no trust lookup
+    ctx = aws.discover(role="arn:aws:iam::111122223333:role/Trainer", boto_session=fake_aws.boto_session)
+    assert ctx.role_arn == "arn:aws:iam::111122223333:role/Trainer" and len(fake_aws.calls_to("GetRole")) == 1
+
+
+def test_an_assumed_role_that_trusts_sagemaker_is_used(fake_aws):
+    caller = "arn:aws:sts::111122223333:assumed-role/WorkshopTrainer/i-0123456789"
+    services = ["ec2.amazonaws.com", "sagemaker.amazonaws.com"]
+    _caller(fake_aws, caller, {"Statement": {"Effect": "Allow", "Principal": {"Service": services},
+                                             "Action": ["sts:AssumeRole", "sts:SetSourceIdentity"]}})
+    assert aws.discover(boto_session=fake_aws.boto_session).role_arn == "arn:aws:iam::111122223333:role/WorkshopTrainer"
+
+
+def test_an_unreadable_trust_policy_is_refused_unless_sagemaker_made_the_role(fake_aws):
+    fake_aws.respond("GetRole", ClientErrorAnswer("AccessDenied", "not allowed", 403))
+    fake_aws.respond("GetCallerIdentity", {"Account": "111122223333", "UserId": "x", "Arn": SSO_CALLER})
+    with pytest.raises(aws.RoleError, match=r"refused to show its trust policy \(AccessDenied\).*its ARN will do"):
+        aws.discover(boto_session=fake_aws.boto_session)
+
+
+@pytest.mark.parametrize("trust, trusted", [
+    (TRUST_SAGEMAKER, True),
+    (urllib.parse.quote(json.dumps(TRUST_SAGEMAKER)), True),  # as IAM sends it
+    ({"Statement": [{"Effect": "Allow", "Principal": {"Service": ["sagemaker.amazonaws.com"]}, "Action": "sts:*"}]},
+     True),
+    (TRUST_SSO, False),
+    ({"Statement": [{"Effect": "Allow", "Principal": {"AWS": "arn:aws:iam::111122223333:root"},
+                     "Action": "sts:AssumeRole"}]}, False),
+    ({"Statement": [{"Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"},
+                     "Action": "sts:TagSession"}]}, False),
+    ({"Statement": [TRUST_SAGEMAKER["Statement"][0], {**TRUST_SAGEMAKER["Statement"][0], "Effect": "Deny"}]}, False),
+    ({}, False),
+], ids=["dict", "url-encoded", "service-list", "sso", "account", "other-action", "denied", "empty"])
+def test_which_trust_policies_let_sagemaker_assume_the_role(trust, trusted):
+    assert aws.trusts_sagemaker(trust) is trusted
+
+
+def test_an_offline_dry_run_does_no_role_discovery(no_studio, tmp_path, monkeypatch):
+    for name in ("train", "validation"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "part-00000.csv").write_text("id,title,category\n0,a title,c\n")
+    job = Job("lab-x", {}, {"train": tmp_path / "train", "validation": tmp_path / "validation"})
+
+    def no_lookup(*args, **kwargs):
+        raise AssertionError("the offline dry run looked up the caller's role")
+
+    monkeypatch.setattr(aws, "_role_from_caller", no_lookup)
+    with aws_offline.offline() as off:
+        sagemaker_jobs.run(job, "ml.g5.2xlarge", echo=False, attendee="alice")
+    assert off.request("CreateTrainingJob")["RoleArn"] == aws_offline.ROLE_ARN  # the placeholder, as is
+
+
 def test_studio_gives_role_region_and_attendee(fake_aws, studio):
     ctx = aws.discover(boto_session=fake_aws.boto_session)
     assert ctx.where == "SageMaker Studio"
@@ -196,57 +275,157 @@ def test_console_url():
 
 
 # ---------------------------------------------------------------------------------------------------- quotas
-def _quotas(*pairs):
-    return {"Quotas": [{"ServiceCode": "sagemaker", "QuotaName": name, "Value": value, "QuotaCode": f"L-{i}"}
-                       for i, (name, value) in enumerate(pairs)]}
+P4D, P4D_SPOT = "ml.p4d.24xlarge for training job usage", "ml.p4d.24xlarge for spot training job usage"
 
 
-def test_quota_check(fake_aws):
-    fake_aws.respond("ListServiceQuotas", _quotas(("ml.p4d.24xlarge for training job usage", 2),
-                                                  ("ml.p4d.24xlarge for spot training job usage", 0)))
-    session = fake_aws.boto_session
-    ok = aws.check_quota(session, "ml.p4d.24xlarge", 2)
-    assert ok.ok and ok.limit == 2
-    with pytest.raises(aws.QuotaError, match="quota 'ml.p4d.24xlarge for spot training job usage' is 0.*asks for 1"):
-        aws.check_quota(session, "ml.p4d.24xlarge", 1, spot=True)
-    with pytest.raises(aws.QuotaError, match="request an increase"):
-        aws.check_quota(session, "ml.p4d.24xlarge", 3)
-    assert aws.check_quota(session, "ml.g5.2xlarge", 1) is None  # not listed: the launch itself will say
-    assert fake_aws.request("ListServiceQuotas") == {"ServiceCode": "sagemaker"}
+def _script_quotas(fake, defaults: dict[str, float], applied: dict[str, float] | None = None) -> dict[str, str]:
+    """Service Quotas as AWS answers: every quota in the defaults list (two per page here, after some others), an
+    applied value only for quotas that were raised. Returns name -> quota code."""
+    names = [f"ml.c5.{i}xlarge for processing job usage" for i in range(3)] + list(defaults)
+    quotas = [{"ServiceCode": "sagemaker", "QuotaName": n, "QuotaCode": f"L-{i:08X}", "Value": defaults.get(n, 4.0)}
+              for i, n in enumerate(names)]
+    by_code, applied = {q["QuotaCode"]: q for q in quotas}, applied or {}
+
+    def list_defaults(params):
+        start = int(params.get("NextToken") or 0)
+        page = {"Quotas": quotas[start:start + 2]}
+        return {**page, "NextToken": str(start + 2)} if start + 2 < len(quotas) else page
+
+    def get(values):
+        def answer(params):
+            q = by_code.get(params["QuotaCode"])
+            if q is None or q["QuotaName"] not in values:
+                return ClientErrorAnswer("NoSuchResourceException", "no such quota value", 400)
+            return {"Quota": {**q, "Value": values[q["QuotaName"]]}}
+        return answer
+
+    fake.respond("ListAWSDefaultServiceQuotas", list_defaults)
+    fake.respond("GetServiceQuota", get(applied))
+    fake.respond("GetAWSDefaultServiceQuota", get({q["QuotaName"]: q["Value"] for q in quotas}))
+    return {q["QuotaName"]: q["QuotaCode"] for q in quotas}
 
 
-def test_quota_check_without_permission_stays_silent(fake_aws):
-    fake_aws.respond("ListServiceQuotas", ClientErrorAnswer("AccessDeniedException", "no", 400))
+def test_a_quota_still_at_its_aws_default_is_checked(fake_aws):
+    # ListServiceQuotas would not list it at all: only quotas with an applied value are there
+    codes = _script_quotas(fake_aws, {P4D: 0.0, P4D_SPOT: 0.0})
+    with pytest.raises(aws.QuotaError) as err:
+        aws.check_quota(fake_aws.boto_session, "ml.p4d.24xlarge", 1)
+    msg = str(err.value)
+    assert f"quota '{P4D}' is 0 and this job asks for 1 (AWS's default" in msg
+    assert f"Request an increase to at least 1 (Service Quotas console > AWS services > Amazon SageMaker > '{P4D}', " \
+           f"code {codes[P4D]})" in msg
+    assert len(fake_aws.calls_to("ListAWSDefaultServiceQuotas")) == 2  # paged until found (page 2 of 3), then stopped
+    assert fake_aws.request("GetServiceQuota") == {"ServiceCode": "sagemaker", "QuotaCode": codes[P4D]}
+    assert not fake_aws.calls_to("ListTrainingJobs")  # too low for an idle account: running jobs do not matter
+
+
+def test_an_applied_quota_wins_over_the_default_and_codes_are_found_once(fake_aws):
+    codes = _script_quotas(fake_aws, {P4D: 0.0, P4D_SPOT: 0.0}, applied={P4D: 2.0})
+    check = aws.check_quota(fake_aws.boto_session, "ml.p4d.24xlarge", 2)
+    assert (check.ok, check.limit, check.default, check.quota_code, check.in_use) == (True, 2, False, codes[P4D], 0)
+    listed = len(fake_aws.calls_to("ListAWSDefaultServiceQuotas"))
+    with pytest.raises(aws.QuotaError, match=f"quota '{P4D}' is 2 and this job asks for 3.*at least 3"):
+        aws.check_quota(fake_aws.boto_session, "ml.p4d.24xlarge", 3)
+    with pytest.raises(aws.QuotaError, match=f"quota '{P4D_SPOT}' is 0 and this job asks for 1 \\(AWS's default"):
+        aws.check_quota(fake_aws.boto_session, "ml.p4d.24xlarge", 1, spot=True)
+    assert len(fake_aws.calls_to("ListAWSDefaultServiceQuotas")) == listed + 3  # only the spot code was looked up
+    # a known code whose value was never raised: GetServiceQuota has none, the default comes from its own call
+    with pytest.raises(aws.QuotaError, match="AWS's default"):
+        aws.check_quota(fake_aws.boto_session, "ml.p4d.24xlarge", 1, spot=True)
+    assert fake_aws.request("GetAWSDefaultServiceQuota") == {"ServiceCode": "sagemaker", "QuotaCode": codes[P4D_SPOT]}
+    assert aws.check_quota(fake_aws.boto_session, "ml.g5.2xlarge", 1) is None  # no such quota: the launch will say
+
+
+def test_instances_held_by_running_jobs_count_against_the_quota(fake_aws):
+    codes = _script_quotas(fake_aws, {P4D: 0.0, P4D_SPOT: 0.0}, applied={P4D: 4.0, P4D_SPOT: 8.0})
+    _create(fake_aws.boto_session, "bob-lab02-ddp", "ml.p4d.24xlarge", 2)
+    _create(fake_aws.boto_session, "carol-lab03-smddp", "ml.p4d.24xlarge", 1)
+    _create(fake_aws.boto_session, "dave-lab06-spot", "ml.p4d.24xlarge", 4, spot=True)  # the spot quota's
+    _create(fake_aws.boto_session, "erin-lab01-single", "ml.g5.2xlarge", 1)  # another type
+    fake_aws.script_job(ScriptedJob(statuses=[("Completed", "Completed")]), "frank-lab02-done")
+    _create(fake_aws.boto_session, "frank-lab02-done", "ml.p4d.24xlarge", 2)  # finished: holds nothing
+    with pytest.raises(aws.QuotaError) as err:
+        aws.check_quota(fake_aws.boto_session, "ml.p4d.24xlarge", 2)
+    msg = str(err.value)
+    assert f"quota '{P4D}' is 4, 3 of them held by running training jobs in this account, and this job asks for 2." \
+        in msg
+    assert "at least 5" in msg and codes[P4D] in msg and "helpers.aws.cleanup()" in msg
+    assert fake_aws.request("ListTrainingJobs") == {"StatusEquals": "InProgress", "MaxResults": 100}
+    assert {c.params["TrainingJobName"] for c in fake_aws.calls_to("DescribeTrainingJob")} == {
+        "bob-lab02-ddp", "carol-lab03-smddp", "dave-lab06-spot", "erin-lab01-single"}
+    check = aws.check_quota(fake_aws.boto_session, "ml.p4d.24xlarge", 1)
+    assert check.ok and check.in_use == 3 and check.unscanned_jobs == 0
+    assert aws.check_quota(fake_aws.boto_session, "ml.p4d.24xlarge", 4, spot=True).in_use == 4
+
+
+def test_running_jobs_past_the_scan_limit_are_counted_and_said(fake_aws, monkeypatch):
+    monkeypatch.setattr(aws, "USAGE_SCAN_LIMIT", 2)
+    _script_quotas(fake_aws, {P4D: 0.0}, applied={P4D: 3.0})
+    for name in ("a-lab02-x", "b-lab02-x", "c-lab02-x"):
+        _create(fake_aws.boto_session, name, "ml.p4d.24xlarge", 1)
+    with pytest.raises(aws.QuotaError, match=r"held by running.*1 more running job\(s\) were not inspected"):
+        aws.check_quota(fake_aws.boto_session, "ml.p4d.24xlarge", 2)
+    assert len(fake_aws.calls_to("DescribeTrainingJob")) == 2
+
+
+@pytest.mark.parametrize("denied", ["ListAWSDefaultServiceQuotas", "GetServiceQuota"])
+def test_quota_check_without_permission_stays_silent(fake_aws, denied):
+    _script_quotas(fake_aws, {P4D: 0.0})
+    fake_aws.respond(denied, ClientErrorAnswer("AccessDeniedException", "no", 400))
     assert aws.check_quota(fake_aws.boto_session, "ml.p4d.24xlarge", 64) is None
 
 
 # ---------------------------------------------------------------------------------------------------- cleanup
-def _create(session, name: str) -> None:
+def _create(session, name: str, instance_type: str = "ml.g5.2xlarge", count: int = 1, spot: bool = False,
+            attendee: str | None = None) -> None:
+    """A training job as the helpers launch it: tagged with its attendee (the name's first word unless given)."""
     session.client("sagemaker").create_training_job(
         TrainingJobName=name, RoleArn=aws_offline.ROLE_ARN,
         AlgorithmSpecification={"TrainingImage": "img", "TrainingInputMode": "File"},
         OutputDataConfig={"S3OutputPath": "s3://b/out"},
-        ResourceConfig={"InstanceType": "ml.g5.2xlarge", "InstanceCount": 1, "VolumeSizeInGB": 30},
-        StoppingCondition={"MaxRuntimeInSeconds": 60})
+        ResourceConfig={"InstanceType": instance_type, "InstanceCount": count, "VolumeSizeInGB": 30},
+        StoppingCondition={"MaxRuntimeInSeconds": 60, **({"MaxWaitTimeInSeconds": 120} if spot else {})},
+        EnableManagedSpotTraining=spot,
+        Tags=[{"Key": aws.ATTENDEE_TAG, "Value": attendee or name.split("-")[0]}] if attendee != "" else [])
+
+
+def _tags_from_created_jobs(fake) -> None:
+    """ListTags answers with the tags each job was created with."""
+    fake.respond("ListTags", lambda params: {"Tags": fake.jobs[params["ResourceArn"].rsplit("/", 1)[-1]]["Tags"]})
 
 
 def test_cleanup_stops_only_this_attendees_running_jobs(fake_aws):
+    _tags_from_created_jobs(fake_aws)
     running = ScriptedJob(statuses=[("InProgress", "Training")])
-    for name in ("alice-lab02-a", "alice-lab03-b", "bob-lab02-a", "malice-lab02-a"):
+    for name, owner in (("alice-lab02-a", None), ("alice-lab03-b", None), ("bob-lab02-a", None),
+                        ("malice-lab02-a", None), ("alice-smith-lab02-a", "alice-smith"), ("alice-manual-x", "")):
         fake_aws.script_job(running, name)
-        _create(fake_aws.boto_session, name)
+        _create(fake_aws.boto_session, name, attendee=owner)
     fake_aws.script_job(ScriptedJob(statuses=[("Completed", "Completed")]), "alice-lab01-done")
     _create(fake_aws.boto_session, "alice-lab01-done")
 
     listed = aws.cleanup("alice", boto_session=fake_aws.boto_session, stop=False)
-    assert listed == ["alice-lab02-a", "alice-lab03-b"]  # "malice-" contains "alice-" but is not alice's
+    # "malice-" contains "alice-", "alice-smith-" starts with it, an untagged job may be anyone's: none are alice's
+    assert listed == ["alice-lab02-a", "alice-lab03-b"]
     assert not fake_aws.calls_to("StopTrainingJob")
+    assert {c.params["ResourceArn"].rsplit("/", 1)[-1] for c in fake_aws.calls_to("ListTags")} == {
+        "alice-lab02-a", "alice-lab03-b", "alice-smith-lab02-a", "alice-manual-x"}  # only names that could be hers
 
     stopped = aws.cleanup("alice", boto_session=fake_aws.boto_session)
     assert stopped == listed
     assert [c.params["TrainingJobName"] for c in fake_aws.calls_to("StopTrainingJob")] == listed
     assert fake_aws.request("ListTrainingJobs") == {"NameContains": "alice-", "StatusEquals": "InProgress"}
     assert aws.cleanup("alice", boto_session=fake_aws.boto_session) == []  # stopped jobs are left alone
+
+
+def test_cleanup_stops_nothing_when_owners_cannot_be_confirmed(fake_aws):
+    fake_aws.script_job(ScriptedJob(statuses=[("InProgress", "Training")]))
+    _create(fake_aws.boto_session, "alice-lab02-a")
+    fake_aws.respond("ListTags", ClientErrorAnswer("AccessDeniedException", "no", 400))
+    with pytest.raises(aws.AwsSetupError, match="cannot read the tags of alice-lab02-a.*nothing was stopped.*"
+                                                "sagemaker:ListTags"):
+        aws.cleanup("alice", boto_session=fake_aws.boto_session)
+    assert not fake_aws.calls_to("StopTrainingJob")
 
 
 def test_cleanup_refuses_a_shared_login_name(fake_aws, monkeypatch):
