@@ -333,6 +333,19 @@ class OfflineAWS:
     def _service_quotas_ListServiceQuotas(self, params):
         return {"Quotas": []}  # nothing known: the quota check then stays silent, as with no permission
 
+    def _service_quotas_ListAWSDefaultServiceQuotas(self, params):
+        return {"Quotas": []}  # no quota known by name: the quota check stays silent
+
+    def _service_quotas_GetServiceQuota(self, params):
+        return ClientErrorAnswer("NoSuchResourceException", f"no applied value for {params['QuotaCode']}")
+
+    def _service_quotas_GetAWSDefaultServiceQuota(self, params):
+        return ClientErrorAnswer("NoSuchResourceException", f"no quota {params['QuotaCode']}")
+
+    def _sagemaker_ListTags(self, params):
+        name = params["ResourceArn"].rsplit("/", 1)[-1]
+        return {"Tags": list(self.jobs.get(name, {}).get("Tags", []))}
+
     def _cloudwatch_logs_DescribeLogStreams(self, params):
         prefix = params.get("logStreamNamePrefix", "")
         name = prefix.rstrip("/")

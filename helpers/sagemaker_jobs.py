@@ -498,7 +498,7 @@ def build_trainer(plan: Plan, sagemaker_session, role_arn: str, bucket: str, att
                       enable_managed_spot_training=True if job.spot else None)
     stopping = StoppingCondition(max_runtime_in_seconds=job.max_runtime_s,
                                  max_wait_time_in_seconds=plan.max_wait_s if job.spot else None)
-    tags = [Tag(key="workshop-attendee", value=attendee), Tag(key="workshop-lab", value=job.name),
+    tags = [Tag(key=aws.ATTENDEE_TAG, value=attendee), Tag(key="workshop-lab", value=job.name),
             *(Tag(key=str(k), value=str(v)) for k, v in job.tags.items())]
     fsx_networking = None
     if any(c.kind == "fsx" for c in plan.channels):
@@ -985,12 +985,13 @@ def run(job: Job, target: Target | str, launch: bool = False, budget_usd: float 
     else:
         try:
             ctx = aws.discover(role, bucket, region, attendee, boto_session=session)
-        except aws.NoCredentials as err:
+        except aws.AwsSetupError as err:
             # a dry run still shows the request, with placeholders, and says what a launch will need
             notes.append(f"{err} Placeholders are shown instead.")
-            ctx = None
+            ctx, why = None, ("no AWS credentials" if isinstance(err, aws.NoCredentials) else
+                              f"the account is not ready to launch ({type(err).__name__})")
         if ctx is None:
-            recorder, where = aws_offline.OfflineAWS(), "offline: no AWS credentials, placeholder account"
+            recorder, where = aws_offline.OfflineAWS(), f"offline: {why}, placeholder account"
             role_arn, bucket_name = role or recorder.role_arn, bucket or recorder.bucket
             who = aws.resolve_attendee(attendee, {})
         else:

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import tarfile
+import urllib.parse
 
 import pytest
 
@@ -48,8 +49,9 @@ def offline(no_studio):
 
 
 @pytest.fixture
-def fake_aws(no_studio):
+def fake_aws(no_studio, monkeypatch):
     """The launch path: a boto3 session with (fake) credentials that sagemaker_jobs treats as real AWS."""
+    monkeypatch.setattr(aws, "_quota_codes", {})  # quota codes a test scripted stay in that test
     with aws_offline.offline_environment(), aws_offline.network_guard() as attempts, \
             aws_offline.config_validated_once():
         yield aws_offline.OfflineAWS()
@@ -185,7 +187,7 @@ def test_spot_with_max_wait_and_checkpoints(offline, data):
     assert re.fullmatch(rf"s3://{BUCKET}/alice/checkpoints/lab04-spot/\d{{8}}-\d{{6}}/", r["CheckpointConfig"]["S3Uri"])
     assert r["CheckpointConfig"]["LocalPath"] == "/opt/ml/checkpoints"
     assert any("max_wait_s not set" in n for n in d.plan.notes)
-    assert d.estimate.spot and d.estimate.max_usd == pytest.approx(1.52 * 0.7)
+    assert d.estimate.spot and d.estimate.max_usd == pytest.approx(1.52)  # AWS guarantees no spot saving
 
     given = dry(Job("lab04-spot", {}, data, spot=True, checkpoints=True, max_runtime_s=3600, max_wait_s=5400),
                 "ml.g5.2xlarge", checkpoint_s3_uri="s3://team-bucket/ckpt/run-7/")
@@ -308,6 +310,21 @@ def test_each_dry_run_request_is_saved_for_the_lab_runner(offline, data, tmp_pat
     first = json.loads(saved[0].read_text())
     assert first["launcher"] == "torchrun" and first["world_size"] == 8 and first["target"] == "ml.g5.12xlarge"
     assert first["request"]["ResourceConfig"]["InstanceCount"] == 2
+
+
+def test_a_dry_run_with_an_account_not_ready_to_launch_still_shows_the_request(fake_aws, data):
+    """SSO admin credentials: no role SageMaker can assume. The dry run says so and shows the request anyway."""
+    fake_aws.respond("GetCallerIdentity", {"Account": "111122223333", "UserId": "AROA:alice",
+                                           "Arn": "arn:aws:sts::111122223333:assumed-role/AWSReservedSSO_Admin_1/alice"})
+    fake_aws.respond("GetRole", {"Role": {"RoleName": "AWSReservedSSO_Admin_1", "Path": "/", "RoleId": "AROAEXAMPLE",
+                                          "Arn": "arn:aws:iam::111122223333:role/AWSReservedSSO_Admin_1",
+                                          "CreateDate": "2026-01-01T00:00:00Z", "AssumeRolePolicyDocument":
+                                              urllib.parse.quote(json.dumps({"Version": "2012-10-17", "Statement": [{
+                                                  "Effect": "Allow", "Action": "sts:AssumeRoleWithSAML",
+                                                  "Principal": {"Federated": "arn:aws:iam::111122223333:saml"}}]}))}})
+    d = dry(Job("lab01-single", {}, data), "ml.g5.2xlarge", session=fake_aws.boto_session)
+    assert d.request["RoleArn"] == ROLE and "not ready to launch (RoleError)" in d.where
+    assert any("SageMaker cannot assume" in n and "Placeholders are shown" in n for n in d.notes)
 
 
 def test_headless_without_credentials_the_dry_run_uses_placeholders(no_studio, data, capsys):
@@ -441,8 +458,10 @@ def test_a_missing_bucket_refuses_before_anything_is_written(fake_aws, data):
 
 
 def test_a_quota_too_low_refuses_before_anything_is_written(fake_aws, data):
-    fake_aws.respond("ListServiceQuotas", {"Quotas": [{"QuotaName": "ml.p4d.24xlarge for training job usage",
-                                                       "Value": 1.0, "ServiceCode": "sagemaker"}]})
+    quota = {"QuotaName": "ml.p4d.24xlarge for training job usage", "QuotaCode": "L-P4DTRAIN",
+             "ServiceCode": "sagemaker"}
+    fake_aws.respond("ListAWSDefaultServiceQuotas", {"Quotas": [{**quota, "Value": 0.0}]})
+    fake_aws.respond("GetServiceQuota", {"Quota": {**quota, "Value": 1.0}})  # raised from the default 0 to 1
     job = Job("lab03-smddp", {}, data, distribution="smddp", instance_count=2)
     with pytest.raises(aws.QuotaError, match="is 1 and this job asks for 2"):
         sj.run(job, "ml.p4d.24xlarge", launch=True, budget_usd=500, session=fake_aws.boto_session, attendee="alice")
@@ -487,7 +506,7 @@ def test_launch_follows_status_and_logs_to_the_bill(fake_aws, data, capsys):
     assert created["EnableManagedSpotTraining"] and created["CheckpointConfig"]["S3Uri"].startswith(
         f"s3://{BUCKET}/alice/checkpoints/")
     made = list(fake_aws.summary())
-    assert made.index("sts.GetCallerIdentity") < made.index("service-quotas.ListServiceQuotas") < \
+    assert made.index("sts.GetCallerIdentity") < made.index("service-quotas.ListAWSDefaultServiceQuotas") < \
         made.index("sagemaker.CreateTrainingJob")
     assert "cloudwatch-logs.GetLogEvents" in made
 
