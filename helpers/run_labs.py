@@ -74,6 +74,20 @@ def kernel_config(socket_dir: Path):
     return cfg
 
 
+def quiet_shutdown_kernel_manager():
+    """jupyter_client's kernel manager, minus the SIGINT it sends before every shutdown (to stop a busy kernel): a
+    lab's kernel is idle by then, and a SIGINT that lands inside a message handler only makes the kernel log
+    "ERROR | KeyboardInterrupt caught in kernel" into a run that passed."""
+    from jupyter_client import AsyncKernelManager
+
+    class QuietShutdown(AsyncKernelManager):
+        async def _async_interrupt_kernel(self) -> None:
+            if not self.shutting_down:
+                await super()._async_interrupt_kernel()
+
+    return QuietShutdown
+
+
 def run_lab(notebook: Path, out_dir: Path, parameters: dict, verbose: bool = False) -> LabRun:
     import papermill as pm
 
@@ -94,7 +108,8 @@ def run_lab(notebook: Path, out_dir: Path, parameters: dict, verbose: bool = Fal
     try:
         pm.execute_notebook(str(notebook), str(executed), parameters=given, kernel_name="python3",
                             cwd=str(notebook.parent), progress_bar=False, log_output=verbose,
-                            request_save_on_cell_execute=False, config=kernel_config(sockets.name))
+                            request_save_on_cell_execute=False, config=kernel_config(sockets.name),
+                            kernel_manager_class=quiet_shutdown_kernel_manager())
         status, error = "ok", ""
     except pm.PapermillExecutionError as e:
         status = "failed"

@@ -117,3 +117,22 @@ def test_a_deep_output_folder_does_not_break_the_kernel_sockets(tmp_path):
     _notebook(labs / "01_fine.ipynb", [("params", "target = 'x'\nsmoke = True"), ("code", "x = 1")])
     deep = tmp_path / ("a" * 60) / ("b" * 60)  # well past a Unix socket path's ~100 bytes
     assert run_labs.main(["--labs-dir", str(labs), "--out", str(deep), "--target", "local_cpu"]) == 0
+
+
+def test_a_finished_lab_s_kernel_is_shut_down_without_an_interrupt(monkeypatch):
+    import asyncio
+
+    from jupyter_client import AsyncKernelManager
+
+    sent = []
+
+    async def interrupt(self):
+        sent.append("SIGINT")
+
+    monkeypatch.setattr(AsyncKernelManager, "_async_interrupt_kernel", interrupt)
+    manager = run_labs.quiet_shutdown_kernel_manager()()
+    manager.shutting_down = True  # what jupyter_client's shutdown sets before it interrupts
+    asyncio.run(manager._async_interrupt_kernel())
+    manager.shutting_down = False
+    asyncio.run(manager._async_interrupt_kernel())
+    assert sent == ["SIGINT"]  # a shutdown sends none; a real interrupt still goes through
