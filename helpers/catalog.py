@@ -470,9 +470,11 @@ def check_channel(path: str | os.PathLike, labels: Iterable[str] | None = None) 
 
 
 def check_channels(channels: dict) -> None:
-    """:func:`check_channel` on each local channel of a job (``s3://`` ones are not here to read); a channel without
+    """:func:`check_channel` on a job's local train and validation channels (``s3://`` ones are not here to read); one without
     labels.json of its own (validation) is checked against the categories of one that has them (train)."""
-    local = {name: Path(src) for name, src in channels.items() if not str(src).startswith("s3://")}
+    # the channels the training script reads as a catalogue; another channel may hold any data
+    local = {name: Path(src) for name, src in channels.items()
+             if name in ("train", "validation") and not str(src).startswith("s3://")}
     with_labels = [p / "labels.json" for p in local.values() if (p / "labels.json").is_file()]
     labels = load_labels(with_labels[0]) if with_labels else None
     for name, path in local.items():

@@ -31,6 +31,8 @@ def options(entry: Path) -> dict[str, Option] | None:
     ``add_arguments(parser)`` (as ``profiling`` does for ``train.py``); None if it declares none (a script without
     argparse: nothing to check against)."""
     entry = Path(entry)
+    if entry.suffix != ".py" or not entry.is_file():  # a shell entry point, or none: nothing to read
+        return None
     tree = ast.parse(entry.read_text(), str(entry))
     found: dict[str, Option] = {}
     for node in ast.walk(tree):

@@ -147,13 +147,18 @@ def parse_value(text: str):
         return text
 
 
+def target_of(a: argparse.Namespace) -> str:
+    """The target the labs get: ``--target``, or a ``-p target …`` given after it."""
+    return next((v for k, v in reversed(a.parameter) if k == "target"), a.target)
+
+
 def refuse_bad(ap: argparse.ArgumentParser, a: argparse.Namespace, labs: list[Path]) -> None:
     """Fail before any kernel starts: an unknown target, a parameter no chosen lab declares (a misspelt one would
     be dropped silently), an --out that is a file."""
     from .targets import TargetError, resolve
 
     try:
-        resolve(a.target)
+        resolve(target_of(a))
     except TargetError as e:
         ap.error(str(e))
     declared = set().union(*(declared_parameters(nb) for nb in labs))
@@ -182,9 +187,18 @@ def main(argv: list[str] | None = None) -> int:
     parameters = {"target": a.target, "smoke": a.smoke, **{k: parse_value(v) for k, v in a.parameter}}
     labs = discover(a.labs_dir, only=a.labs)
     refuse_bad(ap, a, labs)
-    if a.target.strip().lower().startswith("ml.") and not parameters.get("launch"):
+    if str(parameters["target"]).strip().lower().startswith("ml.") and not parameters.get("launch") \
+            and OFFLINE_ENV_FLAG not in os.environ:
         # a dry run of every lab: placeholders for account, role and bucket, nothing sent (launch=True lifts it)
-        os.environ.setdefault(OFFLINE_ENV_FLAG, "1")
+        os.environ[OFFLINE_ENV_FLAG] = "1"
+        try:
+            return run_all(a, labs, parameters)
+        finally:
+            os.environ.pop(OFFLINE_ENV_FLAG, None)
+    return run_all(a, labs, parameters)
+
+
+def run_all(a: argparse.Namespace, labs: list[Path], parameters: dict) -> int:
     a.out.mkdir(parents=True, exist_ok=True)
     print(f"running {len(labs)} lab(s) headless: {json.dumps(parameters)} -> {a.out}", flush=True)
     runs = []

@@ -309,9 +309,8 @@ def preflight(job: Job, target: Target | str, *, region: str | None = None, tens
         raise PreflightError("Job.smp is set but distribution is not 'smp': set distribution='smp' to use it.")
     precision = str(job.hyperparameters.get("precision", "auto")).lower()
     if precision == "bf16" and instance.gpus and not instance.supports("bf16"):
-        raise UnsupportedFeature(f"precision='bf16' needs a GPU from Ampere on, and {instance.name} has "
-                                 f"{instance.gpu.model}: use precision='fp16' (loss-scaled) or 'auto' there, or an "
-                                 f"instance with bf16 ({', '.join(instances.supporting('bf16')[:3])}, ...).")
+        notes.append(f"precision='bf16' on {instance.name} ({instance.gpu.model}, no bf16 tensor cores): the script "
+                     f"runs its fp16 (loss-scaled, or fp32 where it has none) instead")
     if precision == "fp16" and not instance.gpus:
         raise UnsupportedFeature(f"precision='fp16' needs a GPU and {instance.name} has none: use 'fp32' or 'bf16'.")
 
@@ -327,8 +326,9 @@ def preflight(job: Job, target: Target | str, *, region: str | None = None, tens
     if launcher == "smddp" and str(job.hyperparameters.get("backend", "smddp")) != "smddp":
         raise PreflightError(f"distribution='smddp' launches through mpirun for SMDDP's AllReduce, but "
                              f"hyperparameters['backend'] is {job.hyperparameters['backend']!r}: set it to 'smddp' "
-                             f"(or use distribution='torchrun' for {job.hyperparameters['backend']!r}).")
-    secrets = [k for k in job.hyperparameters if _secret(k)]
+                             f"or leave it out (or use distribution='torchrun' for NCCL).")
+    # a secret-looking name with a text value ("generate_tokens": 20 is a count, "hf_token": "hf_..." is not)
+    secrets = [k for k, v in job.hyperparameters.items() if _secret(k) and _text(v)]
     if secrets:
         raise PreflightError(f"hyperparameter(s) {', '.join(secrets)} look like secrets: hyperparameters are stored "
                              f"with the job and shown by DescribeTrainingJob. Keep secrets out of the job (read them "
@@ -464,6 +464,17 @@ def _secret(key: str) -> bool:
     return bool(_SECRETS.search(key))
 
 
+def _text(value) -> bool:
+    """A value that is text, not a number or a boolean (also as SageMaker's strings: "20", "true")."""
+    if not isinstance(value, str):
+        return False
+    try:
+        float(value)
+        return False
+    except ValueError:
+        return value.strip().lower() not in ("", "true", "false", "none", "null")
+
+
 def build_trainer(plan: Plan, sagemaker_session, role_arn: str, bucket: str, attendee: str,
                   checkpoint_s3_uri: str | None = None):
     """The ``ModelTrainer`` for a checked plan, and its channels. Uploads local channels (and, for SMDDP, the
@@ -564,7 +575,8 @@ def _toolkit_hyperparameters(plan: Plan, sagemaker_session, bucket: str, attende
         tarball = source_tarball(Path(job.source_dir), Path(tmp))
         digest = hashlib.sha256(tarball.read_bytes()).hexdigest()[:16]
         submit = sagemaker_session.upload_data(str(tarball), bucket=bucket, key_prefix=f"{attendee}/source/{digest}")
-    hps = {k: json.dumps(v) for k, v in job.hyperparameters.items()}
+    # distribution='smddp' means the script's SMDDP backend too (its default, 'auto', would be NCCL under mpirun)
+    hps = {k: json.dumps(v) for k, v in {"backend": "smddp", **job.hyperparameters}.items()}
     hps.update({
         "sagemaker_program": json.dumps(job.entry_point),
         "sagemaker_submit_directory": json.dumps(submit),
@@ -929,9 +941,13 @@ def run(job: Job, target: Target | str, launch: bool = False, budget_usd: float 
     """
     if (target.name if isinstance(target, Target) else str(target)) == "local_container":
         return run_local_container(job, echo=echo, session=session)
+    priced: list[str] = []  # notes from pricing, kept when the plan is re-made for the job's region
+
     def replan(in_region: str | None) -> Plan:
-        return preflight(job, target, region=in_region, tensorboard=tensorboard,
-                         image_has_smddp_override=image_has_smddp)
+        again = preflight(job, target, region=in_region, tensorboard=tensorboard,
+                          image_has_smddp_override=image_has_smddp)
+        again.notes.extend(priced)
+        return again
 
     plan = replan(region)  # every check before any AWS call; the image is re-resolved once the region is known
     if role:
@@ -944,6 +960,7 @@ def run(job: Job, target: Target | str, launch: bool = False, budget_usd: float 
                                  spot=job.spot, expected_s=None if expected_minutes is None else expected_minutes * 60)
     except cost.UnknownPrice as err:
         estimate = None
+        priced.append(str(err))
         plan.notes.append(str(err))
     offline = _offline_session(session)
 

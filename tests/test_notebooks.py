@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import nbformat
@@ -136,3 +137,18 @@ def test_a_finished_lab_s_kernel_is_shut_down_without_an_interrupt(monkeypatch):
     manager.shutting_down = False
     asyncio.run(manager._async_interrupt_kernel())
     assert sent == ["SIGINT"]  # a shutdown sends none; a real interrupt still goes through
+
+
+def test_a_target_given_with_p_is_the_one_checked_and_kept_offline(tmp_path, monkeypatch):
+    monkeypatch.delenv("WORKSHOP_AWS_OFFLINE", raising=False)
+    labs = tmp_path / "labs"
+    labs.mkdir()
+    _notebook(labs / "01_fine.ipynb", [("params", "target = 'x'\nsmoke = True"),
+                                        ("code", "import os\nfrom helpers import report\n"
+                                                 "report.record(offline=os.environ.get('WORKSHOP_AWS_OFFLINE'))")])
+    with pytest.raises(SystemExit):  # the -p target is resolved too
+        run_labs.main(["--labs-dir", str(labs), "--out", str(tmp_path / "bad"), "-p", "target", "ml.p4d.24xlarg"])
+    assert run_labs.main(["--labs-dir", str(labs), "--out", str(tmp_path / "out"), "-p", "target",
+                          "ml.g5.2xlarge"]) == 0
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["labs"][0]["figures"] == {"offline": "1"}
+    assert "WORKSHOP_AWS_OFFLINE" not in os.environ  # set for the labs' kernels only

@@ -137,6 +137,7 @@ def test_smddp_through_the_images_training_toolkit(offline, data):
     assert json.loads(hps["sagemaker_region"]) == "us-east-1"
     # the toolkit JSON-decodes every value, as SDK v2 encoded them
     assert json.loads(hps["epochs"]) == 2 and json.loads(hps["precision"]) == "bf16"
+    assert json.loads(hps["backend"]) == "smddp"  # distribution='smddp' implies the script's SMDDP backend
     submit = json.loads(hps["sagemaker_submit_directory"])
     assert submit.startswith(f"s3://{BUCKET}/alice/source/") and submit.endswith("/sourcedir.tar.gz")
     with tarfile.open(fileobj=io.BytesIO(offline.read(submit))) as tar:
@@ -170,6 +171,22 @@ def test_the_image_comes_from_the_job_s_own_region(no_studio, data):
         d = dry(Job("lab01-single", {}, data), "ml.g5.2xlarge", session=off)
     assert d.request["AlgorithmSpecification"]["TrainingImage"].startswith(
         "763104351884.dkr.ecr.eu-west-1.amazonaws.com/pytorch-training:")
+
+
+def test_bf16_on_a_gpu_without_it_is_a_note_the_script_runs_fp16(offline, data):
+    d = dry(Job("lab01-fast", {"precision": "bf16"}, data), "ml.g4dn.xlarge")  # lab 01's GPU switches, on a T4
+    assert any("no bf16 tensor cores" in n and "fp16" in n for n in d.plan.notes)
+
+
+def test_a_count_of_tokens_is_not_a_secret_but_a_token_is(offline, data):
+    job = Job("lab04-lm", {"generate_tokens": 20}, data, entry_point="train_lm.py")
+    assert dry(job, "ml.g5.2xlarge").request["HyperParameters"]["generate_tokens"] == "20"
+
+
+def test_a_job_without_a_price_keeps_its_note_through_the_region_s_plan(offline, data, monkeypatch):
+    monkeypatch.setattr(cost, "estimate", lambda *a, **k: (_ for _ in ()).throw(cost.UnknownPrice("no price for x")))
+    d = dry(Job("lab01-single", {}, data), "ml.g5.2xlarge")
+    assert d.estimate is None and "no price for x" in d.plan.notes
 
 
 def test_a_v100_gets_an_image_built_for_it(offline, data):
@@ -377,8 +394,6 @@ ERRORS = [
      {}, sj.PreflightError, "set it to 'smddp'"),
     ("misspelt hyperparameter", dict(hyperparameters={"bucket_by_lenght": True}), "ml.g5.2xlarge", {},
      sj.PreflightError, "no option 'bucket_by_lenght' \\(did you mean 'bucket_by_length'\\?\\): it would be ignored"),
-    ("bf16 on a V100", dict(hyperparameters={"precision": "bf16"}), "ml.p3.2xlarge", {}, sj.UnsupportedFeature,
-     "needs a GPU from Ampere on.*V100.*precision='fp16'"),
     ("fp16 on a CPU instance", dict(hyperparameters={"precision": "fp16"}), "ml.c5.2xlarge", {}, sj.UnsupportedFeature,
      "needs a GPU"),
     ("bad hyperparameter value", dict(hyperparameters={"batch_size": "lots"}), "ml.g5.2xlarge", {},

@@ -181,7 +181,7 @@ class Dist:
         os._exit(code)
 
 
-def pick_precision(requested: str, device: torch.device) -> str:
+def pick_precision(requested: str, device: torch.device, without_bf16: str = "fp16") -> str:
     # bf16 tensor cores start with Ampere (8.0); torch.cuda.is_bf16_supported() also says yes to older GPUs, where
     # bf16 is emulated and slower than fp32
     bf16_cores = device.type == "cuda" and torch.cuda.get_device_capability(device) >= (8, 0)
@@ -190,8 +190,10 @@ def pick_precision(requested: str, device: torch.device) -> str:
     if device.type == "cpu" and requested == "fp16":
         raise SystemExit("--precision fp16 needs a GPU; use bf16 or fp32 on CPU")
     if device.type == "cuda" and requested == "bf16" and not bf16_cores:
-        raise SystemExit(f"--precision bf16 needs a GPU from Ampere on ({torch.cuda.get_device_name(device)} has no "
-                         f"bf16 tensor cores): use fp16 (loss-scaled) or fp32")
+        # the same notebook runs on a T4 or V100: their mixed precision is fp16 (loss-scaled), said in the log
+        print(f"[warn] --precision bf16: {torch.cuda.get_device_name(device)} has no bf16 tensor cores; "
+              f"running {without_bf16} instead", flush=True)
+        return without_bf16
     return requested
 
 
@@ -388,7 +390,7 @@ def main(args) -> None:
     final.pop("kind", None)
     samples_per_sec = timed_samples / timed_seconds if timed_seconds else seen / train_seconds
     # each rank counted its own share of tokens and FLOPs: the job's are their sum
-    tokens, flops = d.all_reduce(torch.tensor([tokens, flops], dtype=torch.float64, device=d.device)).tolist()
+    tokens, flops = d.all_reduce(torch.tensor([tokens, flops], dtype=torch.float32, device=d.device)).tolist()
     summary = {"samples_per_sec": samples_per_sec, "tokens_per_sec": tokens / train_seconds,
                "train_seconds": train_seconds, "steps": step, "samples": seen, "precision": precision,
                "world_size": d.world, "params": n_params,

@@ -532,7 +532,7 @@ def main(args) -> None:
     # rank 0 alone writes and reads checkpoints without the process group on purpose: no warning for that
     warnings.filterwarnings("ignore", message="torch.distributed is disabled")
     d = Dist(args.backend)
-    args.precision = pick_precision(args.precision, d.device)
+    args.precision = pick_precision(args.precision, d.device, without_bf16="fp32")  # no loss scaler here
     if args.batch_size % d.world:
         raise SystemExit(f"--batch_size {args.batch_size} is the global batch; it must divide by the {d.world} ranks")
     hidden, layers, heads, ffn = MODEL_SIZES[args.model_size]
