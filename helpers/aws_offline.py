@@ -330,9 +330,6 @@ class OfflineAWS:
         self._describes[name] = -1
         return {}
 
-    def _service_quotas_ListServiceQuotas(self, params):
-        return {"Quotas": []}  # nothing known: the quota check then stays silent, as with no permission
-
     def _service_quotas_ListAWSDefaultServiceQuotas(self, params):
         return {"Quotas": []}  # no quota known by name: the quota check stays silent
 

@@ -147,18 +147,13 @@ def parse_value(text: str):
         return text
 
 
-def target_of(a: argparse.Namespace) -> str:
-    """The target the labs get: ``--target``, or a ``-p target …`` given after it."""
-    return next((v for k, v in reversed(a.parameter) if k == "target"), a.target)
-
-
-def refuse_bad(ap: argparse.ArgumentParser, a: argparse.Namespace, labs: list[Path]) -> None:
+def refuse_bad(ap: argparse.ArgumentParser, a: argparse.Namespace, labs: list[Path], target: str) -> None:
     """Fail before any kernel starts: an unknown target, a parameter no chosen lab declares (a misspelt one would
     be dropped silently), an --out that is a file."""
     from .targets import TargetError, resolve
 
     try:
-        resolve(target_of(a))
+        resolve(target)
     except TargetError as e:
         ap.error(str(e))
     declared = set().union(*(declared_parameters(nb) for nb in labs))
@@ -186,8 +181,9 @@ def main(argv: list[str] | None = None) -> int:
 
     parameters = {"target": a.target, "smoke": a.smoke, **{k: parse_value(v) for k, v in a.parameter}}
     labs = discover(a.labs_dir, only=a.labs)
-    refuse_bad(ap, a, labs)
-    if str(parameters["target"]).strip().lower().startswith("ml.") and not parameters.get("launch") \
+    target = str(parameters["target"])  # --target, or a "-p target ..." given after it
+    refuse_bad(ap, a, labs, target)
+    if target.strip().lower().startswith("ml.") and not parameters.get("launch") \
             and OFFLINE_ENV_FLAG not in os.environ:
         # a dry run of every lab: placeholders for account, role and bucket, nothing sent (launch=True lifts it)
         os.environ[OFFLINE_ENV_FLAG] = "1"

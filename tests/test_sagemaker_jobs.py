@@ -178,7 +178,7 @@ def test_bf16_on_a_gpu_without_it_is_a_note_the_script_runs_fp16(offline, data):
     assert any("no bf16 tensor cores" in n and "fp16" in n for n in d.plan.notes)
 
 
-def test_a_count_of_tokens_is_not_a_secret_but_a_token_is(offline, data):
+def test_a_count_of_tokens_is_not_a_secret(offline, data):  # a token's text is: see above
     job = Job("lab04-lm", {"generate_tokens": 20}, data, entry_point="train_lm.py")
     assert dry(job, "ml.g5.2xlarge").request["HyperParameters"]["generate_tokens"] == "20"
 
