@@ -471,8 +471,8 @@ def check_channel(path: str | os.PathLike, labels: Iterable[str] | None = None) 
 
 
 def check_channels(channels: dict) -> None:
-    """:func:`check_channel` on a job's local train and validation channels (``s3://`` ones are not here to read); one without
-    labels.json of its own (validation) is checked against the categories of one that has them (train)."""
+    """:func:`check_channel` on a job's local train and validation channels (``s3://`` ones are not here to read);
+    one without labels.json of its own (validation) is checked against the categories of one that has them (train)."""
     # the channels the training script reads as a catalogue; another channel may hold any data
     local = {name: Path(src) for name, src in channels.items()
              if name in ("train", "validation") and not str(src).startswith("s3://")}

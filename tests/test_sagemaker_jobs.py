@@ -331,8 +331,8 @@ def test_each_dry_run_request_is_saved_for_the_lab_runner(offline, data, tmp_pat
 
 def test_a_dry_run_with_an_account_not_ready_to_launch_still_shows_the_request(fake_aws, data):
     """SSO admin credentials: no role SageMaker can assume. The dry run says so and shows the request anyway."""
-    fake_aws.respond("GetCallerIdentity", {"Account": "111122223333", "UserId": "AROA:alice",
-                                           "Arn": "arn:aws:sts::111122223333:assumed-role/AWSReservedSSO_Admin_1/alice"})
+    caller = "arn:aws:sts::111122223333:assumed-role/AWSReservedSSO_Admin_1/alice"
+    fake_aws.respond("GetCallerIdentity", {"Account": "111122223333", "UserId": "AROA:alice", "Arn": caller})
     fake_aws.respond("GetRole", {"Role": {"RoleName": "AWSReservedSSO_Admin_1", "Path": "/", "RoleId": "AROAEXAMPLE",
                                           "Arn": "arn:aws:iam::111122223333:role/AWSReservedSSO_Admin_1",
                                           "CreateDate": "2026-01-01T00:00:00Z", "AssumeRolePolicyDocument":
