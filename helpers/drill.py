@@ -16,6 +16,7 @@ import json
 import random
 import re
 import signal
+import threading
 import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -31,13 +32,14 @@ TIMING = re.compile(r"(per_sec|seconds|_ms$|_s$|_frac$|^mfu$)")
 
 
 class DrillFailed(RuntimeError):
-    """A run of the drill failed on its own (not by the drill's signal), or never completed."""
+    """A launch failed on its own (not by the drill's signal), never completed, or an interruption did not
+    interrupt: the drill proves nothing then."""
 
 
 @dataclass(frozen=True)
 class Interruption:
     step: int  # the drill signals once the job logs this step (the job may train a step or two more)
-    signal: str  # "SIGTERM" (spot reclaim with notice) or "SIGKILL" (no warning)
+    signal: str  # "SIGTERM" (StopTrainingJob: notice, then SIGKILL after the grace) or "SIGKILL" (no warning)
 
 
 @dataclass
@@ -55,19 +57,25 @@ class Segment:
     saves: list[tuple[float, int, str, float]] = field(default_factory=list)  # (time, step, reason, seconds)
     interruption: Interruption | None = None
     signalled_s: float | None = None
+    killed_s: float | None = None  # when the drill killed every process (SIGKILL, or the end of SIGTERM's grace)
+    steps_after_signal: int = 0  # steps it logged after the signal
     status: str = ""
     exit_code: int = 0
     lost_steps: int = 0  # trained here but not in the checkpoint the next launch resumed from
     lost_seconds: float = 0.0  # the time those steps took
     restart_seconds: float = 0.0  # the next launch's start-up: launch to its first step
+    survivors: list[int] = field(default_factory=list)  # PIDs of its processes still alive after it ended
     result: JobResult | None = field(default=None, repr=False)
 
     @property
     def ended_by(self) -> str:
         if self.interruption is None or self.signalled_s is None:
             return "completed" if self.status == "Completed" else self.status.lower()
-        saved = any(reason == "signal" for _, _, reason, _ in self.saves)
-        return self.interruption.signal + (" (saved first)" if saved else "")
+        if any(reason == "signal" for _, _, reason, _ in self.saves):
+            return "SIGTERM (saved first)"
+        if self.interruption.signal == "SIGTERM" and self.killed_s is not None:
+            return f"SIGTERM, SIGKILL {self.steps_after_signal} steps later"
+        return self.interruption.signal
 
     def row(self) -> dict:
         return {"run": self.index, "launched at s": round(self.start_s, 1), "resumed from step": self.resumed_from,
@@ -145,13 +153,13 @@ def compare(reference: JobResult, resumed: JobResult) -> Comparison:
 
 
 def plan_interruptions(total_steps: int, count: int, seed: int = 0,
-                       kinds: tuple[str, ...] = ("SIGTERM", "SIGKILL")) -> list[Interruption]:
-    """``count`` random steps in increasing order, at least two apart and short of the end; each kind used
-    about equally often, in random order."""
+                       kinds: tuple[str, ...] = ("SIGTERM", "SIGKILL"), margin: int = 4) -> list[Interruption]:
+    """``count`` random steps in increasing order, at least two apart and ``margin`` steps short of the end; each
+    kind used about equally often, in random order."""
     unknown = set(kinds) - set(SIGNALS)
     if unknown or not kinds:
         raise ValueError(f"kinds must name signals among {sorted(SIGNALS)}, got {kinds!r}")
-    room = range(2, total_steps - 4, 2)  # short of the end: the signal must land before the job finishes
+    room = range(2, total_steps - margin, 2)  # short of the end: the job must be stopped before it finishes
     if count < 1 or count > len(room):
         raise ValueError(f"{count} interruptions do not fit in {total_steps} steps (at most {len(room)}): "
                          f"train longer (epochs, subset) or interrupt less often")
@@ -241,12 +249,16 @@ def _stamp() -> str:
 
 def run_drill(job: Job, target: str | Target = "local_cpu", interruptions: int = 3, seed: int = 0,
               kinds: tuple[str, ...] = ("SIGTERM", "SIGKILL"), runs_dir: Path | str = RUNS_DIR / "drills",
-              echo: bool = False, plan: list[Interruption] | None = None) -> Drill:
+              echo: bool = False, plan: list[Interruption] | None = None, forward_sigterm: bool = False,
+              grace_steps: int = 3, grace_s: float = 30.0) -> Drill:
     """Run ``job`` uninterrupted, then interrupted ``interruptions`` times at random steps, and compare.
 
     ``job`` must checkpoint (a ``checkpoint_every`` hyperparameter above 0). ``plan`` replaces the random
-    interruptions with given ones. Returns a :class:`Drill`; raises :class:`DrillFailed` if a launch fails on its
-    own or the job never completes.
+    interruptions with given ones. A SIGTERM is followed by SIGKILL once the job has logged ``grace_steps`` more
+    steps or ``grace_s`` seconds have passed (SageMaker's grace is 120 s; a few steps stand in for it here).
+    ``forward_sigterm``: SIGTERM reaches the script (the best case) instead of stopping at the container's first
+    process (SageMaker with SDK v3). Returns a :class:`Drill`; raises :class:`DrillFailed` if a launch fails on its
+    own, the job never completes, or an interruption did not interrupt.
     """
     every = int(job.hyperparameters.get("checkpoint_every", 0) or 0)
     if every < 1:
@@ -259,8 +271,8 @@ def run_drill(job: Job, target: str | Target = "local_cpu", interruptions: int =
     watched = replace(job, hyperparameters={**job.hyperparameters, "log_every": 1})
     reference_job = replace(watched, hyperparameters={**watched.hyperparameters, "checkpoint_every": 0})
     reference = LocalRunner(runs_dir, echo=echo, job_name="reference").run(reference_job, t)
-    plan = plan if plan is not None else plan_interruptions(int(reference.metrics["steps"]), interruptions, seed,
-                                                             kinds)
+    total = int(reference.metrics["steps"])
+    plan = plan if plan is not None else plan_interruptions(total, interruptions, seed, kinds, margin=grace_steps + 4)
     checkpoint_dir = runs_dir / "checkpoints"
 
     segments: list[Segment] = []
@@ -268,7 +280,7 @@ def run_drill(job: Job, target: str | Target = "local_cpu", interruptions: int =
     pending = list(plan)
     while True:
         segment = _launch(watched, t, runs_dir, checkpoint_dir, len(segments), t0, pending[0] if pending else None,
-                          echo)
+                          echo, forward_sigterm, grace_steps, grace_s)
         segments.append(segment)
         if segment.signalled_s is not None:
             pending.pop(0)
@@ -283,17 +295,53 @@ def run_drill(job: Job, target: str | Target = "local_cpu", interruptions: int =
     seconds = time.perf_counter() - t0
     for before, after in zip(segments, segments[1:]):
         _account_loss(before, after)
+    verify(segments, plan, total)
     final = segments[-1].result
     return Drill(watched, reference, segments, final, compare(reference, final), checkpoint_dir, seconds)
 
 
+def verify(segments: list[Segment], plan: list[Interruption], total_steps: int) -> None:
+    """Raise :class:`DrillFailed` unless every planned interruption really interrupted: it stopped its launch
+    before the final step, and the next launch resumed from a step before the one the interrupted launch reached."""
+    interrupted = [s for s in segments if s.signalled_s is not None]
+    problems = []
+    if len(interrupted) != len(plan):
+        problems.append(f"{len(plan)} interruptions planned, {len(interrupted)} landed")
+    for before, after in zip(segments, [*segments[1:], None]):
+        if before.signalled_s is None:
+            if after is not None:
+                problems.append(f"launch {before.index} ended ({before.status}) without an interruption")
+            continue
+        name = f"launch {before.index} ({before.interruption.signal} at step {before.interruption.step})"
+        if before.status == "Completed" or before.last_step >= total_steps:
+            problems.append(f"{name} trained on to the final step {before.last_step}: the signal did not stop it")
+        elif after is None:
+            problems.append(f"{name} was the last launch: the job never completed after it")
+        elif after.resumed_from > before.last_step or after.resumed_from >= total_steps:
+            problems.append(f"{name} reached step {before.last_step}, but launch {after.index} resumed from step "
+                            f"{after.resumed_from}: a process that outlived the launch went on training")
+    problems += [f"launch {s.index}: {len(s.survivors)} of its processes outlived it (PIDs {s.survivors})"
+                 for s in segments if s.survivors]
+    if problems:
+        raise DrillFailed("the drill did not do what it claims:\n- " + "\n- ".join(problems))
+
+
 def _launch(job: Job, t: Target, runs_dir: Path, checkpoint_dir: Path, index: int, t0: float,
-            interruption: Interruption | None, echo: bool) -> Segment:
-    """One launch on the shared checkpoint dir; signals it when it logs the interruption's step."""
+            interruption: Interruption | None, echo: bool, forward_sigterm: bool = False, grace_steps: int = 3,
+            grace_s: float = 30.0) -> Segment:
+    """One launch on the shared checkpoint dir; interrupts it when it logs the interruption's step."""
+    import psutil
+
     segment = Segment(index, runs_dir / f"launch-{index}", time.perf_counter() - t0)
-    live = None
+    live, seen, timer = None, {}, None
+
+    def kill() -> None:
+        if segment.killed_s is None:
+            segment.killed_s = time.perf_counter() - t0
+            live.kill()
 
     def watch(host: str, line: str) -> None:
+        nonlocal timer
         row = parse_metric_line(line)
         if not row:
             return
@@ -302,22 +350,52 @@ def _launch(job: Job, t: Target, runs_dir: Path, checkpoint_dir: Path, index: in
             segment.steps.append((now, row["step"]))
             segment.last_step = row["step"]
             segment.first_step_s = segment.first_step_s if segment.first_step_s is not None else now
-            if interruption and segment.signalled_s is None and row["step"] >= interruption.step:
+            for pid in live.processes():  # every process the job has, to check afterwards that none outlived it
+                if pid not in seen:
+                    try:
+                        seen[pid] = psutil.Process(pid)
+                    except psutil.NoSuchProcess:
+                        pass
+            if segment.signalled_s is not None:
+                segment.steps_after_signal += 1
+                if segment.interruption.signal == "SIGTERM" and segment.steps_after_signal >= grace_steps:
+                    kill()  # the end of the grace period
+            elif interruption and row["step"] >= interruption.step:
                 segment.signalled_s = now
                 segment.interruption = interruption
-                live.signal(SIGNALS[interruption.signal])
+                if interruption.signal == "SIGKILL":
+                    kill()
+                else:
+                    live.signal(signal.SIGTERM)
+                    timer = threading.Timer(grace_s, kill)
+                    timer.daemon = True
+                    timer.start()
         elif row["kind"] == "checkpoint" and row.get("event") == "saved":
             segment.saves.append((now, row["step"], row["reason"], row.get("seconds", 0.0)))
         elif row["kind"] == "checkpoint" and row.get("event") == "resumed":
             segment.resumed_from = row["step"]
 
     runner = LocalRunner(runs_dir, echo=echo, check=False, on_line=watch, job_name=segment.run_dir.name,
-                         checkpoint_dir=checkpoint_dir)
+                         checkpoint_dir=checkpoint_dir, forward_sigterm=forward_sigterm)
     live = runner.start(job, t)
-    result = live.wait()
+    try:
+        result = live.wait()
+    finally:
+        if timer is not None:
+            timer.cancel()
     segment.end_s = time.perf_counter() - t0
     segment.status, segment.exit_code, segment.result = result.status, result.exit_code, result
+    segment.survivors = [pid for pid, p in seen.items() if _alive(p)]
     return segment
+
+
+def _alive(process) -> bool:
+    import psutil
+
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def _account_loss(before: Segment, after: Segment) -> None:

@@ -28,9 +28,13 @@ from . import catalog, hyperparameters
 from .jobs import RUNS_DIR, Job, parse_metric_line
 from .targets import Target
 
-# variables a job must not inherit from the notebook: credentials, and a previous job's contract
-_SCRUB_PREFIXES = ("SM_", "AWS_SECRET", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY", "RANK", "LOCAL_RANK", "WORLD_SIZE",
-                   "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_")
+CONTAINER_INIT = Path(__file__).with_name("container_init.py")
+
+# All a job takes from the notebook's environment: where programs and libraries are, the user, the locale, the
+# temporary directory and the GPUs it may use. A SageMaker container starts from its image's environment, so
+# nothing else comes along (PYTHONPATH, credentials, a stale PWD, another job's SM_* or torchrun variables...).
+_INHERITED = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "LD_LIBRARY_PATH",
+              "CUDA_VISIBLE_DEVICES")
 _OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
             "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TOKENIZERS_PARALLELISM": "false",
             "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
@@ -78,6 +82,17 @@ class JobResult:
         return f"JobResult({self.name}: {self.status} in {self.timings.get('total', 0):.1f}s; {figures})"
 
 
+def _kill_tree(pid: int) -> None:
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        for p in [*root.children(recursive=True), root]:
+            p.kill()
+    except psutil.NoSuchProcess:
+        pass
+
+
 def free_ports(n: int) -> list[int]:
     """``n`` distinct free loopback ports (held open together, so none is handed out twice)."""
     socks = []
@@ -94,6 +109,15 @@ def free_ports(n: int) -> list[int]:
 
 def free_port() -> int:
     return free_ports(1)[0]
+
+
+def clean_environment(cwd: Path) -> dict[str, str]:
+    """A container's starting environment: :data:`_INHERITED` and the locale, this Python first on ``PATH`` (the
+    image's ``python3``), ``PWD`` the code directory the script starts in."""
+    env = {k: v for k, v in os.environ.items() if k in _INHERITED or k.startswith("LC_")}
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", os.defpath)])
+    env["PWD"] = str(cwd)
+    return env
 
 
 def _file_mode_only(mode: str) -> str:
@@ -116,20 +140,25 @@ def stage_channel(mode: str, source: Path, dest: Path) -> None:
 
 
 class LocalJob:
-    """One launched job: its processes (one launcher per host), their merged log, and a way to stop them."""
+    """One launched job: one container per host (see ``container_init.py``), their merged log, and the ways
+    SageMaker ends a job: :meth:`stop` (StopTrainingJob) and :meth:`kill` (the instance is lost)."""
 
     def __init__(self, job: Job, target: Target, run_dir: Path, commands: list[tuple[str, list[str], dict, Path]],
-                 echo: bool, on_line: Callable[[str, str], None] | None):
+                 echo: bool, on_line: Callable[[str, str], None] | None, forward_sigterm: bool = False):
         self.job, self.target, self.run_dir, self.echo, self.on_line = job, target, run_dir, echo, on_line
         self.lines: "queue.Queue[tuple[str, str | None]]" = queue.Queue()
         self.history: list[dict] = []
         self.tail: list[str] = []
         self.t0 = time.perf_counter()
         self.first_log = self.first_step = None
-        self.procs: dict[str, subprocess.Popen] = {}
+        self.procs: dict[str, subprocess.Popen] = {}  # host -> its container's first process
+        self.interrupted = False  # stopped or killed from outside: the job ends as Stopped, as on SageMaker
+        init = [sys.executable, str(CONTAINER_INIT), *(["--forward-sigterm"] if forward_sigterm else []), "--"]
         for host, cmd, env, cwd in commands:
-            proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    text=True, bufsize=1, errors="replace", start_new_session=True)
+            # stdin stays open while this process lives: the container ends everything when it closes
+            proc = subprocess.Popen(init + cmd, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True, bufsize=1, errors="replace",
+                                    start_new_session=True)
             self.procs[host] = proc
             threading.Thread(target=self._pump, args=(host, proc), daemon=True).start()
 
@@ -138,17 +167,40 @@ class LocalJob:
             self.lines.put((host, line.rstrip("\n")))
         self.lines.put((host, None))
 
+    def _hosts(self, host: str | None) -> list[subprocess.Popen]:
+        return [p for h, p in self.procs.items() if (host is None or h == host) and p.poll() is None]
+
     def signal(self, sig: int = signal.SIGTERM, host: str | None = None) -> None:
-        """Send ``sig`` to every process of the job (or of one host): torchrun forwards it to its workers."""
-        for h, proc in self.procs.items():
-            if (host is None or h == host) and proc.poll() is None:
-                try:
-                    os.killpg(proc.pid, sig)
-                except ProcessLookupError:
-                    pass
+        """Send ``sig`` to the container's first process of every host (or of one), which is all SageMaker
+        signals. Like the SDK v3 container's ``/bin/bash`` there, it does not pass SIGTERM on (unless the runner
+        was made with ``forward_sigterm=True``); SIGKILL ends the host as :meth:`kill` does."""
+        if sig == signal.SIGKILL:
+            return self.kill(host)
+        self.interrupted = True
+        for proc in self._hosts(host):
+            try:
+                os.kill(proc.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def kill(self, host: str | None = None) -> None:
+        """The instance is gone: every process of the host (or of every host) dies at once, without notice."""
+        hosts = self._hosts(host)
+        self.interrupted = True
+        for proc in hosts:
+            try:
+                os.kill(proc.pid, signal.SIGHUP)  # the container kills all it holds, then itself
+            except ProcessLookupError:
+                pass
+        for proc in hosts:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:  # never seen; a tree walk from here as a last resort
+                _kill_tree(proc.pid)
 
     def stop(self, grace: float = 10.0) -> None:
-        """SIGTERM, as SageMaker sends before a spot reclaim or StopTrainingJob; SIGKILL after ``grace`` seconds."""
+        """StopTrainingJob: SIGTERM to each container's first process, then SIGKILL for all after ``grace``
+        seconds (SageMaker waits 120)."""
         self.signal(signal.SIGTERM)
         deadline = time.monotonic() + grace
         for proc in self.procs.values():
@@ -156,7 +208,20 @@ class LocalJob:
                 proc.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 pass
-        self.signal(signal.SIGKILL)
+        self.kill()
+
+    def processes(self) -> list[int]:
+        """The PIDs of every live process of the job, its containers' first processes included."""
+        import psutil
+
+        pids = []
+        for proc in self._hosts(None):
+            try:
+                p = psutil.Process(proc.pid)
+                pids += [proc.pid] + [c.pid for c in p.children(recursive=True) if c.status() != "zombie"]
+            except psutil.NoSuchProcess:
+                pass
+        return pids
 
     def wait(self) -> JobResult:
         open_streams = len(self.procs)
@@ -170,7 +235,7 @@ class LocalJob:
                 self._take(host, line, multi)
             codes = {h: p.wait() for h, p in self.procs.items()}
         except BaseException:  # KeyboardInterrupt in a notebook, or a callback failing: never leave orphans
-            self.stop(grace=5)
+            self.kill()
             raise
         finally:
             from . import input_modes
@@ -209,7 +274,7 @@ class LocalJob:
         finals = [h for h in self.history if h["kind"] == "final"]
         metrics = {k: v for k, v in (finals[-1] if finals else {}).items() if k not in ("kind", "host", "t")}
         stopped = (-signal.SIGTERM, -signal.SIGKILL, 128 + signal.SIGTERM)  # 143: saved a checkpoint on SIGTERM, left
-        status = "Completed" if code == 0 else ("Stopped" if code in stopped else "Failed")
+        status = "Completed" if code == 0 else ("Stopped" if code in stopped or self.interrupted else "Failed")
         return JobResult(self.run_dir.name, status, code, self.run_dir, metrics, self.history,
                          {"launch_to_first_log": self.first_log, "launch_to_first_step": self.first_step,
                           "total": total}, failure, self.tail)
@@ -221,14 +286,17 @@ class LocalRunner:
     ``echo`` streams the job's log into the notebook; ``check`` raises :class:`JobFailed` when it fails;
     ``on_line(host, line)`` sees every log line as it arrives. ``checkpoint_dir``: a directory that outlives the
     job, standing in for ``/opt/ml/checkpoints`` on every host (as SageMaker restores a restarted spot job's
-    checkpoints from S3); without it a job with ``checkpoints=True`` gets a fresh one per run.
+    checkpoints from S3); without it every job gets a fresh, empty one in its run directory, as every SageMaker
+    job does. ``forward_sigterm``: SIGTERM to a container reaches every process in it (the best case; on SageMaker
+    an SDK v3 job's first process drops it, and so does the local runner by default).
     """
 
     def __init__(self, runs_dir: Path | str = RUNS_DIR / "jobs", echo: bool = True, check: bool = True,
                  on_line: Callable[[str, str], None] | None = None, job_name: str | None = None,
-                 checkpoint_dir: Path | str | None = None):
+                 checkpoint_dir: Path | str | None = None, forward_sigterm: bool = False):
         self.runs_dir, self.echo, self.check, self.on_line, self.job_name = Path(runs_dir), echo, check, on_line, job_name
         self.checkpoint_dir = Path(checkpoint_dir).resolve() if checkpoint_dir else None
+        self.forward_sigterm = forward_sigterm
 
     def prepare(self, job: Job, target: Target) -> tuple[Path, list[tuple[str, list[str], dict, Path]]]:
         """Check the job and build every host's directory and command; raises before anything runs."""
@@ -265,6 +333,7 @@ class LocalRunner:
         if run_dir.exists():
             raise JobSetupError(f"{run_dir} exists already: give the job another name.")
         hosts = [f"algo-{i + 1}" for i in range(job.instance_count)]
+        takes_checkpoint_dir = "checkpoint_dir" in (hyperparameters.options(entry) or {})
         threads = max(1, target.cpus // (procs * len(hosts)))
         port = free_port()
         distributed = {"process_count_per_node": procs, "smp": None} if procs * len(hosts) > 1 else None
@@ -280,7 +349,7 @@ class LocalRunner:
                     inputs.stage(channel, layout.data / channel, host)
                 else:
                     stage_channel(job.mode_of(channel), Path(path), layout.data / channel)
-            env = {k: v for k, v in os.environ.items() if not k.startswith(_SCRUB_PREFIXES)}
+            env = clean_environment(layout.code)
             env.update(container_env(layout, cfg, target.gpus, target.cpus, job.entry_point, distributed,
                                      master_addr="127.0.0.1", master_port=port))
             env.update(_OFFLINE, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
@@ -295,8 +364,9 @@ class LocalRunner:
                 self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
                 layout.checkpoints.rmdir()
                 layout.checkpoints.symlink_to(self.checkpoint_dir, target_is_directory=True)
-            if (job.checkpoints or self.checkpoint_dir) and "checkpoint_dir" not in job.hyperparameters:
-                # no SM_* variable names /opt/ml/checkpoints: point the script at this host's stand-in
+            if takes_checkpoint_dir and "checkpoint_dir" not in job.hyperparameters:
+                # no SM_* variable names /opt/ml/checkpoints: point the script at this host's stand-in, always, so
+                # no job writes (or resumes from) a checkpoint directory outside its own run directory
                 args += ["--checkpoint_dir", str(layout.checkpoints)]
             if distributed:  # the v3 torchrun driver's command, with the rendezvous on loopback
                 cmd = [sys.executable, "-m", "torch.distributed.run", f"--nnodes={len(hosts)}",
@@ -314,7 +384,7 @@ class LocalRunner:
         if self.echo:
             print(f"launching {run_dir.name} on {target.describe()}: {len(commands)} host(s) x "
                   f"{job.processes_per_host or target.default_processes()} process(es); logs below", flush=True)
-        return LocalJob(job, target, run_dir, commands, self.echo, self.on_line)
+        return LocalJob(job, target, run_dir, commands, self.echo, self.on_line, self.forward_sigterm)
 
     def run(self, job: Job, target: Target) -> JobResult:
         return self.checked(self.start(job, target).wait())

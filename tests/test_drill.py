@@ -25,17 +25,23 @@ DRILL = {**TINY, "subset": 1200, "epochs": 1, "eval_subset": 300, "evals_per_epo
          "threads": 1}
 
 
-def check_segments(d: drill.Drill, every: int) -> None:
-    assert d.segments[-1].status == "Completed"
+def check_segments(d: drill.Drill, every: int, forwarded: bool = False) -> None:
+    """Each launch but the last was stopped mid-run by its interruption, and the next resumed where it should."""
+    total = d.reference.metrics["steps"]
+    assert d.segments[-1].status == "Completed" and d.segments[-1].last_step == total
     for before, after in zip(d.segments, d.segments[1:]):
         assert before.signalled_s is not None, "every launch but the last was interrupted by the drill"
-        if before.interruption.signal == "SIGTERM":  # notice given: saved where it stopped, nothing lost
-            assert any(reason == "signal" for _, _, reason, _ in before.saves)
-            assert after.resumed_from == before.last_step and before.lost_steps == 0
-        else:  # no warning: back to the last periodic checkpoint
+        assert before.status == "Stopped" and before.last_step < total, "interrupted mid-run, not at the end"
+        assert before.interruption.step <= before.last_step
+        signal_saves = [step for _, step, reason, _ in before.saves if reason == "signal"]
+        if before.interruption.signal == "SIGTERM" and forwarded:  # the script heard it: saved where it stopped
+            assert signal_saves and after.resumed_from == before.last_step and before.lost_steps == 0
+        else:  # SageMaker's SIGTERM stops at the container's first process; SIGKILL gives no warning at all
+            assert not signal_saves
             assert after.resumed_from % every == 0 or after.resumed_from == before.resumed_from
             assert after.resumed_from <= before.last_step
             assert before.lost_steps == before.last_step - after.resumed_from
+        assert not before.survivors
 
 
 @pytest.mark.slow
@@ -61,11 +67,12 @@ def test_sigterm_and_sigkill_at_random_steps_resume_bit_identically(small_catalo
 
 
 @pytest.mark.slow
-def test_ddp_run_resumes_bit_identically(small_catalog, tmp_path):
+def test_ddp_run_with_a_forwarded_sigterm_resumes_bit_identically(small_catalog, tmp_path):
+    """The best case: SIGTERM reaches both ranks, which agree on a step, save there and leave."""
     job = Job("drill-ddp", DRILL, catalog_channels(small_catalog), processes_per_host=2)
     plan = [drill.Interruption(9, "SIGTERM"), drill.Interruption(21, "SIGKILL")]
-    d = drill.run_drill(job, "local_cpu", plan=plan, runs_dir=tmp_path)
-    check_segments(d, DRILL["checkpoint_every"])
+    d = drill.run_drill(job, "local_cpu", plan=plan, runs_dir=tmp_path, forward_sigterm=True)
+    check_segments(d, DRILL["checkpoint_every"], forwarded=True)
     assert len(d.segments) == 3
     manifest = (d.checkpoint_dir / next(p.name for p in d.checkpoint_dir.iterdir() if p.name.startswith("step-")))
     assert sorted(p.name for p in manifest.iterdir()) == ["manifest.json", "rank-00000.pt", "rank-00001.pt",
@@ -73,11 +80,38 @@ def test_ddp_run_resumes_bit_identically(small_catalog, tmp_path):
     assert d.comparison.identical, d.comparison.differences
 
 
+@pytest.mark.slow
+def test_two_ranks_killed_three_times_mid_run_resume_bit_identically(small_catalog, tmp_path):
+    """The case a new user tried: 2 ranks, a global batch of 32, 40 steps, a checkpoint every 5 steps and three
+    interruptions. Every process of a launch dies with it (torchrun's workers run in sessions of their own), so
+    each launch stops where it was interrupted and the next resumes from an earlier checkpoint."""
+    hp = {**DRILL, "batch_size": 16, "subset": 1280, "checkpoint_every": 5}
+    job = Job("drill-kill", hp, catalog_channels(small_catalog), processes_per_host=2)
+    d = drill.run_drill(job, "local_cpu", interruptions=3, seed=20261123, runs_dir=tmp_path,
+                        kinds=("SIGKILL", "SIGTERM"))
+    assert len(d.interruptions) == 3 and len(d.segments) == 4
+    check_segments(d, hp["checkpoint_every"])
+    assert sum(s.lost_steps for s in d.segments) > 0  # no notice reached the script: work was redone
+    assert d.comparison.identical, d.comparison.differences
+
+
+@pytest.mark.slow
+def test_a_drill_whose_interruptions_do_not_interrupt_fails(small_catalog, tmp_path, monkeypatch):
+    """As when a kill reached only torchrun and its workers trained on: the drill must not report success."""
+    from helpers.local_runner import LocalJob
+
+    monkeypatch.setattr(LocalJob, "kill", lambda self, host=None: None)  # the signal goes nowhere
+    job = Job("drill-vacuous", DRILL, catalog_channels(small_catalog), processes_per_host=1)
+    with pytest.raises(drill.DrillFailed, match="the signal did not stop it"):
+        drill.run_drill(job, "local_cpu", plan=[drill.Interruption(7, "SIGKILL")], runs_dir=tmp_path)
+
+
 def _worker_of_rank(launcher_pid: int, rank: int):
     """torchrun's worker process for ``rank`` (its direct child with that RANK in its environment)."""
     import psutil
 
-    workers = [p for p in psutil.Process(launcher_pid).children() if p.environ().get("RANK") == str(rank)]
+    workers = [p for p in psutil.Process(launcher_pid).children(recursive=True)
+               if p.environ().get("RANK") == str(rank)]
     assert len(workers) == 1, f"expected one worker of rank {rank} under torchrun, found {workers}"
     return workers[0]
 

@@ -6,11 +6,15 @@ import shutil
 import signal
 import sys
 import textwrap
+from pathlib import Path
 
+import psutil
 import pytest
 
 from conftest import TINY
 from helpers.jobs import Job, catalog_channels, run_job
+from helpers import local_runner
+from helpers.jobs import parse_metric_line
 from helpers.local_runner import JobFailed, JobSetupError, LocalRunner
 from helpers.targets import Target, TargetError, resolve
 
@@ -18,8 +22,7 @@ CPU = Target("local_cpu", "local_cpu", 0, 2)
 
 PROBE = textwrap.dedent('''
     import json, os, sys
-    seen = {"argv": sys.argv[1:], "cwd": os.getcwd(), "env": {k: v for k, v in os.environ.items()
-            if k.startswith(("SM_", "OMP_", "HF_", "AWS_", "TRAINING_", "GLOO_"))},
+    seen = {"argv": sys.argv[1:], "cwd": os.getcwd(), "env": dict(os.environ),
             "train_files": sorted(os.listdir(os.environ["SM_CHANNEL_TRAIN"]))}
     os.makedirs(os.environ["SM_MODEL_DIR"], exist_ok=True)
     with open(os.path.join(os.environ["SM_MODEL_DIR"], "probe.json"), "w") as f:
@@ -30,6 +33,9 @@ PROBE = textwrap.dedent('''
 
 def test_job_sees_the_container_contract(runner, probe_dir, small_catalog, monkeypatch):
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "must-not-leak")
+    monkeypatch.setenv("PYTHONPATH", "/somewhere/the/notebook/added")
+    monkeypatch.setenv("PWD", "/a/stale/directory")
+    monkeypatch.setenv("NOTEBOOK_ONLY", "1")
     job = Job("probe", {"epochs": 3, "lr": 0.01, "smoke": True}, catalog_channels(small_catalog),
               entry_point="probe.py", source_dir=probe_dir)
     result = runner.run(job, CPU)
@@ -43,7 +49,14 @@ def test_job_sees_the_container_contract(runner, probe_dir, small_catalog, monke
     assert json.loads(env["SM_HPS"]) == {"epochs": 3, "lr": 0.01, "smoke": True}
     assert json.loads(env["SM_HOSTS"]) == ["algo-1"] and env["SM_CURRENT_HOST"] == "algo-1"
     assert env["SM_NUM_GPUS"] == "0" and env["OMP_NUM_THREADS"] == "2" and env["HF_HUB_OFFLINE"] == "1"
-    assert "AWS_SECRET_ACCESS_KEY" not in env
+    # the container starts clean: nothing of the notebook's environment but what is documented
+    assert not {"AWS_SECRET_ACCESS_KEY", "PYTHONPATH", "NOTEBOOK_ONLY"} & set(env)
+    assert env["PWD"] == seen["cwd"]
+    local_additions = {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "GLOO_SOCKET_IFNAME", "CUDA_VISIBLE_DEVICES",
+                       "PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE", "TOKENIZERS_PARALLELISM", "TRAINING_JOB_NAME"}
+    unexplained = {k for k in env if not k.startswith(("SM_", "HF_", "TRANSFORMERS_", "LC_"))} - local_additions - \
+        set(local_runner._INHERITED) - {"PWD"}
+    assert not unexplained, f"variables a SageMaker container would not have: {sorted(unexplained)}"
     assert {"part-00000.csv", "labels.json", "tokenizer.json"} <= set(seen["train_files"])
     config = json.loads((host / "input" / "config" / "hyperparameters.json").read_text())
     assert config == {"epochs": "3", "lr": "0.01", "smoke": "true"}  # strings, as the service stores them
@@ -111,19 +124,45 @@ def test_failed_job_shows_its_error_not_just_an_exit_code(runner, small_catalog)
     assert "narrower" in failure  # SageMaker's FailureReason comes from this file
 
 
-def test_stop_sends_sigterm_and_reports_stopped(small_catalog, tmp_path):
-    lines = []
-    runner = LocalRunner(runs_dir=tmp_path / "jobs", echo=False, check=False,
-                         on_line=lambda host, line: lines.append(line))
-    job = Job("stopme", {**TINY, "epochs": 50, "subset": 2000}, catalog_channels(small_catalog))
+def _start_and_wait_for_training(runner: LocalRunner, job: Job):
     running = runner.start(job, CPU)
-    while not any(l.startswith("[train]") for l in lines):  # wait for training to be under way
+    step = None
+    while step is None:  # wait for training to be under way
         host, line = running.lines.get(timeout=120)
         assert line is not None, "job ended before training started"
         running._take(host, line, False)
+        step = (parse_metric_line(line) or {}).get("step") if line.startswith("[train]") else None
+    return running, step
+
+
+def _alive(pids: list[int]) -> list[int]:
+    return [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+
+
+@pytest.mark.slow
+def test_stop_drops_sigterm_at_the_first_process_then_kills_everything(small_catalog, tmp_path):
+    """StopTrainingJob as an SDK v3 job meets it: SIGTERM to the container's first process (a bash that drops it),
+    so training goes on through the grace period, then SIGKILL ends every process; none is left."""
+    runner = LocalRunner(runs_dir=tmp_path / "jobs", echo=False, check=False)
+    job = Job("stopme", {**TINY, "epochs": 50, "subset": 2000, "log_every": 1}, catalog_channels(small_catalog))
+    running, signalled_at = _start_and_wait_for_training(runner, job)
+    pids = running.processes()
+    assert len(pids) >= 2  # the container's first process and train.py
+    running.stop(grace=3)
+    result = running.wait()
+    assert result.status == "Stopped" and result.exit_code == -signal.SIGKILL
+    assert max(h["step"] for h in result.history if h["kind"] == "train") > signalled_at + 2  # trained on
+    assert not _alive(pids)
+
+
+@pytest.mark.slow
+def test_a_forwarded_sigterm_reaches_the_script(small_catalog, tmp_path):
+    runner = LocalRunner(runs_dir=tmp_path / "jobs", echo=False, check=False, forward_sigterm=True)
+    job = Job("stopme", {**TINY, "epochs": 50, "subset": 2000}, catalog_channels(small_catalog))
+    running, _ = _start_and_wait_for_training(runner, job)
     running.signal(signal.SIGTERM)
     result = running.wait()
-    assert result.status == "Stopped" and result.exit_code == -signal.SIGTERM
+    assert result.status == "Stopped" and result.exit_code == -signal.SIGTERM  # no handler: the default, death
 
 
 def test_run_job_dispatches_local_targets(small_catalog, tmp_path, probe_dir):
@@ -151,3 +190,18 @@ def test_a_malformed_data_file_is_refused_before_anything_is_written(runner, sma
     with pytest.raises(JobSetupError, match="channel 'validation': .*not UTF-8|channel 'validation': .*UTF-8"):
         runner.run(Job("badcsv", {"epochs": 1}, catalog_channels(bad)), CPU)
     assert not (tmp_path / "jobs").exists()
+
+
+@pytest.mark.slow
+def test_a_checkpointing_job_keeps_its_checkpoints_in_its_own_run_directory(runner, small_catalog):
+    """Without Job(checkpoints=True) a script that checkpoints still gets a fresh directory of its own, as every
+    SageMaker job does: never the machine's /opt/ml/checkpoints, never another job's."""
+    outside = Path("/opt/ml/checkpoints")
+    before = sorted(outside.iterdir()) if outside.is_dir() else None
+    job = Job("ckpt", {**TINY, "subset": 320, "epochs": 1, "checkpoint_every": 4, "eval_subset": 64},
+              catalog_channels(small_catalog))
+    first = runner.run(job, CPU)
+    assert sorted(p.name for p in (first.run_dir / "algo-1" / "checkpoints").iterdir() if p.name.startswith("step-"))
+    second = runner.run(job, CPU)
+    assert not [h for h in second.history if h["kind"] == "checkpoint" and h.get("event") == "resumed"]
+    assert (sorted(outside.iterdir()) if outside.is_dir() else None) == before

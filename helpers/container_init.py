@@ -1,0 +1,145 @@
+"""The first process of a local job's host, doing what a SageMaker training container's first process does.
+
+    python container_init.py [--forward-sigterm] -- COMMAND [ARG...]
+
+A SageMaker host is a container: when its first process ends, or the instance is lost, every process in it ends,
+however it was started (torchrun starts its workers in sessions of their own, so killing one process group is not
+enough). This script stands in for that boundary without Docker. It starts COMMAND and, on Linux, becomes the child
+subreaper of everything COMMAND starts (orphans come back to it, as to a container's PID 1), then:
+
+- COMMAND exits: every process it left behind is killed, and the script exits as COMMAND did;
+- SIGTERM (what StopTrainingJob sends, to the container's first process only): in an SDK v3 job that process is
+  ``/bin/bash -c "... sm_train.sh"``, which has no handler for it, and the kernel drops a signal without a handler
+  sent to a PID namespace's first process. So by default SIGTERM changes nothing here either. ``--forward-sigterm``
+  hands it to every process instead, as an init such as ``tini -g`` would: the best case, not SageMaker's;
+- SIGHUP, or its standard input closing (the notebook that launched it died): every process is killed at once, as
+  when the instance is reclaimed; the script then ends by SIGKILL.
+
+Standard library only, so it starts in a few milliseconds and does not depend on the notebook's packages.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> bool:
+    """Orphaned descendants are re-parented here instead of to the machine's init (Linux 3.4+)."""
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def descendants(root: int) -> list[int]:
+    """Live (not zombie) descendants of ``root``, read from /proc; empty where there is no /proc."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read().decode(errors="replace")
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()  # the command name may contain spaces and parentheses
+        if fields[0] != "Z":
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    found, todo = [], list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, []))
+    return found
+
+
+def kill_all(sig: int = signal.SIGKILL) -> None:
+    """Send ``sig`` to every descendant until none is left (a process forking meanwhile is caught next round)."""
+    for _ in range(100):
+        pids = descendants(os.getpid())
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        if sig != signal.SIGKILL:
+            return
+        _reap()
+        time.sleep(0.01)
+
+
+def _reap() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _end_everything(*_) -> None:
+    kill_all(signal.SIGKILL)
+    _reap()
+    sys.stdout.flush()
+    os.kill(os.getpid(), signal.SIGKILL)  # the host ends as a reclaimed instance does: killed
+
+
+def _watch_launcher() -> None:
+    """The launcher holds our standard input open; when it closes, nobody is left to stop the job."""
+    try:
+        while sys.stdin.buffer.read(4096):
+            pass
+    except (OSError, ValueError):
+        pass
+    os.kill(os.getpid(), signal.SIGHUP)
+
+
+def main(argv: list[str]) -> int:
+    forward = "--forward-sigterm" in argv[:argv.index("--")] if "--" in argv else False
+    command = argv[argv.index("--") + 1:] if "--" in argv else []
+    if not command:
+        print(__doc__, file=sys.stderr)
+        return 2
+    become_subreaper()
+    # handlers, not SIG_IGN: an ignored signal would stay ignored in every process started from here
+    signal.signal(signal.SIGHUP, _end_everything)
+    signal.signal(signal.SIGTERM, (lambda *_: kill_all(signal.SIGTERM)) if forward else (lambda *_: None))
+    signal.signal(signal.SIGINT, lambda *_: None)  # a notebook's interrupt goes to the launcher, which decides
+    status = 0
+    child = subprocess.Popen(command, stdin=subprocess.DEVNULL)
+    threading.Thread(target=_watch_launcher, daemon=True).start()
+    while True:  # reap everything: our command, and orphans re-parented to us
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            break
+        if pid == child.pid:
+            break
+    kill_all(signal.SIGKILL)  # the container ends with its command: nothing it started outlives it
+    _reap()
+    sys.stdout.flush()
+    if os.WIFSIGNALED(status):  # end the same way, so the launcher reads -N as it would for the command itself
+        sig = os.WTERMSIG(status)
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+    return os.waitstatus_to_exitcode(status)
+
+
+if __name__ == "__main__":
+    code = main(sys.argv[1:])
+    sys.stdout.flush()
+    os._exit(code)  # not sys.exit: the thread blocked reading stdin would stall the interpreter's shutdown
