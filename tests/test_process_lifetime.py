@@ -1,0 +1,121 @@
+"""No process of a job outlives it: not after it fails, not after its notebook is interrupted or killed.
+
+A SageMaker host is a container: whatever the job started ends with it. torchrun starts its workers in sessions of
+their own and a script may start anything, so these tests look for every process by PID afterwards.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import psutil
+import pytest
+
+from conftest import REPO, TINY
+from helpers.jobs import Job, catalog_channels
+from helpers.local_runner import LocalRunner
+from helpers.targets import Target
+
+CPU = Target("local_cpu", "local_cpu", 0, 2)
+
+# a script that leaves a daemon behind (double fork, its own session), says its PID, then fails
+PROBE = textwrap.dedent('''
+    import os, sys, time
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            print(f"[orphan] pid={os.getpid()}", flush=True)
+            time.sleep(600)
+        os._exit(0)
+    time.sleep(1)
+    sys.exit("failing on purpose")
+''')
+
+
+def alive(pids) -> list[int]:
+    out = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                out.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+def wait_gone(pids, seconds: float = 15) -> list[int]:
+    deadline = time.monotonic() + seconds
+    while alive(pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return alive(pids)
+
+
+def test_a_failed_job_leaves_no_process_behind(probe_dir, small_catalog, tmp_path):
+    orphans = []
+    runner = LocalRunner(tmp_path / "jobs", echo=False, check=False,
+                         on_line=lambda host, line: orphans.append(int(line.split("=")[1]))
+                         if line.startswith("[orphan]") else None)
+    result = runner.run(Job("leaves-a-daemon", {}, catalog_channels(small_catalog), entry_point="probe.py",
+                            source_dir=probe_dir), CPU)
+    assert result.status == "Failed" and "failing on purpose" in "\n".join(result.log_tail)
+    assert len(orphans) == 1
+    assert not wait_gone(orphans, 5), "the script's daemon outlived the job"
+
+
+KERNEL = textwrap.dedent('''
+    import json, sys, time
+    from pathlib import Path
+    from helpers.jobs import Job, catalog_channels
+    from helpers.local_runner import LocalRunner
+    from helpers.objectstore import ObjectStore
+    from helpers.targets import resolve
+
+    catalog, runs, mode = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+    store = ObjectStore(runs / "store").start()
+    hp = {"model_size": "tiny", "batch_size": 32, "lr": 2e-3, "epochs": 50, "subset": 2000, "log_every": 1,
+          "precision": "fp32"}
+    live = LocalRunner(runs / "jobs", echo=False).start(Job("kernel", hp, catalog_channels(catalog),
+                                                            processes_per_host=2), resolve("local_cpu"))
+    while True:  # until both ranks train
+        host, line = live.lines.get(timeout=120)
+        if line and line.startswith("[train]"):
+            break
+    print(json.dumps({"job": live.processes(), "store": store.proc.pid}), flush=True)
+    if mode == "interrupt":
+        try:
+            live.wait()
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+            store.stop()
+    else:
+        time.sleep(600)
+''')
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["killed", "interrupt"])
+def test_a_notebook_killed_or_interrupted_leaves_no_process_behind(how, small_catalog, tmp_path):
+    """The kernel is killed outright (its containers see their launcher go and end everything; the object store
+    dies with it), or interrupted (the runner kills the job before the KeyboardInterrupt goes on)."""
+    kernel = subprocess.Popen([sys.executable, "-c", KERNEL, str(small_catalog), str(tmp_path), how], cwd=REPO,
+                              stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        seen = json.loads(kernel.stdout.readline())
+        job = seen["job"]
+        names = [" ".join(psutil.Process(p).cmdline()) for p in job]
+        assert sum("train.py" in n for n in names) >= 3, names  # torchrun and its two workers (besides the init)
+        if how == "killed":
+            kernel.kill()
+        else:
+            kernel.send_signal(signal.SIGINT)
+            assert kernel.stdout.readline().strip() == "interrupted"
+        kernel.wait(timeout=30)
+        assert not wait_gone(job + [seen["store"]]), "processes outlived their notebook"
+    finally:
+        if kernel.poll() is None:
+            kernel.kill()
