@@ -403,6 +403,7 @@ def _account_loss(before: Segment, after: Segment) -> None:
     cost, with the next launch's start-up."""
     before.lost_steps = max(0, before.last_step - after.resumed_from)
     redo_from = next((t for t, step in before.steps if step == after.resumed_from), before.first_step_s)
-    end = before.signalled_s if before.signalled_s is not None else before.end_s
+    # the work went on until every process was killed (a SIGTERM that no process heard stops nothing)
+    end = next(t for t in (before.killed_s, before.signalled_s, before.end_s) if t is not None)
     before.lost_seconds = max(0.0, end - redo_from) if before.lost_steps else 0.0
     before.restart_seconds = (after.first_step_s or after.end_s) - after.start_s

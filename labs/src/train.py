@@ -379,7 +379,7 @@ def main(args) -> None:
             if ckpt.due(step):
                 ckpt.save(step=step, epoch=epoch, seen=seen, tokens=tokens, flops=flops, timed_seconds=timed_seconds,
                           timed_samples=timed_samples, train_seconds=time.perf_counter() - train_start)
-                if ckpt.stopping:  # SIGTERM (spot reclaim, StopTrainingJob): saved; leave before the SIGKILL
+                if ckpt.stopping:  # a SIGTERM reached a rank (where one is delivered): saved; leave before SIGKILL
                     d.exit(EXIT_STOPPED)
             if step >= total_steps:
                 break
