@@ -18,6 +18,30 @@ from .contract import deserialize, serialize
 TRUE, FALSE = ("true", "1", "yes", "y", "on"), ("false", "0", "no", "n", "off", "none", "")
 _CONVERT = {"int": int, "float": float}
 _BOOLEAN_TYPES = ("str2bool", "boolean")  # train.py's converter, and its name inside profiling.add_arguments
+# Other frameworks' names for the scripts' options (Hugging Face Trainer's TrainingArguments, Keras' fit, common
+# script conventions), each with the script names it may mean, first match wins. Spelling is too far off for difflib
+# ("learning_rate" is not close to "lr"), but the meaning is common: these are looked up first.
+SYNONYMS: dict[str, tuple[str, ...]] = {
+    "learning_rate": ("lr",), "learningrate": ("lr",), "base_lr": ("lr",), "max_lr": ("lr",),
+    "num_train_epochs": ("epochs",), "num_epochs": ("epochs",), "n_epochs": ("epochs",), "epoch": ("epochs",),
+    "nb_epoch": ("epochs",), "train_epochs": ("epochs",),
+    "per_device_train_batch_size": ("batch_size",), "per_gpu_train_batch_size": ("batch_size",),
+    "train_batch_size": ("batch_size",), "batch": ("batch_size",), "bs": ("batch_size",),
+    "batchsize": ("batch_size",), "global_batch_size": ("batch_size",),
+    "max_seq_length": ("max_length", "block_size"), "max_seq_len": ("max_length", "block_size"),
+    "seq_len": ("max_length", "block_size"), "max_len": ("max_length", "block_size"),
+    "model_max_length": ("max_length", "block_size"), "sequence_length": ("max_length", "block_size"),
+    "max_train_steps": ("max_steps",), "num_train_steps": ("max_steps",), "total_steps": ("max_steps",),
+    "logging_steps": ("log_every",), "log_interval": ("log_every",), "log_steps": ("log_every",),
+    "save_steps": ("checkpoint_every",), "save_total_limit": ("checkpoint_keep",),
+    "dataloader_num_workers": ("num_workers",), "workers": ("num_workers",),
+    "dataloader_pin_memory": ("pin_memory",), "torch_compile": ("compile",),
+    "gradient_checkpointing": ("activation_checkpointing",), "wd": ("weight_decay",),
+    "fp16": ("precision",), "bf16": ("precision",), "mixed_precision": ("precision",), "dtype": ("precision",),
+    "warmup_steps": ("warmup_ratio",), "warmup": ("warmup_ratio",), "random_seed": ("seed",),
+    "model_name_or_path": ("pretrained",), "model_name": ("pretrained",),
+    "dist_backend": ("backend",), "ddp_backend": ("backend",),
+}
 
 
 @dataclass(frozen=True)
@@ -90,6 +114,24 @@ def _bad_value(value: Any, option: Option) -> str | None:
     return None
 
 
+def suggest(name: str, known) -> str | None:
+    """The option a name that the script does not declare most likely means: a common synonym first (another
+    framework's name for it), then the closest spelling (of the option, or of a synonym); None if nothing is near."""
+    key = name.strip().lower().replace("-", "_")
+    if key in SYNONYMS:  # the meaning is known: the script's name for it, or nothing (not a look-alike name)
+        return next((c for c in SYNONYMS[key] if c in known), None)
+    if key in known:  # "Batch_Size", "batch-size"
+        return key
+    close = difflib.get_close_matches(key, known, 1)
+    if close:
+        return close[0]
+    for synonym in difflib.get_close_matches(key, SYNONYMS, 1, cutoff=0.85):  # "learnig_rate"
+        for candidate in SYNONYMS[synonym]:
+            if candidate in known:
+                return candidate
+    return None
+
+
 def check(job) -> str | None:
     """What is wrong with ``job``'s hyperparameters for its entry script (unknown names, with the closest known one;
     values the script would refuse), or None."""
@@ -99,8 +141,8 @@ def check(job) -> str | None:
     problems = []
     for name, value in job.hyperparameters.items():
         if name not in known:
-            close = difflib.get_close_matches(name, known, 1)
-            problems.append(f"no option {name!r}" + (f" (did you mean {close[0]!r}?)" if close else "") +
+            close = suggest(str(name), known)
+            problems.append(f"no option {name!r}" + (f" (did you mean {close!r}?)" if close else "") +
                             ": it would be ignored")
         elif want := _bad_value(value, known[name]):
             problems.append(f"{name}={value!r} is not {want}")

@@ -176,9 +176,10 @@ _CATALOGUE: list[InstanceType] = [
     InstanceType("ml.trn1.2xlarge", 8, 32, 0, None, 12.5, 1.54, accelerators="1 x Trainium"),
     InstanceType("ml.trn1.32xlarge", 128, 512, 0, None, 800, 24.73, accelerators="16 x Trainium"),
     # CPU types: data preparation and CPU smoke runs
+    # (SageMaker training has no m5.8xlarge or m5.16xlarge: tests/test_instances.py holds every entry here to the
+    # API's TrainingInstanceType list)
     *_cpu_family("m5", [("large", 2, 8, 10, 0.115), ("xlarge", 4, 16, 10, 0.23), ("2xlarge", 8, 32, 10, 0.461),
-                        ("4xlarge", 16, 64, 10, 0.922), ("8xlarge", 32, 128, 10, 1.843),
-                        ("12xlarge", 48, 192, 12, 2.765), ("16xlarge", 64, 256, 20, 3.686),
+                        ("4xlarge", 16, 64, 10, 0.922), ("12xlarge", 48, 192, 12, 2.765),
                         ("24xlarge", 96, 384, 25, 5.53)]),
     *_cpu_family("c5", [("xlarge", 4, 8, 10, 0.204), ("2xlarge", 8, 16, 10, 0.408), ("4xlarge", 16, 32, 10, 0.816),
                         ("9xlarge", 36, 72, 10, 1.836), ("18xlarge", 72, 144, 25, 3.672)]),

@@ -5,7 +5,9 @@ notebook changes between this laptop and an ``ml.p4d.24xlarge``.
 """
 from __future__ import annotations
 
+import functools
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,9 +76,77 @@ class Job:
                 raise TypeError(f"Job.{name} must be a whole number, got {value!r}.")
         if self.instance_count is None or self.max_runtime_s is None:
             raise TypeError("Job.instance_count and Job.max_runtime_s must be whole numbers, not None.")
+        if problem := tag_problem(self.tags):
+            raise ValueError(f"Job.tags: {problem}")
 
     def mode_of(self, channel: str) -> str:
         return self.channel_modes.get(channel, self.input_mode)
+
+
+@functools.lru_cache(maxsize=1)
+def _tag_rules() -> dict[str, tuple[int, int, str]]:
+    """``{"Key": (min, max, pattern), "Value": ...}`` and the list's ``"max"``: the SageMaker API's own rules for a
+    tag, read from botocore's service model (no session: no AWS configuration is read)."""
+    import botocore.loaders
+    import botocore.model
+
+    model = botocore.model.ServiceModel(botocore.loaders.create_loader().load_service_model("sagemaker", "service-2"))
+    tag = model.shape_for("Tag")
+    rules = {part: (shape.metadata.get("min", 0), shape.metadata["max"], shape.metadata.get("pattern", ""))
+             for part, shape in tag.members.items()}
+    return {**rules, "count": model.shape_for("TagList").metadata["max"]}
+
+
+def _pattern_class(pattern: str) -> tuple[set[str], set[str]] | None:
+    r"""A pattern of the form ``^?([...]*)$?`` as (Unicode category prefixes from ``\p{..}``, literal characters);
+    None for any other form. Python's ``re`` has no ``\p{L}``: the characters are checked with ``unicodedata``."""
+    m = re.fullmatch(r"\^?\(?\[(?P<body>[^\]]*)\]\*\)?\$?", pattern)
+    if not m:
+        return None
+    body = m["body"]
+    categories = set(re.findall(r"\\p\{(\w+)\}", body))
+    rest = re.sub(r"\\p\{\w+\}", "", body)
+    literals = set(re.sub(r"\\(.)", r"\1", rest))
+    return categories, literals
+
+
+def _allowed(char: str, rule: tuple[set[str], set[str]]) -> bool:
+    categories, literals = rule
+    return char in literals or any(unicodedata.category(char).startswith(c) for c in categories)
+
+
+def tag_problem(tags) -> str | None:
+    """What SageMaker would refuse in ``tags`` (a dict of key -> value), with what to do; None if nothing.
+
+    The lengths and characters are the API's (``Tag.Key``/``Tag.Value`` in botocore's model); keys may not start
+    with ``aws:`` in any case, a prefix AWS reserves for its own tags."""
+    if not tags:
+        return None
+    if not isinstance(tags, dict):
+        return f"give a dict of key -> value, e.g. {{'team': 'ml'}}, not {type(tags).__name__}."
+    rules = _tag_rules()
+    if len(tags) > rules["count"]:
+        return f"{len(tags)} tags, but a training job takes at most {rules['count']}."
+    for key, value in tags.items():
+        for part, text in (("Key", key), ("Value", value)):
+            shown = repr(text) if len(repr(text)) <= 40 else repr(text)[:37] + "..."
+            what = f"key {shown}" if part == "Key" else f"the value of {key!r} ({shown})"
+            if not isinstance(text, str):
+                return f"{what} is not text: tag keys and values are strings (e.g. {str(text)!r})."
+            low, high, pattern = rules[part]
+            if not low <= len(text) <= high:
+                return (f"{what} has {len(text)} characters; SageMaker takes {low} to {high} for a tag "
+                        f"{part.lower()}: {'shorten it' if len(text) > high else 'give it a name'}.")
+            rule = _pattern_class(pattern)
+            bad = sorted({c for c in text if not _allowed(c, rule)}) if rule else []
+            if bad:
+                return (f"{what} contains {', '.join(repr(c) for c in bad)}, which SageMaker does not accept in a "
+                        f"tag (pattern {pattern}): use letters, digits, spaces and {' '.join(sorted(rule[1]))} "
+                        f"only, e.g. {''.join(c if _allowed(c, rule) else '-' for c in text)!r}.")
+        if key.lower().startswith("aws:"):
+            return (f"key {key!r} starts with 'aws:', a prefix AWS reserves for its own tags (in any case): "
+                    f"drop it, e.g. {key[4:] or 'owner'!r}.")
+    return None
 
 
 def catalog_channels(catalog: str | Path = DATA_DIR / "catalog") -> dict[str, Path]:

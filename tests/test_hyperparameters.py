@@ -35,3 +35,31 @@ def test_values_as_the_script_receives_them_pass():
             "precision": "bf16", "model_size": "tiny", "profile_schedule": "2,2,5", "profile_dir": ""}
     assert hp.check(Job("x", good)) is None
 
+
+
+@pytest.mark.parametrize("name, means", [
+    ("learning_rate", "lr"), ("num_train_epochs", "epochs"), ("per_device_train_batch_size", "batch_size"),
+    ("max_seq_length", "max_length"), ("logging_steps", "log_every"), ("nb_epoch", "epochs"),  # HF Trainer, Keras
+    ("Learning-Rate", "lr"), ("learnig_rate", "lr"),  # other case and dashes; a misspelt synonym
+    ("bucket_by_lenght", "bucket_by_length"),  # a plain typo still goes to difflib
+])
+def test_another_frameworks_name_gets_the_scripts_name(name, means):
+    """difflib alone finds nothing near 'learning_rate' among train.py's options: a synonym table comes first."""
+    problem = hp.check(Job("x", {name: 1}))
+    assert f"no option {name!r} (did you mean {means!r}?): it would be ignored" in problem
+
+
+def test_synonyms_take_the_name_the_entry_script_uses():
+    lm = hp.options(SOURCE_DIR / "train_lm.py")
+    assert hp.suggest("max_seq_length", lm) == "block_size"  # train_lm.py's sequence length
+    assert hp.suggest("gradient_checkpointing", lm) == "activation_checkpointing"
+    # a known meaning the script does not have: no look-alike ('gradient_checkpointing' is not 'checkpoint_dir')
+    assert hp.suggest("gradient_checkpointing", hp.options(SOURCE_DIR / "train.py")) is None
+    assert hp.suggest("num_train_epochs", lm) is None  # train_lm.py counts steps, not epochs
+    assert hp.suggest("zzz", lm) is None
+
+
+def test_every_synonym_means_an_option_one_of_the_scripts_has():
+    scripts = set(hp.options(SOURCE_DIR / "train.py")) | set(hp.options(SOURCE_DIR / "train_lm.py"))
+    assert {target for targets in hp.SYNONYMS.values() for target in targets} <= scripts
+    assert not set(hp.SYNONYMS) & scripts  # a synonym is never itself an option

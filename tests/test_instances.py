@@ -134,3 +134,16 @@ def test_describe_and_table():
     assert [r["instance_type"] for r in rows] == ["ml.g5.2xlarge", "ml.p4d.24xlarge"]
     assert rows[1]["smddp"] and rows[1]["smp"] and not rows[0]["smddp"] and rows[1]["gpu_memory_gib"] == 40
     assert len(instances.table()) == len(instances.CATALOGUE)
+
+
+def test_every_catalogue_entry_is_a_training_instance_type_of_the_api():
+    """A type the API does not take for training fails CreateTrainingJob's validation: the catalogue offers none."""
+    import botocore.session
+
+    model = botocore.session.get_session().get_service_model("sagemaker")
+    training = set(model.shape_for("TrainingInstanceType").enum)
+    assert not set(instances.CATALOGUE) - training, sorted(set(instances.CATALOGUE) - training)
+    for name in ("ml.m5.8xlarge", "ml.m5.16xlarge"):  # EC2 sizes that SageMaker training does not offer
+        assert name not in training and name not in instances.CATALOGUE
+        with pytest.raises(instances.UnknownInstanceType):
+            instances.lookup(name)
