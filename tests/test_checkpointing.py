@@ -244,11 +244,11 @@ def test_sigterm_stops_at_the_next_step_with_a_checkpoint(tmp_path):
     assert checkpointing.EXIT_STOPPED == 143
 
 
-@pytest.mark.parametrize("backend", ["nccl", "smddp", "gloo"])
-def test_the_stop_flag_is_reduced_on_the_cpu_whatever_the_backend(tmp_path, monkeypatch, backend):
-    """A GPU tensor's .item() each step would make the CPU wait for the GPU: under NCCL (or SMDDP) the flag goes
-    through one gloo group made at construction; under gloo, through the default group. Another rank's SIGTERM
-    (a MAX of 1 coming back) stops this one too."""
+@pytest.mark.parametrize("backend", ["nccl", "gloo"])
+def test_the_stop_flag_is_reduced_on_the_cpu_under_nccl_and_gloo(tmp_path, monkeypatch, backend):
+    """A GPU tensor's .item() each step would make the CPU wait for the GPU: under NCCL the flag goes through one
+    gloo group made at construction; under gloo, through the default group. Another rank's SIGTERM (a MAX of 1
+    coming back) stops this one too."""
     made, reduced = [], []
     monkeypatch.setattr(checkpointing.dist, "get_backend", lambda group=None: backend)
     monkeypatch.setattr(checkpointing.dist, "new_group", lambda **kw: made.append(kw) or "gloo group")
@@ -266,6 +266,105 @@ def test_the_stop_flag_is_reduced_on_the_cpu_whatever_the_backend(tmp_path, monk
     group = None if backend == "gloo" else "gloo group"
     assert reduced == [("cpu", checkpointing.dist.ReduceOp.MAX, group)] * 2
     assert len(made) <= 1  # one group for the whole run, not one per step
+
+
+def test_under_smddp_the_stop_flag_uses_the_default_group_and_no_new_group(tmp_path, monkeypatch):
+    """SMDDP has no new_group() (and no gloo beside it in one process): the flag is summed on the smddp group itself,
+    on the rank's device, as float32 (what SMDDP's AllReduce does for DDP's gradients)."""
+    reduced = []
+    monkeypatch.setattr(checkpointing.dist, "get_backend", lambda group=None: "smddp")
+
+    def no_sub_groups(*a, **kw):
+        raise RuntimeError("smddp backend does not support new_group")
+
+    def all_reduce(tensor, op, group=None):
+        reduced.append((tensor.device.type, tensor.dtype, op, group))
+        tensor.fill_(len(reduced) - 1)
+
+    monkeypatch.setattr(checkpointing.dist, "new_group", no_sub_groups)
+    monkeypatch.setattr(checkpointing.dist, "all_reduce", all_reduce)
+    rank = OneProcess(rank=1, world=2, enabled=True, master=False)  # the CPU stands in for the GPU here
+    ckpt = Trainer().checkpointer(tmp_path, rank, every=1000)
+    assert not ckpt.due(1) and ckpt.due(2) and ckpt.stopping
+    assert reduced == [("cpu", torch.float32, checkpointing.dist.ReduceOp.SUM, None)] * 2
+
+
+SMDDP_RANK = r"""
+import json, os, sys
+import torch, torch.distributed as dist
+sys.path[:0] = [os.environ["SRC"], os.environ["FAKE_SMDDP"]]
+import smdistributed.dataparallel.torch.torch_smddp  # registers "smddp" (the fake: gloo underneath)
+
+
+def no_sub_groups(*a, **kw):  # what the real library answers
+    raise RuntimeError("smddp backend does not support new_group")
+
+
+dist.new_group = no_sub_groups
+dist.init_process_group(backend="smddp")
+from checkpointing import Checkpointer
+
+
+class D:
+    rank = local_rank = dist.get_rank()
+    world, enabled, master, device = dist.get_world_size(), True, dist.get_rank() == 0, torch.device("cpu")
+
+    def print(self, *a):
+        print(*a, flush=True)
+
+
+class History:
+    history = []
+
+
+torch.manual_seed(0)
+model = torch.nn.Linear(4, 2)
+opt = torch.optim.AdamW(model.parameters())
+sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
+ckpt = Checkpointer(sys.argv[1], D(), 1000, 2, {"seed": 0}, set(), model, opt, sched,
+                    torch.amp.GradScaler("cpu", enabled=False), History())
+start = ckpt.resume({"step": 0})["step"]
+seen = []
+for step in range(start + 1, start + 4):
+    if dist.get_rank() == 1 and step == start + 2:
+        ckpt._on_sigterm(15, None)  # SIGTERM on rank 1 only
+    if ckpt.due(step):
+        ckpt.save(step=step)
+        seen.append(step)
+        if ckpt.stopping:
+            break
+with open(os.path.join(sys.argv[2], f"rank-{dist.get_rank()}.json"), "w") as f:  # ranks' stdout lines can interleave
+    json.dump({"backend": dist.get_backend(), "start": start, "saved": seen}, f)
+dist.barrier()
+dist.destroy_process_group()
+sys.stdout.flush()
+os._exit(0)  # gloo can abort at interpreter exit (a thread still alive): the results are written already
+"""
+
+
+@pytest.mark.slow
+def test_checkpoints_under_a_real_smddp_process_group(tmp_path):
+    """Two ranks on the smddp backend (tests/fake_smddp: gloo underneath, with new_group refused as the real one
+    refuses it): one rank's SIGTERM stops both at the same step with a checkpoint, and a restart resumes from it."""
+    import subprocess
+
+    script = tmp_path / "rank.py"
+    script.write_text(SMDDP_RANK)
+    env = {**os.environ, "SRC": str(SRC), "FAKE_SMDDP": str(SRC.parent.parent / "tests" / "fake_smddp"),
+           "OMP_NUM_THREADS": "1"}
+    runs = []
+    for run in range(2):
+        out = tmp_path / f"run-{run}"
+        out.mkdir()
+        done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                               str(script), str(tmp_path / "ckpt"), str(out)], env=env, capture_output=True,
+                              text=True, timeout=180)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        runs.append([json.loads((out / f"rank-{rank}.json").read_text()) for rank in (0, 1)])
+    first, second = runs
+    assert [r["backend"] for r in first] == ["smddp", "smddp"]
+    assert [r["saved"] for r in first] == [[2], [2]]  # both ranks stopped at rank 1's signal, checkpointed together
+    assert [r["start"] for r in second] == [2, 2], runs  # and the restart resumed there on both
 
 
 def test_resume_with_changed_settings_is_refused(tmp_path):

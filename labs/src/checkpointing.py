@@ -172,6 +172,7 @@ class Checkpointer:
         self.model, self.optimizer, self.schedule, self.scaler, self.metrics = model, optimizer, schedule, scaler, metrics
         self.stopping = False
         self._signalled = False
+        self._smddp = d.enabled and dist.get_backend() == "smddp"  # no sub-groups there: see _cpu_group
         self._flag_group = self._cpu_group()
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
@@ -349,14 +350,22 @@ class Checkpointer:
     # ------------------------------------------------------------------------------------------------ collectives
     def _cpu_group(self):
         """The group for the per-step stop flag: the default one under gloo, else one gloo group made once (every
-        rank constructs the checkpointer at the same point, so every rank calls ``new_group`` in the same order)."""
-        if not self.d.enabled or dist.get_backend() == "gloo":
+        rank constructs the checkpointer at the same point, so every rank calls ``new_group`` in the same order).
+        Under SMDDP, the default one too: SMDDP has no ``new_group()`` and cannot share a process with a gloo group,
+        so the flag goes through the smddp group, on the device (see :meth:`_any_rank_signalled`)."""
+        if not self.d.enabled or self._smddp or dist.get_backend() == "gloo":
             return None
         return dist.new_group(backend="gloo")
 
     def _any_rank_signalled(self) -> bool:
         if not self.d.enabled:
             return self._signalled
+        if self._smddp:
+            # no gloo group to use: the device, and the reduction SMDDP's AllReduce is built for (a float32 SUM, as
+            # DDP's gradients); the .item() makes the CPU wait for the GPU once a step, a small price
+            flag = torch.tensor([float(self._signalled)], dtype=torch.float32, device=self.d.device)
+            dist.all_reduce(flag, op=dist.ReduceOp.SUM)
+            return flag.item() > 0
         # a CPU tensor on gloo: a GPU tensor's .item() each step would make the CPU wait for the GPU (no run-ahead)
         flag = torch.tensor([int(self._signalled)], dtype=torch.int64)
         dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self._flag_group)
