@@ -549,7 +549,10 @@ def sagemaker_jobs_per_mode(base, data: dict[str, str], fsx: dict | None = None)
     ``data``: channel -> S3 URI or local directory (the latter is uploaded at launch). File and FastFile name the
     mode per channel explicitly (the SDK would otherwise send File). ``fsx`` (``file_system_id``, ``mount_name``,
     ``path``, ``subnets``, ``security_group_ids``) adds the FSx job: its channels are the same names under
-    ``/<mount_name>/<path>/``, and its networking puts the job in the file system's VPC.
+    ``/<mount_name>/<path>/``, and its networking puts the job in the file system's VPC. There the job reaches S3
+    only through an S3 VPC endpoint or a NAT gateway, and it needs S3 for more than data: its code channels (``code``,
+    the source, and ``sm_drivers``, the SDK's drivers) come from there, as do any S3 channels, and its model, output
+    and checkpoints go there; pip needs NAT (or a mirror) for requirements.txt. ``sagemaker_jobs.preflight`` notes it.
     """
     names = list(data)
     jobs = {"File": replace(base, name=f"{base.name}-file", channels=dict(data), s3_endpoint=None,

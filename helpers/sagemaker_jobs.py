@@ -54,10 +54,14 @@ REQUESTS_ENV = "WORKSHOP_REQUESTS_DIR"  # set by the headless lab runner: every 
 
 # The framework image every lab runs on, retrieved through the SDK's image_uris (it knows PyTorch DLCs up to 2.10).
 PYTORCH_DLC = ("2.10.0", "py313")
-# Images the SDK cannot tell apart by capability, checked 2026-11-22 against the AWS Deep Learning Containers release
-# notes: which ones ship SMDDP. The newest framework DLC with SMDDP is PyTorch 2.3.0 (SMDDP 2.3.0); PyTorch DLCs from
-# 2.4 on ship no smdistributed packages. The SDK's own list (fw_utils) covers the DLCs up to 2.2.0.
+# Which SageMaker images ship SMDDP, which the SDK cannot tell (its own list, fw_utils, stops at the 2.2.0 DLC). Two
+# sources, checked 2026-11-23, disagree: AWS's SMDDP support table lists PyTorch 2.3.0 (SMDDP 2.3.0) as the newest
+# framework DLC with SMDDP preinstalled, while the DLC repository's Dockerfiles for the 2.4 and 2.5 SageMaker GPU images
+# install SMDDP 2.5.0 and 2.6.0 (the 2.6 image, and every later one, none). The Dockerfile is what goes into the image,
+# so preflight goes by it; the default image stays 2.3.0, the one both sources list.
 SMDDP_DLC = ("2.3.0", "py311")
+SMDDP_IN_DLC = {"2.3": "2.3.0", "2.4": "2.5.0", "2.5": "2.6.0"}  # SageMaker GPU DLC (PyTorch x.y) -> SMDDP installed
+SMDDP_IN_AWS_TABLE = {"2.3": "2.3.0"}  # the framework DLCs AWS's support table lists past the SDK's list
 SMDDP_IN_SMP_IMAGES = {"2.4.1": "2.5.0", "2.5.1": "2.6.0"}  # SMP image (PyTorch version) -> bundled SMDDP
 # SMP v2 image: PyTorch 2.5.1 with SMP 2.8.0, CUDA 12.4 (image_uris framework "pytorch-smp")
 SMP_IMAGE = ("2.5.1", "py311", "cu124")
@@ -171,24 +175,58 @@ def default_image(launcher: str, instance: instances.InstanceType, region: str |
     version, py = SMDDP_DLC if launcher == "smddp" or volta else PYTORCH_DLC
     uri = _image_uri(framework="pytorch", region=region, version=version, py_version=py,
                      instance_type=instance.name)
-    why = (f"PyTorch {version} DLC: the newest framework image that ships SMDDP" if launcher == "smddp"
+    why = (f"PyTorch {version} DLC: the newest framework image that both AWS's SMDDP table and the DLC Dockerfiles "
+           f"list with SMDDP {SMDDP_IN_DLC[_minor(version)]}" if launcher == "smddp"
            else f"PyTorch {version} DLC (CUDA 12: newer images no longer run on the V100)" if volta
            else f"PyTorch {version} DLC ({'GPU' if instance.gpus else 'CPU'})")
     return uri, why
 
 
+def _minor(version: str) -> str:
+    return ".".join(version.split(".")[:2])
+
+
+def _image_tag(image_uri: str) -> tuple[str, str, str]:
+    """(repository, tag, PyTorch version) of an ECR image URI."""
+    repo, _, tag = image_uri.rsplit("/", 1)[-1].partition(":")
+    return repo, tag, tag.split("-")[0]
+
+
 def image_has_smddp(image_uri: str) -> bool:
-    """Whether a SageMaker framework or SMP image ships SMDDP (custom images: unknown, so False)."""
+    """Whether a SageMaker framework or SMP image ships SMDDP (custom images: unknown, so False).
+
+    Framework images: the SageMaker GPU DLCs the SDK lists (up to PyTorch 2.2.0), and 2.3, 2.4 and 2.5, whose
+    Dockerfiles install SMDDP (:data:`SMDDP_IN_DLC`; AWS's support table lists only 2.3.0). Not the CPU or EC2
+    variants: the Dockerfiles install SMDDP in the SageMaker GPU stage only."""
     from sagemaker.core.fw_utils import SM_DATAPARALLEL_SUPPORTED_FRAMEWORK_VERSIONS
 
-    repo_tag = image_uri.rsplit("/", 1)[-1]
-    repo, _, tag = repo_tag.partition(":")
-    version = tag.split("-")[0]
+    repo, tag, version = _image_tag(image_uri)
     if repo == "smdistributed-modelparallel":
         return version in SMDDP_IN_SMP_IMAGES
-    if repo == "pytorch-training" and "-gpu-" in f"-{tag}-":
-        return version in set(SM_DATAPARALLEL_SUPPORTED_FRAMEWORK_VERSIONS["pytorch"]) | {SMDDP_DLC[0]}
+    if repo == "pytorch-training" and "-gpu-" in f"-{tag}-" and "-ec2" not in f"{tag}-":
+        return version in SM_DATAPARALLEL_SUPPORTED_FRAMEWORK_VERSIONS["pytorch"] or _minor(version) in SMDDP_IN_DLC
     return False
+
+
+def smddp_images(region: str | None = None) -> list[dict]:
+    """One row per SageMaker image that matters for SMDDP: what AWS's support table says, what the image's
+    Dockerfile installs, and whether preflight accepts it for ``distribution="smddp"`` (lab 03's table)."""
+    region = _region_for_images(region)
+    p4d = instances.lookup("ml.p4d.24xlarge")
+    rows = []
+    for version, py in [SMDDP_DLC, ("2.4.0", "py311"), ("2.5.1", "py311"), ("2.6.0", "py312"), PYTORCH_DLC]:
+        uri = _image_uri(framework="pytorch", region=region, version=version, py_version=py, instance_type=p4d.name)
+        table = SMDDP_IN_AWS_TABLE.get(_minor(version))
+        built = SMDDP_IN_DLC.get(_minor(version))
+        rows.append({"image": uri.rsplit("/", 1)[-1],
+                     "AWS support table": f"SMDDP {table}" if table else "not listed",
+                     "DLC Dockerfile installs": f"SMDDP {built}" if built else "no SMDDP",
+                     "preflight": "accepted" if image_has_smddp(uri) else "refused"})
+    for version, bundled in SMDDP_IN_SMP_IMAGES.items():
+        rows.append({"image": f"smdistributed-modelparallel:{version} (SMP)",
+                     "AWS support table": "SMP images bundle it", "DLC Dockerfile installs": f"SMDDP {bundled}",
+                     "preflight": "accepted"})
+    return rows
 
 
 def _target_instance(target: Target | str) -> instances.InstanceType:
@@ -304,7 +342,7 @@ def preflight(job: Job, target: Target | str, *, region: str | None = None, tens
             raise UnsupportedFeature(f"SMP v2 does not run on {instance.name}: it supports "
                                      f"{', '.join(instances.supporting('smp'))}. Use distribution='torchrun' with "
                                      f"FSDP here, or target='ml.p4d.24xlarge'.")
-        _check_smp(job, procs)
+        notes += _check_smp(job, procs)
     elif job.smp and launcher != "smddp":
         raise PreflightError("Job.smp is set but distribution is not 'smp': set distribution='smp' to use it.")
     precision = str(job.hyperparameters.get("precision", "auto")).lower()
@@ -321,8 +359,16 @@ def preflight(job: Job, target: Target | str, *, region: str | None = None, tens
         if not has:
             raise UnsupportedFeature(
                 f"image {image} does not ship SMDDP: leave Job.image_uri unset (the helpers pick the PyTorch "
-                f"{SMDDP_DLC[0]} DLC, the newest with SMDDP) or use an SMP image; for your own image that installs "
+                f"{SMDDP_DLC[0]} DLC, which AWS's SMDDP table and its Dockerfile both list with SMDDP), or use the "
+                f"SageMaker GPU DLC for PyTorch {' or '.join(sorted(set(SMDDP_IN_DLC) - {_minor(SMDDP_DLC[0])}))} "
+                f"(their Dockerfiles install SMDDP) or an SMP image; for your own image that installs "
                 f"smdistributed-dataparallel pass image_has_smddp=True.")
+        repo, _, version = _image_tag(image)
+        if image_has_smddp_override is None and repo == "pytorch-training" and \
+                _minor(version) in set(SMDDP_IN_DLC) - set(SMDDP_IN_AWS_TABLE):
+            notes.append(f"{image.rsplit('/', 1)[-1]}: AWS's SMDDP support table does not list it, but its "
+                         f"Dockerfile installs SMDDP {SMDDP_IN_DLC[_minor(version)]}, and the Dockerfile is what goes "
+                         f"into the image")
     if launcher == "smddp" and str(job.hyperparameters.get("backend", "smddp")) != "smddp":
         raise PreflightError(f"distribution='smddp' launches through mpirun for SMDDP's AllReduce, but "
                              f"hyperparameters['backend'] is {job.hyperparameters['backend']!r}: set it to 'smddp' "
@@ -333,6 +379,11 @@ def preflight(job: Job, target: Target | str, *, region: str | None = None, tens
         raise PreflightError(f"hyperparameter(s) {', '.join(secrets)} look like secrets: hyperparameters are stored "
                              f"with the job and shown by DescribeTrainingJob. Keep secrets out of the job (read them "
                              f"from AWS Secrets Manager in the script, with the execution role's permission).")
+    if "smdistributed-modelparallel" in image and job.entry_point == "train.py" and \
+            str(job.hyperparameters.get("attn_implementation", "sdpa")) == "sdpa":
+        notes.append("an SMP image keeps its own transformers (requirements.txt installs one only where the image has "
+                     "none that fits: 4.44.2 in the SMP 2.5.1 image), and DistilBERT has SDPA attention only from "
+                     "transformers 4.46: pass attn_implementation='eager' to train.py there")
     if launcher == "smp" and job.image_uri and "smdistributed-modelparallel" not in job.image_uri:
         raise UnsupportedFeature(f"SMP v2 needs an SMP image (smdistributed-modelparallel); {job.image_uri} is not "
                                  f"one. Leave Job.image_uri unset.")
@@ -364,9 +415,13 @@ def preflight(job: Job, target: Target | str, *, region: str | None = None, tens
     fsx_channels = [c for c in channels if c.kind == "fsx"]
     if fsx_channels or job.fsx:
         _check_fsx(job, fsx_channels)
+        code = ("the image's training toolkit downloads the source (sourcedir.tar.gz) from there" if launcher == "smddp"
+                else "the job's code channels come from there (code, the source, and sm_drivers, the SDK's drivers)")
+        notes.append(f"the job runs in your VPC, which must reach S3 through an S3 VPC endpoint or a NAT gateway: "
+                     f"{code}, and so do its S3 data channels, its model, output and checkpoints")
         if (Path(job.source_dir) / "requirements.txt").is_file():
             notes.append("the job runs in your VPC: pip installs requirements.txt from PyPI there, so the subnets "
-                         "need a NAT gateway (or a PyPI mirror)")
+                         "need a NAT gateway (or a PyPI mirror); an S3 endpoint alone does not reach PyPI")
 
     if tensorboard is None:  # on when the job writes where SageMaker collects TensorBoard files
         tensorboard = any(str(v).startswith(TENSORBOARD_DIR) for v in job.hyperparameters.values())
@@ -375,6 +430,9 @@ def preflight(job: Job, target: Target | str, *, region: str | None = None, tens
             raise PreflightError(f"hyperparameter {key!r}: names are non-empty strings; 'sagemaker_' is reserved.")
     if len(job.tags) > 45:
         raise PreflightError("at most 45 tags (SageMaker allows 50; the helpers add their own).")
+    if taken := sorted({aws.ATTENDEE_TAG, "workshop-lab"} & set(job.tags)):
+        raise PreflightError(f"tag key(s) {', '.join(taken)} are the helpers' own (the attendee and the lab of every "
+                             f"job): name yours otherwise.")
     return Plan(job, instance, procs, launcher, image, image_note, channels, max_wait, bool(tensorboard), notes)
 
 
@@ -382,7 +440,8 @@ def _bigger(instance: instances.InstanceType) -> list[str]:
     return [n for n in instances.supporting("gpu") if instances.lookup(n).gpus > instance.gpus][:3]
 
 
-def _check_smp(job: Job, procs: int) -> None:
+def _check_smp(job: Job, procs: int) -> list[str]:
+    """SMP v2's degrees against the cluster; raises what cannot run, returns advice (notes) for what can."""
     from sagemaker.train.distributed import SMP
 
     unknown = set(job.smp) - set(SMP.model_fields)
@@ -393,12 +452,18 @@ def _check_smp(job: Job, procs: int) -> None:
     hsd = int(job.smp.get("hybrid_shard_degree") or 0)
     if tp < 1 or hsd < 0:
         raise ProcessCountError("tensor_parallel_degree must be >= 1 and hybrid_shard_degree >= 0.")
-    if procs % tp:
-        raise ProcessCountError(f"tensor_parallel_degree={tp} must divide the {procs} processes per host (tensor "
-                                f"parallel groups stay inside one instance).")
+    if world % tp:
+        raise ProcessCountError(f"tensor_parallel_degree={tp} must divide the {world} GPUs of the cluster "
+                                f"({job.instance_count} x {procs} processes).")
     if hsd and (world // tp) % hsd:
         raise ProcessCountError(f"hybrid_shard_degree={hsd} must divide the {world // tp} data-parallel ranks "
                                 f"({world} processes / tensor_parallel_degree {tp}).")
+    notes = []
+    if procs % tp:  # SMP allows it; it is slow, not wrong
+        notes.append(f"tensor_parallel_degree={tp} does not divide the {procs} GPUs of one instance, so its groups "
+                     f"span instances: tensor parallel communicates inside every layer, and the network is much "
+                     f"slower than NVLink; a degree that divides {procs} keeps each group inside one instance")
+    return notes
 
 
 def _check_fsx(job: Job, fsx_channels: list[ChannelPlan]) -> None:
@@ -412,7 +477,9 @@ def _check_fsx(job: Job, fsx_channels: list[ChannelPlan]) -> None:
             f"FSx for Lustre is reached through your VPC: Job.fsx needs {' and '.join(missing)} (the subnet(s) of "
             f"the file system and a security group that allows Lustre traffic, TCP ports 988 and 1018-1023, from "
             f"itself; with several instances, all traffic from itself, for NCCL between them). The job then runs in "
-            f"that VPC: it needs an S3 VPC endpoint or NAT to reach the bucket, and NAT to install requirements.txt.")
+            f"that VPC: it needs an S3 VPC endpoint or NAT for everything it reads from or writes to S3, its code "
+            f"channels included (the source, and the SDK's drivers channel sm_drivers), and NAT to install "
+            f"requirements.txt.")
     if not str(job.fsx["file_system_id"]).startswith("fs-"):
         raise FSxConfigError(f"file_system_id {job.fsx['file_system_id']!r} should look like 'fs-0123456789abcdef0'.")
     for c in fsx_channels:

@@ -330,3 +330,16 @@ def test_fsx_preflight_wants_networking_and_a_mount_name():
     input_modes.fsx_preflight(input_modes.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, FSX)["FSx"])
     with pytest.raises(InputModeError, match="mount name '/fsx'"):
         input_modes.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, {**FSX, "mount_name": "/fsx"})
+
+
+def test_the_fsx_job_is_told_its_vpc_needs_s3_for_its_code_too():
+    """In the file system's VPC, S3 is reached only through an endpoint or NAT, and the job's code channels (the
+    source and the SDK's drivers) come from S3: an FSx job without that route never starts its script."""
+    from helpers import sagemaker_jobs
+
+    job = input_modes.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, FSX)["FSx"]
+    notes = sagemaker_jobs.preflight(job, "ml.g5.2xlarge").notes
+    s3 = next(n for n in notes if "S3 VPC endpoint or a NAT gateway" in n)
+    assert "code channels" in s3 and "sm_drivers" in s3
+    assert any("PyPI" in n and "NAT gateway" in n for n in notes)  # pip: NAT, an S3 endpoint alone does not do
+    assert "sm_drivers" in input_modes.sagemaker_jobs_per_mode.__doc__

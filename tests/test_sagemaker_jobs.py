@@ -12,6 +12,7 @@ import os
 import re
 import tarfile
 import urllib.parse
+from dataclasses import replace
 
 import pytest
 
@@ -272,6 +273,13 @@ def test_fsx_channel_with_its_vpc(offline, data):
         "DirectoryPath": "/abcdef12/catalog/train", "FileSystemAccessMode": "ro"}}
     assert channel(r, "validation")["DataSource"]["S3DataSource"]
     assert r["VpcConfig"] == {"SecurityGroupIds": ["sg-0bb"], "Subnets": ["subnet-0aa"]}
+    # in the VPC, S3 is reached only through an endpoint or NAT: the code channels too, not only pip's PyPI
+    assert {"code", "sm_drivers"} <= {c["ChannelName"] for c in r["InputDataConfig"]}
+    s3 = next(n for n in d.plan.notes if "S3 VPC endpoint or a NAT gateway" in n)
+    assert "code channels" in s3 and "sm_drivers" in s3
+    assert any("NAT gateway" in n and "requirements.txt" in n for n in d.plan.notes)
+    smddp = sj.preflight(replace(job, distribution="smddp", instance_count=2), "ml.p4d.24xlarge")
+    assert any("sourcedir.tar.gz" in n and "S3 VPC endpoint" in n for n in smddp.notes)
 
 
 def test_tensorboard_output_when_the_script_writes_there(offline, data):
@@ -371,10 +379,11 @@ ERRORS = [
      "ml.p4d.24xlarge", {}, sj.UnsupportedFeature, "SMP image"),
     ("smp on g5", dict(distribution="smp"), "ml.g5.48xlarge", {}, sj.UnsupportedFeature, "ml.p4d.24xlarge"),
     ("smp degrees", dict(distribution="smp", smp={"tensor_parallel_degree": 3}), "ml.p4d.24xlarge", {},
-     sj.ProcessCountError, "must divide the 8 processes"),
+     sj.ProcessCountError, "must divide the 8 GPUs of the cluster"),
     ("fsx without subnets", dict(channel_modes={"train": "FSx"}, fsx={
         "file_system_id": "fs-0123456789abcdef0", "directory_path": "/mnt/x", "security_group_ids": ["sg-1"]}),
-     "ml.p4d.24xlarge", {}, sj.FSxConfigError, "needs subnets.*ports 988 and 1018-1023"),
+     "ml.p4d.24xlarge", {}, sj.FSxConfigError, "needs subnets.*ports 988 and 1018-1023.*S3 VPC endpoint or NAT "
+                                                 "for everything.*code channels.*sm_drivers"),
     ("fsx without security groups", dict(channel_modes={"train": "FSx"}, fsx={
         "file_system_id": "fs-0123456789abcdef0", "directory_path": "/mnt/x", "subnets": ["subnet-1"]}),
      "ml.p4d.24xlarge", {}, sj.FSxConfigError, "needs security_group_ids"),
@@ -574,12 +583,61 @@ def test_default_images_come_from_the_sdk():
     ("763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.3.0-gpu-py311-cu121-ubuntu20.04-sagemaker",
      True),
     ("763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.2.0-gpu-py310", True),
-    ("763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.4.0-gpu-py311", False),
+    # AWS's support table stops at 2.3.0, but the 2.4 and 2.5 images' Dockerfiles install SMDDP 2.5.0 and 2.6.0
+    ("763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.4.0-gpu-py311", True),
+    ("763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.4.0-gpu-py311-cu124-ubuntu22.04-sagemaker", True),
+    ("763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.5.1-gpu-py311", True),
+    ("763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.6.0-gpu-py312", False),  # the 2.6 image: none
+    ("763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.10.0-gpu-py313", False),
+    ("763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.4.0-gpu-py311-cu124-ubuntu22.04-ec2", False),
     ("763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.3.0-cpu-py311", False),
     ("658645717510.dkr.ecr.us-east-1.amazonaws.com/smdistributed-modelparallel:2.4.1-gpu-py311-cu121", True),
     ("123456789012.dkr.ecr.us-east-1.amazonaws.com/my-own:latest", False)])
 def test_which_images_ship_smddp(uri, has):
     assert sj.image_has_smddp(uri) is has
+
+
+@pytest.mark.parametrize("version", ["2.4.0", "2.5.1"])
+def test_preflight_takes_the_images_whose_dockerfile_installs_smddp_and_says_the_sources_disagree(data, version):
+    image = f"763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:{version}-gpu-py311"
+    plan = sj.preflight(Job("lab03-smddp", {}, data, distribution="smddp", image_uri=image), "ml.p4d.24xlarge")
+    assert plan.image_uri == image
+    note = next(n for n in plan.notes if "support table does not list it" in n)
+    assert f"installs SMDDP {sj.SMDDP_IN_DLC[version[:3]]}" in note and "Dockerfile is what goes into the image" in note
+    default = sj.preflight(Job("lab03-smddp", {}, data, distribution="smddp"), "ml.p4d.24xlarge")
+    assert not any("support table" in n for n in default.notes)  # 2.3.0: both sources list it
+
+
+def test_the_refusal_names_every_image_that_ships_smddp(data):
+    job = Job("lab03-smddp", {}, data, distribution="smddp",
+              image_uri="763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.6.0-gpu-py312")
+    with pytest.raises(sj.UnsupportedFeature) as err:
+        sj.preflight(job, "ml.p4d.24xlarge")
+    assert "PyTorch 2.3.0 DLC" in str(err.value) and "PyTorch 2.4 or 2.5" in str(err.value)
+
+
+def test_the_smddp_image_table_shows_both_sources():
+    rows = {r["image"]: r for r in sj.smddp_images()}
+    assert rows["pytorch-training:2.3.0-gpu-py311"]["AWS support table"] == "SMDDP 2.3.0"
+    assert rows["pytorch-training:2.4.0-gpu-py311"] == {
+        "image": "pytorch-training:2.4.0-gpu-py311", "AWS support table": "not listed",
+        "DLC Dockerfile installs": "SMDDP 2.5.0", "preflight": "accepted"}
+    assert rows["pytorch-training:2.5.1-gpu-py311"]["DLC Dockerfile installs"] == "SMDDP 2.6.0"
+    assert rows["pytorch-training:2.6.0-gpu-py312"]["preflight"] == "refused"
+    assert rows[f"pytorch-training:{sj.PYTORCH_DLC[0]}-gpu-{sj.PYTORCH_DLC[1]}"]["preflight"] == "refused"
+    assert rows["smdistributed-modelparallel:2.5.1 (SMP)"]["DLC Dockerfile installs"] == "SMDDP 2.6.0"
+
+
+def test_tensor_parallel_across_instances_is_advice_not_a_refusal(data):
+    """SMP's rule: the degree divides the cluster's GPUs; keeping a group inside one instance is advice."""
+    job = Job("lab04-smp", {"strategy": "fsdp"}, data, entry_point="train_lm.py", distribution="smp",
+              instance_count=2, smp={"tensor_parallel_degree": 16})
+    plan = sj.preflight(job, "ml.p4d.24xlarge")
+    assert any("tensor_parallel_degree=16" in n and "span instances" in n for n in plan.notes)
+    inside = sj.preflight(replace(job, smp={"tensor_parallel_degree": 8}), "ml.p4d.24xlarge")
+    assert not any("span instances" in n for n in inside.notes)
+    with pytest.raises(sj.ProcessCountError, match="must divide the 16 GPUs of the cluster"):
+        sj.preflight(replace(job, smp={"tensor_parallel_degree": 6}), "ml.p4d.24xlarge")
 
 
 def test_a_custom_smddp_image_can_be_vouched_for(offline, data):
@@ -622,3 +680,12 @@ def test_the_launch_button_is_disabled_over_budget_and_absent_offline(fake_aws, 
     assert d.launch_button().children[0].disabled
     with pytest.raises(sj.LaunchRefused, match="offline"):
         dry(Job("lab-x", {}, data), "ml.g5.2xlarge").launch_button()
+
+
+def test_train_py_on_an_smp_image_is_told_its_transformers_has_no_distilbert_sdpa(data):
+    """requirements.txt keeps an image's own transformers (4.44.2 in the SMP image), whose DistilBERT has no SDPA."""
+    smp_image = "658645717510.dkr.ecr.us-east-1.amazonaws.com/smdistributed-modelparallel:2.5.1-gpu-py311-cu124"
+    job = Job("lab03-smddp", {}, data, distribution="smddp", instance_count=2, image_uri=smp_image)
+    assert any("attn_implementation='eager'" in n for n in sj.preflight(job, "ml.p4d.24xlarge").notes)
+    eager = replace(job, hyperparameters={"attn_implementation": "eager"})
+    assert not any("attn_implementation" in n for n in sj.preflight(eager, "ml.p4d.24xlarge").notes)
