@@ -1,4 +1,4 @@
-"""Checkpoints that survive a spot reclaim: saved every N steps and on SIGTERM, resumed bit-identically.
+"""Checkpoints that survive a spot reclaim: saved every N steps (and on a SIGTERM that arrives), resumed exactly.
 
 A checkpoint is one directory in the contract's checkpoint dir (``/opt/ml/checkpoints``, which SageMaker syncs with
 the job's CheckpointConfig S3 URI and copies back into a restarted spot job)::
@@ -179,7 +179,8 @@ class Checkpointer:
         except OSError as err:
             raise SystemExit(f"cannot write checkpoints to {self.dir} ({err}): pass --checkpoint_dir, or set "
                              f"Job(checkpoints=True) so the runner provides /opt/ml/checkpoints") from None
-        # SageMaker sends SIGTERM before a spot reclaim or StopTrainingJob: note it, act at the next step boundary
+        # a SIGTERM that reaches the script (StopTrainingJob's, where the container passes it on; in an SDK v3 job
+        # its first process drops it): note it, act at the next step boundary. Periodic saves are the guarantee.
         signal.signal(signal.SIGTERM, self._on_sigterm)
 
     @classmethod
