@@ -84,7 +84,10 @@ def test_torchrun_command_matches_the_sdk_driver(tmp_path, monkeypatch):
     from helpers.targets import Target
 
     job = Job("cmd", {"epochs": 1, "lr": 0.01}, {}, processes_per_host=2)
-    _, commands = LocalRunner(runs_dir=tmp_path / "jobs", echo=False).prepare(job, Target("local_cpu", "local_cpu", 0, 2))
+    run_dir, commands = LocalRunner(runs_dir=tmp_path / "jobs", echo=False).prepare(job, Target("local_cpu", "local_cpu", 0, 2))
     ours = commands[0][1]
     assert ours[:3] == [sys.executable, "-m", "torch.distributed.run"]
-    assert [a for a in ours[3:] if not a.startswith(("--master_", "--node_rank"))] == theirs[1:]
+    # the local additions: the rendezvous on loopback, and this host's own checkpoint directory (no SM_* variable
+    # names /opt/ml/checkpoints, and a local job must not write the machine's)
+    assert ours[-2:] == ["--checkpoint_dir", str(tmp_path / "jobs" / run_dir.name / "algo-1" / "checkpoints")]
+    assert [a for a in ours[3:-2] if not a.startswith(("--master_", "--node_rank"))] == theirs[1:]
