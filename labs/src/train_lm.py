@@ -22,10 +22,12 @@ pp      pipeline parallel (``torch.distributed.pipelining``): rank r holds the r
 Per strategy and rank the script reports parameter, gradient and optimizer-state bytes, the bytes autograd saved
 for backward (activations), peak CUDA memory on GPUs, step time and loss, as ``[memory]``/``[train]`` metric lines
 and in ``metrics.json``. It saves a sharded checkpoint (torch.distributed.checkpoint) per strategy and loads it back
-into a plain single-process model for a perplexity check and a few generated tokens.
+into a plain single-process model for a perplexity check (bounded in cost: see ``plan_reload_check``) and a few
+generated tokens.
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import math
@@ -36,6 +38,8 @@ import statistics
 import time
 import warnings
 from contextlib import nullcontext
+from dataclasses import dataclass
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -51,6 +55,15 @@ STRATEGIES = ("single", "ddp", "zero", "fsdp", "tp", "pp")
 # embeddings (build_model). Both use the catalogue's small vocabulary, not the models' own.
 MODEL_SIZES = {"tiny": (128, 2, 4, 344), "small": (256, 4, 8, 688), "medium": (512, 8, 8, 1376),
                "1b": (2048, 16, 32, 8192), "7b": (4096, 32, 32, 11008)}
+
+# How long a rank waits in a collective before the job fails. The longest legitimate wait is rank 0 working alone
+# while the others sit in a barrier: the end-of-strategy reload check (bounded: see RELOAD_CHECK_BUDGET; for the 7b
+# shape an estimated 2 minutes to build and load the plain model on one CPU thread, then at most 3 to score it) and
+# the end of the run (a few greedy tokens, then the consolidated model saved: 26 GB in fp32 for 7b): an estimated
+# 10 minutes in all for 7b, more than NCCL's default timeout of 10 minutes could absorb. 30 minutes leaves three times that, and a hung
+# collective still fails the job well inside lab 04's 2-hour MaxRuntime, with its logs. (``single`` in a multi-rank
+# launch also has the others wait while rank 0 trains alone: keep its --max_steps within this.)
+PROCESS_GROUP_TIMEOUT = timedelta(minutes=30)
 
 
 def parse_args(argv=None):
@@ -296,8 +309,6 @@ def apply_smp(tsm, model, d: Dist, args) -> Setup:
     ``mp_parameters``; ``tsm.transform`` swaps in SMP's tensor-parallel layers; PyTorch FSDP then shards over the
     data-parallel ranks. PyTorch's own HYBRID_SHARD shards inside one instance; SMP sets the group size to
     ``hybrid_shard_degree``. Ranks of one tensor-parallel group (consecutive ranks) read the same batch."""
-    import functools
-
     from torch.distributed.fsdp import FullyShardedDataParallel, MixedPrecision, ShardingStrategy
     from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy
     from transformers.models.llama.modeling_llama import LlamaDecoderLayer
@@ -370,6 +381,7 @@ def train_one(strategy: str, d: Dist, args, blocks, val_blocks, vocab: int, metr
     """Build the model from the seed, wrap it the strategy's way, train ``max_steps``, measure, checkpoint."""
     torch.manual_seed(args.seed)  # the same initial weights for every strategy and rank
     model = build_model(args, vocab).to(d.device)
+    params = sum(p.numel() for p in model.parameters())  # the whole model's, before a strategy shards or drops any
     if args.activation_checkpointing:
         model.activation_checkpointing_enable({"use_reentrant": False})
     model.train()
@@ -419,12 +431,16 @@ def train_one(strategy: str, d: Dist, args, blocks, val_blocks, vocab: int, metr
     if d.device.type == "cuda":
         mine["peak_cuda_bytes"] = torch.cuda.max_memory_allocated(d.device)
     val_loss = evaluate(setup, val_blocks, d.device, autocast)
+    # the same plan on every rank (it depends on the shapes only): where the reload check scores fewer tokens than
+    # the validation set, all ranks score the sharded model on those tokens too, now, so rank 0 has its reference
+    check = plan_reload_check(params, *val_blocks[:, 1:].shape, budget=RELOAD_CHECK_BUDGET)
+    check_loss = val_loss if check.full else evaluate(setup, check.cut(val_blocks), d.device, autocast)
     ranks = gather(mine, d, strategy)
     for row in ranks:
         metrics.log("memory", strategy=strategy, **row)
     out = {"strategy": strategy, "losses": losses, "ranks": ranks, "val_loss": val_loss,
            "params": sum(p.numel() for p in raw.parameters()) if strategy not in ("tp", "pp") else None}
-    out.update(save_and_reload(strategy, model, d, args, val_blocks, val_loss, metrics))
+    out.update(save_and_reload(strategy, model, d, args, val_blocks, check, check_loss, metrics))
     return out
 
 
@@ -448,6 +464,52 @@ def gather(row: dict, d: Dist, strategy: str) -> list[dict]:
 
 
 # ---------------------------------------------------------------------------------------------------- checkpoints
+# Rank 0 scores the reloaded model on its CPU, with one thread (torchrun sets OMP_NUM_THREADS=1), while the other
+# ranks wait for it, so that work must stay well inside PROCESS_GROUP_TIMEOUT. Its cost is parameters x tokens: a
+# forward pass is about 2 FLOPs per parameter per token, and one CPU thread does about 45 GFLOP/s on the 1b shape
+# (measured on an AMD EPYC core). The whole validation set of the 7b SMP job (32 x 2,048 tokens) would take hours; this
+# budget is about 3 minutes, and still checks the lab's runs in full (tiny: 16-32 x 64 tokens; 1b: 32 x 64 tokens).
+RELOAD_CHECK_BUDGET = 4e12  # parameters x tokens
+CPU_FLOPS_ONE_THREAD = 45e9
+
+
+@dataclass(frozen=True)
+class ReloadCheck:
+    """Which validation tokens the reloaded model is scored on: the first ``rows`` sequences, the first ``tokens``
+    predictions of each. ``full``: the whole validation set, so the reloaded loss is the validation loss."""
+
+    rows: int
+    tokens: int
+    full: bool
+    reason: str
+    seconds: float  # the estimated time of scoring them on one CPU thread
+
+    def cut(self, val_blocks: torch.Tensor) -> torch.Tensor:
+        return val_blocks[: self.rows, : self.tokens + 1]  # inputs and targets: one token more than predicted
+
+
+def plan_reload_check(params: int, rows: int, tokens: int, budget: float = RELOAD_CHECK_BUDGET) -> ReloadCheck:
+    """The reload check for a model of ``params`` parameters and ``rows`` validation sequences of ``tokens``
+    predictions each: all of them where ``params x rows x tokens`` fits ``budget``, else as many as fit (whole
+    sequences first, then the first tokens of one sequence; a causal model's loss on a prefix is well defined)."""
+    seconds = lambda n: 2 * params * n / CPU_FLOPS_ONE_THREAD  # noqa: E731
+    if params * rows * tokens <= budget:
+        return ReloadCheck(rows, tokens, True, "within budget", seconds(rows * tokens))
+    fit = max(1, int(budget // params))  # at least one token: even a 1-token loss compares every weight's effect
+    kept_rows, kept_tokens = (min(rows, fit // tokens), tokens) if fit >= tokens else (1, fit)
+    size = f"{params / 1e9:.2f}B" if params >= 1e9 else f"{params / 1e6:.2f}M"
+    reason = (f"{size} parameters x {rows * tokens} tokens would take about {duration(seconds(rows * tokens))} on one "
+              f"CPU thread while the other ranks wait; scoring {kept_rows} x {kept_tokens} tokens (about "
+              f"{duration(seconds(kept_rows * kept_tokens))}, budget {budget:.0e} parameters x tokens) against the "
+              f"sharded model's loss on the same tokens")
+    return ReloadCheck(kept_rows, kept_tokens, False, reason, seconds(kept_rows * kept_tokens))
+
+
+def duration(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.1f} min" if seconds >= 60 \
+        else f"{seconds:.2g} s"
+
+
 def state_dict_of(model) -> dict:
     """The model's state dict with the plain model's names, as this rank's shards (DTensors where sharded; a
     pipeline stage's own layers)."""
@@ -456,11 +518,11 @@ def state_dict_of(model) -> dict:
     return model.checkpoint_state() if isinstance(model, DecoderSlice) else get_model_state_dict(model)
 
 
-def save_and_reload(strategy: str, model, d: Dist, args, val_blocks, val_loss: float, metrics: Metrics) -> dict:
+def save_and_reload(strategy: str, model, d: Dist, args, val_blocks, check: ReloadCheck, check_loss: float,
+                    metrics: Metrics) -> dict:
     """Every rank writes its own shards (torch.distributed.checkpoint); rank 0 then loads them into a plain model
-    in this process, as inference on one device would, and checks it scores the same."""
-    import torch.distributed.checkpoint as dcp
-
+    in this process, as inference on one device would, and checks it scores what the sharded model scored
+    (``check_loss``) on the tokens ``check`` picks: the whole validation set for small models."""
     path = os.path.join(args.model_dir, "sharded", strategy)
     alone = strategy == "single" or not d.enabled
     if d.master:
@@ -476,12 +538,21 @@ def save_and_reload(strategy: str, model, d: Dist, args, val_blocks, val_loss: f
         if d.master:  # each host wrote its ranks' shards to its own model directory: none holds them all
             d.print(f"[checkpoint] strategy={strategy} reload skipped: the shards are spread over {hosts} hosts")
         return {}
+    if not check.full:
+        d.print(f"[checkpoint] strategy={strategy} reload check bounded: {check.reason}")
     reloaded = load_sharded(path, args)
-    reloaded_loss = evaluate(Setup(reloaded, None), val_blocks, "cpu", nullcontext())
+    reloaded_loss = evaluate(Setup(reloaded, None), check.cut(val_blocks), "cpu", nullcontext())
     files = sorted(f for f in os.listdir(path) if f.endswith(".distcp"))
-    metrics.log("checkpoint", strategy=strategy, files=len(files), val_loss=val_loss, reloaded_val_loss=reloaded_loss,
-                perplexity=math.exp(reloaded_loss))
-    return {"checkpoint": path, "checkpoint_files": files, "reloaded_val_loss": reloaded_loss, "model": reloaded}
+    out = {"checkpoint": path, "checkpoint_files": files, "model": reloaded,
+           "reload_check": {"rows": check.rows, "tokens": check.tokens, "full": check.full, "reason": check.reason,
+                            "loss": check_loss, "reloaded_loss": reloaded_loss}}
+    if check.full:  # the whole validation set: the reloaded model's validation loss and perplexity
+        metrics.log("checkpoint", strategy=strategy, files=len(files), val_loss=check_loss,
+                    reloaded_val_loss=reloaded_loss, perplexity=math.exp(reloaded_loss))
+        return {**out, "reloaded_val_loss": reloaded_loss}
+    metrics.log("checkpoint", strategy=strategy, files=len(files), check_tokens=check.rows * check.tokens,
+                loss=check_loss, reloaded_loss=reloaded_loss)
+    return out
 
 
 def save_dcp(state: dict, path: str, alone: bool) -> None:
@@ -528,10 +599,21 @@ def vocab_size_of(path: str) -> int:
 
 
 # ---------------------------------------------------------------------------------------------------- main
+def open_dist(backend: str) -> Dist:
+    """train.py's :class:`Dist`, its process group created with :data:`PROCESS_GROUP_TIMEOUT` rather than the
+    backend's default (train.py is shared with the other labs, whose defaults stay as they are)."""
+    init = dist.init_process_group
+    dist.init_process_group = functools.partial(init, timeout=PROCESS_GROUP_TIMEOUT)
+    try:
+        return Dist(backend)
+    finally:
+        dist.init_process_group = init
+
+
 def main(args) -> None:
     # rank 0 alone writes and reads checkpoints without the process group on purpose: no warning for that
     warnings.filterwarnings("ignore", message="torch.distributed is disabled")
-    d = Dist(args.backend)
+    d = open_dist(args.backend)
     args.precision = pick_precision(args.precision, d.device, without_bf16="fp32")  # no loss scaler here
     if args.batch_size % d.world:
         raise SystemExit(f"--batch_size {args.batch_size} is the global batch; it must divide by the {d.world} ranks")
@@ -548,7 +630,8 @@ def main(args) -> None:
             f"model_size={args.model_size} hidden={hidden} layers={layers} heads={heads} ffn={ffn} "
             f"vocab={len(tokenizer)} block_size={args.block_size} global_batch={args.batch_size} "
             f"sequences={len(blocks)} steps={args.max_steps} strategies={','.join(args.strategies)} "
-            f"activation_checkpointing={args.activation_checkpointing} smp={sagemaker_model_parallel() is not None}")
+            f"activation_checkpointing={args.activation_checkpointing} smp={sagemaker_model_parallel() is not None}"
+            + (f" collective_timeout_s={PROCESS_GROUP_TIMEOUT.total_seconds():.0f}" if d.enabled else ""))
     if args.unknown:
         d.print(f"[setup] ignoring unknown arguments: {' '.join(args.unknown)}")
     from transformers import LlamaForCausalLM  # noqa: F401 - import on every rank now, not while others wait
