@@ -307,8 +307,9 @@ def smp_sharding(degrees: dict, world: int) -> str:
 def apply_smp(tsm, model, d: Dist, args) -> Setup:
     """The SMP v2 path (SageMaker's SMP image only): ``tsm.init()`` reads the degrees SageMaker passes in
     ``mp_parameters``; ``tsm.transform`` swaps in SMP's tensor-parallel layers; PyTorch FSDP then shards over the
-    data-parallel ranks. PyTorch's own HYBRID_SHARD shards inside one instance; SMP sets the group size to
-    ``hybrid_shard_degree``. Ranks of one tensor-parallel group (consecutive ranks) read the same batch."""
+    data-parallel ranks. HYBRID_SHARD shards inside groups and replicates across them; PyTorch takes the groups from
+    a 2-D device mesh of any shape, and SMP sets their size to ``hybrid_shard_degree``. Ranks of one tensor-parallel
+    group (consecutive ranks) read the same batch."""
     from torch.distributed.fsdp import FullyShardedDataParallel, MixedPrecision, ShardingStrategy
     from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy
     from transformers.models.llama.modeling_llama import LlamaDecoderLayer
