@@ -150,7 +150,7 @@ def tag_problem(tags) -> str | None:
 
 
 def catalog_channels(catalog: str | Path = DATA_DIR / "catalog") -> dict[str, Path]:
-    """The train and validation channels of a catalogue directory built by ``helpers.catalog``."""
+    """The train and validation channels of a catalogue directory built by ``helpers.data.catalog``."""
     root = Path(catalog)
     return {"train": root / "train", "validation": root / "validation"}
 
@@ -161,17 +161,17 @@ def run_job(job: Job, target: str = "local", *, launch: bool = False, budget_usd
     ``launch`` and ``budget_usd`` guard real instances (a dry run by default); local runs are free and start at once.
     Other ``options`` go to the local runner or to the SageMaker launcher.
     """
-    from . import targets
+    from helpers import targets
 
     if target == "local_container":  # the SDK's own Docker local mode: runs, or says precisely why it cannot
-        from . import sagemaker_jobs
+        from helpers.aws import sagemaker_jobs
 
         return sagemaker_jobs.run_local_container(job, **options)
     t = targets.resolve(target)
     if t.is_local:
-        from .local_runner import LocalRunner
+        from helpers.local.runner import LocalRunner
 
         return LocalRunner(**options).run(job, t)
-    from . import sagemaker_jobs
+    from helpers.aws import sagemaker_jobs
 
     return sagemaker_jobs.run(job, t, launch=launch, budget_usd=budget_usd, **options)

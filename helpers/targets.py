@@ -65,7 +65,7 @@ def resolve(name: str) -> Target:
         raise TargetError(f"target must be a string such as 'local' or 'ml.g5.2xlarge', got {name!r}.")
     name = name.strip()
     if "." in name:  # an instance type, perhaps without its "ml." or in capitals: the catalogue says which
-        from . import instances  # the catalogue of SageMaker instance types
+        from helpers.planning import instances  # the catalogue of SageMaker instance types
 
         spec = instances.lookup(name)
         return Target(spec.name, spec.name, spec.gpus, spec.vcpus)

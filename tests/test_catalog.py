@@ -9,8 +9,8 @@ from collections import Counter
 
 import pytest
 
-from helpers import catalog
-from helpers.catalog import CatalogError
+from helpers.data import catalog
+from helpers.data.catalog import CatalogError
 
 
 def test_same_seed_same_rows_and_different_seed_different_rows():

@@ -6,7 +6,8 @@ import re
 import botocore.session
 import pytest
 
-from helpers import jobs, sagemaker_jobs
+from helpers import jobs
+from helpers.aws import sagemaker_jobs
 from helpers.jobs import Job
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from conftest import REPO, TINY
 from helpers.jobs import Job, catalog_channels
-from helpers.local_runner import LocalRunner
+from helpers.local.runner import LocalRunner
 from helpers.targets import Target
 
 CPU = Target("local_cpu", "local_cpu", 0, 2)
@@ -71,8 +71,8 @@ KERNEL = textwrap.dedent('''
     import json, sys, time
     from pathlib import Path
     from helpers.jobs import Job, catalog_channels
-    from helpers.local_runner import LocalRunner
-    from helpers.objectstore import ObjectStore
+    from helpers.local.runner import LocalRunner
+    from helpers.local.objectstore import ObjectStore
     from helpers.targets import resolve
 
     catalog, runs, mode = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]

@@ -2,7 +2,7 @@
 
 ``run(job, "ml.g5.2xlarge")`` is a dry run: it checks the job (:func:`preflight`, no AWS call), prices it, builds the
 ``ModelTrainer`` and lets the SDK produce its ``CreateTrainingJob`` request against a session that records the
-request instead of sending it (``helpers.aws_offline``). The returned :class:`DryRun` shows the exact request and the
+request instead of sending it (``helpers.aws.offline``). The returned :class:`DryRun` shows the exact request and the
 cost in the notebook. ``run(..., launch=True)`` does the same against AWS, then follows the job: status, logs with
 progress, final metrics, billable vs training seconds, console link.
 
@@ -40,9 +40,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from . import aws, aws_offline, catalog, cost, hyperparameters, instances
-from .jobs import METRIC_DEFINITIONS, REPO, RUNS_DIR, Job, parse_metric_line
-from .targets import LOCAL_TARGETS, Target, TargetError
+from helpers.aws import account as aws
+from helpers.aws import offline as aws_offline
+from helpers.data import catalog
+from helpers.planning import cost
+from helpers import hyperparameters
+from helpers.planning import instances
+from helpers.jobs import METRIC_DEFINITIONS, REPO, RUNS_DIR, Job, parse_metric_line
+from helpers.targets import LOCAL_TARGETS, Target, TargetError
 
 TENSORBOARD_DIR = "/opt/ml/output/tensorboard"  # where SageMaker collects TensorBoard files from
 CHECKPOINT_DIR = "/opt/ml/checkpoints"  # synced with CheckpointConfig.s3_uri; restored into a restarted spot job
@@ -232,7 +237,7 @@ def smddp_images(region: str | None = None) -> list[dict]:
 def _target_instance(target: Target | str) -> instances.InstanceType:
     name = target.name if isinstance(target, Target) else str(target)
     if name in LOCAL_TARGETS:
-        raise TargetError(f"helpers.sagemaker_jobs runs SageMaker instance types ('ml.g5.2xlarge'); {name!r} is a "
+        raise TargetError(f"helpers.aws.sagemaker_jobs runs SageMaker instance types ('ml.g5.2xlarge'); {name!r} is a "
                           f"local target: use helpers.jobs.run_job(job, {name!r}).")
     return instances.lookup(name)
 
@@ -273,7 +278,7 @@ def _plan_channels(job: Job) -> list[ChannelPlan]:
             path = Path(source)
             if not path.is_dir():
                 raise ChannelError(f"channel {name!r}: {path} is not a directory. Build the data first "
-                                   f"(`python -m helpers.catalog build --out data/catalog`) or give an s3:// URI.")
+                                   f"(`python -m helpers.data.catalog build --out data/catalog`) or give an s3:// URI.")
             files, size = _dir_stats(path)
             if not files:
                 raise ChannelError(f"channel {name!r}: {path} is empty; nothing to train on.")
@@ -934,7 +939,7 @@ class LaunchedJob:
     def wait(self, check: bool = True) -> SageMakerJobResult:
         """Follow status and logs until the job ends; ``check`` raises :class:`TrainingJobFailed` unless Completed.
 
-        Interrupting the notebook stops following, not the job: stop it with ``.stop()`` or ``helpers.aws.cleanup()``.
+        Interrupting the notebook stops following, not the job: stop it with ``.stop()`` or ``helpers.aws.account.cleanup()``.
         """
         self._say(f"following {self.name}: {self.console_url}")
         last = None
@@ -951,7 +956,7 @@ class LaunchedJob:
                 self._sleep(self.poll_s)
         except KeyboardInterrupt:
             self._say(f"stopped following; {self.name} is still running. Stop it with job.stop() or "
-                      f"helpers.aws.cleanup().")
+                      f"helpers.aws.account.cleanup().")
             raise
         return self._result(desc, check)
 
@@ -1213,7 +1218,7 @@ def run_local_container(job: Job, echo: bool = True, session=None):
             f"Mode.LOCAL_CONTAINER) and needs a Docker daemon with compose, but {problem}. SageMaker Studio has no "
             f"Docker unless the domain enables it. Use target='local' (the same container contract without Docker) "
             f"or an ml.* instance type.")
-    from .targets import local_gpu_count
+    from helpers.targets import local_gpu_count
 
     root = RUNS_DIR / "local_container" / f"{job.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     trainer = local_container_trainer(job, local_gpu_count(), root, session)

@@ -97,7 +97,7 @@ class JobMetrics:
         return labels, minutes, values
 
     def heatmap(self, metrics: tuple[str, ...] = ("CPUUtilization", "GPUUtilization"), title: str = "", ax=None):
-        from .monitor import heatmap
+        from helpers.local.monitor import heatmap
 
         labels, minutes, values = self.matrix(metrics)
         return heatmap(labels, minutes, values, title=title or f"{self.job_name} ({self.instance_type})", ax=ax,
@@ -117,7 +117,7 @@ class JobMetrics:
         return out
 
     def table(self):
-        from .report import Table
+        from helpers.report import Table
 
         return Table(self.rows(), title=f"{self.job_name}: instance utilisation (CloudWatch, {self.period_s} s "
                                         f"periods, % per unit)")
@@ -125,7 +125,7 @@ class JobMetrics:
 
 def _boto_session(session):
     """A boto3 session: the one given, an offline recorder's, the active offline block's, or the default."""
-    from . import aws_offline
+    from helpers.aws import offline as aws_offline
 
     if session is None:
         session = aws_offline.active()
@@ -205,7 +205,7 @@ def job_metrics(job_name: str, session=None, period_s: int | None = None, start:
     """Fetch a training job's instance metrics: hosts, instance type and time window from ``DescribeTrainingJob``
     (a job still running is read up to now; ``start``/``end`` narrow the window). ``period_s``: seconds per value;
     by default the finest CloudWatch still keeps for the window's start (:func:`finest_period_s`)."""
-    from . import instances
+    from helpers.planning import instances
 
     if period_s is not None and (period_s < 60 or period_s % 60):
         raise ValueError(f"period_s={period_s}: SageMaker publishes training metrics once a minute; use a multiple "

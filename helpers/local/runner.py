@@ -23,10 +23,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
-from .contract import HostConfig, Layout, container_env, hyperparameter_args
-from . import catalog, hyperparameters
-from .jobs import RUNS_DIR, Job, parse_metric_line
-from .targets import Target
+from helpers.local.contract import HostConfig, Layout, container_env, hyperparameter_args
+from helpers.data import catalog
+from helpers import hyperparameters
+from helpers.jobs import RUNS_DIR, Job, parse_metric_line
+from helpers.targets import Target
 
 CONTAINER_INIT = Path(__file__).with_name("container_init.py")
 
@@ -121,7 +122,7 @@ def clean_environment(cwd: Path) -> dict[str, str]:
 
 
 def _file_mode_only(mode: str) -> str:
-    return (f"input mode {mode!r} needs an s3:// channel on the local object store (helpers.objectstore, lab 05); "
+    return (f"input mode {mode!r} needs an s3:// channel on the local object store (helpers.local.objectstore, lab 05); "
             f"a local directory is presented in 'File' mode.")
 
 
@@ -238,7 +239,7 @@ class LocalJob:
             self.kill()
             raise
         finally:
-            from . import input_modes
+            from helpers.local import input_modes
 
             input_modes.release(self.run_dir)  # stop serving FastFile channels; record what they fetched
         return self._result(codes)
@@ -317,14 +318,14 @@ class LocalRunner:
                 continue  # checked against the object store by input_modes, below
             if not p.is_dir() or not any(p.iterdir()):
                 raise JobSetupError(f"channel {name!r}: {p} is missing or empty. Build the data first "
-                                    f"(`python -m helpers.catalog build --out data/catalog`).")
+                                    f"(`python -m helpers.data.catalog build --out data/catalog`).")
             if job.mode_of(name) != "File":
                 raise JobSetupError(f"channel {name!r}: {_file_mode_only(job.mode_of(name))}")
         try:
             catalog.check_channels(job.channels)  # a malformed data file fails here, not after start-up
         except catalog.CatalogError as e:
             raise JobSetupError(str(e)) from None
-        from . import input_modes
+        from helpers.local import input_modes
 
         inputs = input_modes.JobInputs(job, self.runs_dir.parent / "fsx")  # s3:// channels, File/FastFile/FSx
 

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
-from .jobs import RUNS_DIR, Job, parse_metric_line
-from .local_runner import JobResult, LocalRunner
-from .targets import Target, resolve
+from helpers.jobs import RUNS_DIR, Job, parse_metric_line
+from helpers.local.runner import JobResult, LocalRunner
+from helpers.targets import Target, resolve
 
 SIGNALS = {"SIGTERM": signal.SIGTERM, "SIGKILL": signal.SIGKILL}
 # figures that measure time or speed: they differ between any two runs, interrupted or not

@@ -25,8 +25,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import instances
-from .jobs import SOURCE_DIR
+from helpers.planning import instances
+from helpers.jobs import SOURCE_DIR
 
 GIB = 1024**3
 STRATEGIES = ("ddp", "zero", "fsdp", "tp")
@@ -116,7 +116,7 @@ def catalog_vocab(catalog: str | Path) -> int:
 
     path = Path(catalog) / "train" / "tokenizer.json"
     if not path.is_file():
-        raise PlanError(f"{path}: missing; build the catalogue first (helpers.catalog)")
+        raise PlanError(f"{path}: missing; build the catalogue first (helpers.data.catalog)")
     return Tokenizer.from_file(str(path)).get_vocab_size(with_added_tokens=True)
 
 
