@@ -22,9 +22,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from helpers.aws.offline import OFFLINE_ENV_FLAG
-from helpers.jobs import REPO, RUNS_DIR
+from helpers.job import REPO, RUNS_DIR
 from helpers.report import FIGURES_ENV
 from helpers.aws.sagemaker_jobs import REQUESTS_ENV
+from helpers.targets import TargetError, resolve
 
 LABS_DIR = REPO / "labs"
 
@@ -150,7 +151,6 @@ def parse_value(text: str):
 def refuse_bad(ap: argparse.ArgumentParser, a: argparse.Namespace, labs: list[Path], target: str) -> None:
     """Fail before any kernel starts: an unknown target, a parameter no chosen lab declares (a misspelt one would
     be dropped silently), an --out that is a file."""
-    from helpers.targets import TargetError, resolve
 
     try:
         resolve(target)

@@ -15,7 +15,7 @@ from helpers.aws import account as aws
 from helpers.aws import offline as aws_offline
 from helpers.aws import sagemaker_jobs
 from helpers.aws.offline import ClientErrorAnswer, ScriptedJob
-from helpers.jobs import Job
+from helpers.job import Job
 
 
 @pytest.fixture

@@ -144,7 +144,7 @@ def test_from_csv_round_trip(tmp_path, small_catalog):
 
 
 def test_shipped_catalogue_is_small_and_valid():
-    from helpers.jobs import DATA_DIR
+    from helpers.job import DATA_DIR
 
     root = DATA_DIR / "catalog"
     size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())

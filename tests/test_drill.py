@@ -14,7 +14,7 @@ import torch
 from conftest import SRC, TINY
 from helpers.local import drill
 from helpers.planning import spot
-from helpers.jobs import Job, catalog_channels, parse_metric_line
+from helpers.job import Job, catalog_channels, parse_metric_line
 from helpers.local.runner import LocalRunner
 from helpers.targets import resolve
 

@@ -15,7 +15,7 @@ from helpers.data import catalog
 from helpers.local import input_modes
 from helpers.local import objectstore
 from helpers.local.input_modes import InputModeError
-from helpers.jobs import Job
+from helpers.job import Job
 from helpers.local.runner import JobSetupError, LocalJob, LocalRunner
 from helpers.targets import Target
 

@@ -12,9 +12,10 @@ import psutil
 import pytest
 
 from conftest import TINY
-from helpers.jobs import Job, catalog_channels, run_job
+from helpers.jobs import run_job
+from helpers.job import Job, catalog_channels
 from helpers.local import runner as local_runner
-from helpers.jobs import parse_metric_line
+from helpers.job import parse_metric_line
 from helpers.local.runner import JobFailed, JobSetupError, LocalRunner
 from helpers.targets import Target, TargetError, resolve
 

@@ -11,7 +11,7 @@ import torch
 
 from conftest import SRC, run_script
 from helpers.planning import memory
-from helpers.local.runner import free_port
+from helpers.local.ports import free_port
 
 sys.path.insert(0, str(SRC))
 import train_lm  # noqa: E402  (the container's script, imported for its argument parsing and checkpoint loader)

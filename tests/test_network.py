@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from conftest import TINY
-from helpers.jobs import Job, catalog_channels
+from helpers.job import Job, catalog_channels
 from helpers.local.runner import LocalRunner
 from helpers.targets import Target
 

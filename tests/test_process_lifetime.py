@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from conftest import REPO, TINY
-from helpers.jobs import Job, catalog_channels
+from helpers.job import Job, catalog_channels
 from helpers.local.runner import LocalRunner
 from helpers.targets import Target
 
@@ -70,7 +70,7 @@ def test_a_failed_job_leaves_no_process_behind(probe_dir, small_catalog, tmp_pat
 KERNEL = textwrap.dedent('''
     import json, sys, time
     from pathlib import Path
-    from helpers.jobs import Job, catalog_channels
+    from helpers.job import Job, catalog_channels
     from helpers.local.runner import LocalRunner
     from helpers.local.objectstore import ObjectStore
     from helpers.targets import resolve

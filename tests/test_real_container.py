@@ -29,7 +29,7 @@ from conftest import SRC, TINY
 from helpers.aws import sagemaker_jobs
 from helpers.aws.offline import OfflineAWS
 from helpers.local.contract import HostConfig
-from helpers.jobs import Job, catalog_channels, parse_metric_line
+from helpers.job import Job, catalog_channels, parse_metric_line
 from helpers.local.runner import LocalRunner
 from helpers.targets import resolve
 

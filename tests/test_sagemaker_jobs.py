@@ -22,7 +22,7 @@ from helpers.planning import cost
 from helpers.planning import instances
 from helpers.aws import sagemaker_jobs as sj
 from helpers.aws.offline import ClientErrorAnswer, ScriptedJob
-from helpers.jobs import METRIC_NAMES, SOURCE_DIR, Job
+from helpers.job import METRIC_NAMES, SOURCE_DIR, Job
 
 ROLE = aws_offline.ROLE_ARN
 BUCKET = aws_offline.BUCKET

@@ -16,6 +16,7 @@ import json
 import os
 import re
 import urllib.parse
+from helpers.errors import WorkshopError
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -33,7 +34,7 @@ ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
 _ATTENDEE_MAX = 16  # leaves room for the lab name and the SDK's 15-character timestamp in a 63-character job name
 
 
-class AwsSetupError(ValueError):
+class AwsSetupError(WorkshopError, ValueError):
     """AWS is not set up for a launch; the message says how to fix it. Nothing was launched."""
 
 

@@ -27,6 +27,7 @@ import socket
 import tempfile
 import threading
 import urllib.parse
+from helpers.errors import WorkshopError
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
@@ -45,11 +46,11 @@ SDK_CONFIG = {"SchemaVersion": "1.0", "SageMaker": {"PythonSDK": {"Modules": {"T
 _SDK_CONFIG_YAML = "SchemaVersion: '1.0'\nSageMaker:\n  PythonSDK:\n    Modules:\n      TelemetryOptOut: true\n"
 
 
-class NetworkBlocked(ConnectionError):
+class NetworkBlocked(WorkshopError, ConnectionError):
     """Something tried to open a network connection inside an offline block."""
 
 
-class OfflineCallUnanswered(RuntimeError):
+class OfflineCallUnanswered(WorkshopError, RuntimeError):
     """An AWS API call the offline session has no answer for: script one with ``OfflineAWS.respond``."""
 
 

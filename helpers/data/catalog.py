@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from helpers.data.taxonomy import ATTRIBUTES, BRANDS, LEAVES, PROMO_TAGS, STYLE_WORDS, Leaf
+from helpers.errors import WorkshopError
 
 GENERATOR_VERSION = 1
 COLUMNS = ("id", "title", "category")
@@ -50,7 +51,7 @@ MIN_VOCAB_SIZE = 100  # below this WordPiece keeps little more than single chara
 CHECK_BYTES = 1 << 20  # check_channel reads this much of each CSV: catches a wrong encoding or header, even at 1 GB
 
 
-class CatalogError(ValueError):
+class CatalogError(WorkshopError, ValueError):
     """Bad catalogue input; the message names the file, the row and what to do."""
 
 

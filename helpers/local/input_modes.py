@@ -32,8 +32,9 @@ import uuid
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from helpers.local import objectstore
-from helpers.local.runner import JobSetupError
+from helpers import channels
+from helpers.local import fastfile_shim, objectstore
+from helpers.errors import JobSetupError
 from helpers.local.objectstore import S3Object, S3Uri
 
 MODES = ("File", "FastFile", "FSx")
@@ -406,8 +407,6 @@ class JobInputs:
         dirs = self.lazy_dirs.get(host)
         if not dirs or self.server is None or self.run_dir is None:
             return {}
-        from helpers.local import fastfile_shim
-
         shim = self.run_dir / "fastfile-shim"
         shim.mkdir(exist_ok=True)
         shutil.copy(fastfile_shim.__file__, shim / "sitecustomize.py")
@@ -544,7 +543,7 @@ def fsx_channel_path(mount_name: str, *parts: str) -> str:
 
 
 def sagemaker_jobs_per_mode(base, data: dict[str, str], fsx: dict | None = None) -> dict[str, object]:
-    """``base`` (a :class:`~helpers.jobs.Job`) once per input mode, for SageMaker.
+    """``base`` (a :class:`~helpers.job.Job`) once per input mode, for SageMaker.
 
     ``data``: channel -> S3 URI or local directory (the latter is uploaded at launch). File and FastFile name the
     mode per channel explicitly (the SDK would otherwise send File). ``fsx`` (``file_system_id``, ``mount_name``,
@@ -571,10 +570,9 @@ def sagemaker_jobs_per_mode(base, data: dict[str, str], fsx: dict | None = None)
 def fsx_preflight(job) -> None:
     """The FSx checks of ``sagemaker_jobs.preflight`` alone (file system id, subnets, security groups, directory
     paths), without choosing an image: fast enough to run in every lab, offline. Raises ``FSxConfigError``."""
-    from helpers.aws import sagemaker_jobs
 
-    plans = sagemaker_jobs._plan_channels(job)
-    sagemaker_jobs._check_fsx(job, [c for c in plans if c.kind == "fsx"])
+    plans = channels.plan_channels(job)
+    channels.check_fsx(job, [c for c in plans if c.kind == "fsx"])
 
 
 def channel_definitions(request: dict) -> list[dict]:

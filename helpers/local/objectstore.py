@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-from helpers.local.runner import free_ports as _free_ports
+from helpers.local.ports import free_ports as _free_ports
+from helpers.errors import WorkshopError
 
 ACCESS_KEY, SECRET_KEY = "workshop", "workshop-local-store"  # the store accepts any key pair; boto3 needs one
 REGION = "us-east-1"
@@ -47,7 +48,7 @@ _PORT_FLAGS = ("master.port", "master.port.grpc", "volume.port", "volume.port.gr
 _STOP_GRACE_S = 1.0
 
 
-class ObjectStoreError(RuntimeError):
+class ObjectStoreError(WorkshopError, RuntimeError):
     """The store cannot start, stopped, or cannot be reached; the message says what to do."""
 
 

@@ -13,7 +13,6 @@ import os
 import queue
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -26,8 +25,11 @@ from typing import Callable
 from helpers.local.contract import HostConfig, Layout, container_env, hyperparameter_args
 from helpers.data import catalog
 from helpers import hyperparameters
-from helpers.jobs import RUNS_DIR, Job, parse_metric_line
+from helpers.job import RUNS_DIR, Job, parse_metric_line
 from helpers.targets import Target
+from helpers.errors import JobSetupError, WorkshopError
+from helpers.local.ports import free_port
+from helpers.local import input_modes
 
 CONTAINER_INIT = Path(__file__).with_name("container_init.py")
 
@@ -41,16 +43,12 @@ _OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFF
             "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 
 
-class JobFailed(RuntimeError):
+class JobFailed(WorkshopError, RuntimeError):
     """A job exited non-zero; the message carries its failure reason and the end of its log."""
 
     def __init__(self, message: str, result: "JobResult"):
         super().__init__(message)
         self.result = result
-
-
-class JobSetupError(ValueError):
-    """The job cannot start as described (missing channel, bad process count...); nothing was launched."""
 
 
 @dataclass
@@ -92,24 +90,6 @@ def _kill_tree(pid: int) -> None:
             p.kill()
     except psutil.NoSuchProcess:
         pass
-
-
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct free loopback ports (held open together, so none is handed out twice)."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def free_port() -> int:
-    return free_ports(1)[0]
 
 
 def clean_environment(cwd: Path) -> dict[str, str]:
@@ -239,7 +219,6 @@ class LocalJob:
             self.kill()
             raise
         finally:
-            from helpers.local import input_modes
 
             input_modes.release(self.run_dir)  # stop serving FastFile channels; record what they fetched
         return self._result(codes)
@@ -325,7 +304,6 @@ class LocalRunner:
             catalog.check_channels(job.channels)  # a malformed data file fails here, not after start-up
         except catalog.CatalogError as e:
             raise JobSetupError(str(e)) from None
-        from helpers.local import input_modes
 
         inputs = input_modes.JobInputs(job, self.runs_dir.parent / "fsx")  # s3:// channels, File/FastFile/FSx
 

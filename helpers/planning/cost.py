@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 
 from helpers.planning import instances
+from helpers.errors import WorkshopError
 
 # Managed spot saves "up to 90%" (AWS). The floor is an assumption, not a published figure: GPU spot capacity is often
 # discounted far less, so estimates show a range rather than a single spot price. AWS guarantees no saving at all, so
@@ -21,11 +22,11 @@ SPOT_SAVING_MIDRANGE = sum(SPOT_SAVINGS_RANGE) / 2  # the saving an expected spo
 BUDGET_ENV = "WORKSHOP_BUDGET_USD"
 
 
-class BudgetExceeded(ValueError):
+class BudgetExceeded(WorkshopError, ValueError):
     """A launch whose worst-case cost is above the budget; nothing was launched."""
 
 
-class UnknownPrice(ValueError):
+class UnknownPrice(WorkshopError, ValueError):
     """The instance type has no price on file and none was given."""
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 
-from helpers.targets import TargetError
+from helpers.errors import TargetError
 
 REGION = "us-east-1"
 

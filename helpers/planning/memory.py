@@ -26,14 +26,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from helpers.planning import instances
-from helpers.jobs import SOURCE_DIR
+from helpers.job import SOURCE_DIR
+from helpers.errors import WorkshopError
 
 GIB = 1024**3
 STRATEGIES = ("ddp", "zero", "fsdp", "tp")
 RESERVE_GIB = 3.0  # CUDA context (~0.5-1 GiB), NCCL buffers, allocator slack: a rule of thumb, not a measurement
 
 
-class PlanError(ValueError):
+class PlanError(WorkshopError, ValueError):
     """A plan that cannot exist (a degree that does not divide, an unknown strategy); the message says why."""
 
 
