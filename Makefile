@@ -35,7 +35,7 @@ setup:
 endif
 
 data: setup
-	@test -f data/catalog/manifest.json || $(PY) -m helpers.catalog build --rows 30000 --out data/catalog
+	@test -f data/catalog/manifest.json || $(PY) -m helpers.data.catalog build --rows 30000 --out data/catalog
 
 labs: setup data
 	$(PY) -m helpers.run_labs --target $(TARGET) $(SIZE) $(if $(LABS),--labs $(LABS),)

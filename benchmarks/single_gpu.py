@@ -107,7 +107,7 @@ def parse_args(argv=None):
     a.num_workers = (2 if a.device.type == "cuda" else 0) if a.num_workers < 0 else a.num_workers
     if "titles" in a.modes and not (Path(a.data) / "train" / "labels.json").is_file():
         raise SystemExit(f"--data {a.data}: no catalogue there (train/labels.json). Build one with "
-                         f"`python -m helpers.catalog build --rows 30000 --out {a.data}`")
+                         f"`python -m helpers.data.catalog build --rows 30000 --out {a.data}`")
     return a
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .contract import deserialize, serialize
+from helpers.local.contract import deserialize, serialize
 
 # what labs/src/train.py's str2bool accepts (tests/test_train_script.py holds the two together)
 TRUE, FALSE = ("true", "1", "yes", "y", "on"), ("false", "0", "no", "n", "off", "none", "")

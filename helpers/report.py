@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterable
 
-from .jobs import SOURCE_DIR
+from helpers.job import SOURCE_DIR
 
 FIGURES_ENV = "WORKSHOP_FIGURES_FILE"  # set by the headless lab runner: where a lab's key figures go
 

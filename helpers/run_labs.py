@@ -21,10 +21,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .aws_offline import OFFLINE_ENV_FLAG
-from .jobs import REPO, RUNS_DIR
-from .report import FIGURES_ENV
-from .sagemaker_jobs import REQUESTS_ENV
+from helpers.aws.offline import OFFLINE_ENV_FLAG
+from helpers.job import REPO, RUNS_DIR
+from helpers.report import FIGURES_ENV
+from helpers.aws.sagemaker_jobs import REQUESTS_ENV
+from helpers.targets import TargetError, resolve
 
 LABS_DIR = REPO / "labs"
 
@@ -101,7 +102,7 @@ def run_lab(notebook: Path, out_dir: Path, parameters: dict, verbose: bool = Fal
     requests_dir = out_dir / f"{notebook.stem}.requests"
     for old in requests_dir.glob("*.json"):
         old.unlink()
-    os.environ[REQUESTS_ENV] = str(requests_dir)  # helpers.sagemaker_jobs saves each dry run's request there
+    os.environ[REQUESTS_ENV] = str(requests_dir)  # helpers.aws.sagemaker_jobs saves each dry run's request there
     start = time.perf_counter()
     # a Unix socket path holds ~100 bytes at most: a deep clone would fail every lab, so the sockets live in /tmp
     sockets = tempfile.TemporaryDirectory(prefix="lab-kernel-")
@@ -150,7 +151,6 @@ def parse_value(text: str):
 def refuse_bad(ap: argparse.ArgumentParser, a: argparse.Namespace, labs: list[Path], target: str) -> None:
     """Fail before any kernel starts: an unknown target, a parameter no chosen lab declares (a misspelt one would
     be dropped silently), an --out that is a file."""
-    from .targets import TargetError, resolve
 
     try:
         resolve(target)

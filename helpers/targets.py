@@ -9,14 +9,12 @@ import difflib
 import os
 import shutil
 import subprocess
+from helpers.errors import TargetError
 from dataclasses import dataclass
 from functools import lru_cache
+from helpers.planning import instances
 
 LOCAL_TARGETS = ("local", "local_cpu", "local_gpu")
-
-
-class TargetError(ValueError):
-    """An unknown or unusable target; the message says what to choose instead."""
 
 
 @dataclass(frozen=True)
@@ -65,7 +63,6 @@ def resolve(name: str) -> Target:
         raise TargetError(f"target must be a string such as 'local' or 'ml.g5.2xlarge', got {name!r}.")
     name = name.strip()
     if "." in name:  # an instance type, perhaps without its "ml." or in capitals: the catalogue says which
-        from . import instances  # the catalogue of SageMaker instance types
 
         spec = instances.lookup(name)
         return Target(spec.name, spec.name, spec.gpus, spec.vcpus)

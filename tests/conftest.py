@@ -19,7 +19,7 @@ os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
 @pytest.fixture(scope="session")
 def small_catalog(tmp_path_factory) -> Path:
     """A 12,000-row catalogue (every category has enough rows for the 10% split)."""
-    from helpers import catalog
+    from helpers.data import catalog
 
     return catalog.build(tmp_path_factory.mktemp("data") / "catalog", rows=12000, seed=7, vocab_size=3000)
 
@@ -27,7 +27,7 @@ def small_catalog(tmp_path_factory) -> Path:
 @pytest.fixture
 def runner(tmp_path):
     """A quiet local runner writing under the test's temporary directory."""
-    from helpers.local_runner import LocalRunner
+    from helpers.local.runner import LocalRunner
 
     return LocalRunner(runs_dir=tmp_path / "jobs", echo=False)
 

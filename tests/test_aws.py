@@ -11,9 +11,11 @@ import urllib.parse
 
 import pytest
 
-from helpers import aws, aws_offline, sagemaker_jobs
-from helpers.aws_offline import ClientErrorAnswer, ScriptedJob
-from helpers.jobs import Job
+from helpers.aws import account as aws
+from helpers.aws import offline as aws_offline
+from helpers.aws import sagemaker_jobs
+from helpers.aws.offline import ClientErrorAnswer, ScriptedJob
+from helpers.job import Job
 
 
 @pytest.fixture
@@ -349,7 +351,7 @@ def test_instances_held_by_running_jobs_count_against_the_quota(fake_aws):
     msg = str(err.value)
     assert f"quota '{P4D}' is 4, 3 of them held by running training jobs in this account, and this job asks for 2." \
         in msg
-    assert "at least 5" in msg and codes[P4D] in msg and "helpers.aws.cleanup()" in msg
+    assert "at least 5" in msg and codes[P4D] in msg and "helpers.aws.account.cleanup()" in msg
     assert fake_aws.request("ListTrainingJobs") == {"StatusEquals": "InProgress", "MaxResults": 100}
     assert {c.params["TrainingJobName"] for c in fake_aws.calls_to("DescribeTrainingJob")} == {
         "bob-lab02-ddp", "carol-lab03-smddp", "dave-lab06-spot", "erin-lab01-single"}

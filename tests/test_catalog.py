@@ -9,8 +9,8 @@ from collections import Counter
 
 import pytest
 
-from helpers import catalog
-from helpers.catalog import CatalogError
+from helpers.data import catalog
+from helpers.data.catalog import CatalogError
 
 
 def test_same_seed_same_rows_and_different_seed_different_rows():
@@ -144,7 +144,7 @@ def test_from_csv_round_trip(tmp_path, small_catalog):
 
 
 def test_shipped_catalogue_is_small_and_valid():
-    from helpers.jobs import DATA_DIR
+    from helpers.job import DATA_DIR
 
     root = DATA_DIR / "catalog"
     size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())

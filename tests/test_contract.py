@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from helpers.contract import HostConfig, Layout, container_env, hyperparameter_args, sdk_driver_dir
+from helpers.local.contract import HostConfig, Layout, container_env, hyperparameter_args, sdk_driver_dir
 
 HPS = {"epochs": 2, "lr": 0.001, "model_size": "tiny", "precision": "bf16", "smoke": False, "layers": [1, 2],
        "mp_parameters": {"tensor_parallel_degree": 2}}
@@ -79,8 +79,8 @@ def test_torchrun_command_matches_the_sdk_driver(tmp_path, monkeypatch):
     theirs = driver.create_commands()
     assert theirs == ["torchrun", "--nnodes=1", "--nproc_per_node=2", "train.py", "--epochs", "1", "--lr", "0.01"]
 
-    from helpers.jobs import Job
-    from helpers.local_runner import LocalRunner
+    from helpers.job import Job
+    from helpers.local.runner import LocalRunner
     from helpers.targets import Target
 
     job = Job("cmd", {"epochs": 1, "lr": 0.01}, {}, processes_per_host=2)

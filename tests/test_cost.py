@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import cost, instances
+from helpers.planning import cost
+from helpers.planning import instances
 
 
 def test_estimate_is_hours_times_count_times_price():

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from conftest import SRC, TINY, run_script
-from helpers import jobs, targets
+from helpers import jobs
+from helpers import targets
 
 FAKE_SMDDP = Path(__file__).resolve().parent / "fake_smddp"
 # two epochs (the plan reshuffles at the boundary), dropout 0 and fp32: every process count sees the same rows
@@ -33,7 +34,7 @@ def _setup(result):
 
 @pytest.fixture(scope="module")
 def single(small_catalog, tmp_path_factory):
-    from helpers.local_runner import LocalRunner
+    from helpers.local.runner import LocalRunner
 
     return _run(LocalRunner(runs_dir=tmp_path_factory.mktemp("jobs"), echo=False), small_catalog, "single")
 

@@ -12,9 +12,10 @@ import pytest
 import torch
 
 from conftest import SRC, TINY
-from helpers import drill, spot
-from helpers.jobs import Job, catalog_channels, parse_metric_line
-from helpers.local_runner import LocalRunner
+from helpers.local import drill
+from helpers.planning import spot
+from helpers.job import Job, catalog_channels, parse_metric_line
+from helpers.local.runner import LocalRunner
 from helpers.targets import resolve
 
 sys.path.insert(0, str(SRC))
@@ -98,7 +99,7 @@ def test_two_ranks_killed_three_times_mid_run_resume_bit_identically(small_catal
 @pytest.mark.slow
 def test_a_drill_whose_interruptions_do_not_interrupt_fails(small_catalog, tmp_path, monkeypatch):
     """As when a kill reached only torchrun and its workers trained on: the drill must not report success."""
-    from helpers.local_runner import LocalJob
+    from helpers.local.runner import LocalJob
 
     monkeypatch.setattr(LocalJob, "kill", lambda self, host=None: None)  # the signal goes nowhere
     job = Job("drill-vacuous", DRILL, catalog_channels(small_catalog), processes_per_host=1)
@@ -234,7 +235,7 @@ def test_rework_table_prices_the_catalogue_and_spot_can_lose_its_discount():
 
 
 def test_spot_job_dry_run_has_managed_spot_stopping_condition_and_checkpoint_config():
-    from helpers import sagemaker_jobs
+    from helpers.aws import sagemaker_jobs
 
     job = Job("lab06-spot", {**TINY, "checkpoint_every": 200}, catalog_channels(), spot=True, checkpoints=True,
               max_runtime_s=3600, max_wait_s=7200)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from helpers import hyperparameters as hp
-from helpers.jobs import SOURCE_DIR, Job
+from helpers.job import SOURCE_DIR, Job
 
 
 def test_the_options_a_script_takes_are_read_from_its_source():

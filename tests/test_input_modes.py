@@ -11,10 +11,12 @@ from pathlib import Path
 import pytest
 
 from conftest import TINY
-from helpers import catalog, input_modes, objectstore
-from helpers.input_modes import InputModeError
-from helpers.jobs import Job
-from helpers.local_runner import JobSetupError, LocalJob, LocalRunner
+from helpers.data import catalog
+from helpers.local import input_modes
+from helpers.local import objectstore
+from helpers.local.input_modes import InputModeError
+from helpers.job import Job
+from helpers.local.runner import JobSetupError, LocalJob, LocalRunner
 from helpers.targets import Target
 
 CPU = Target("local_cpu", "local_cpu", 0, 2)
@@ -299,7 +301,7 @@ FSX = {"file_system_id": "fs-0123456789abcdef0", "mount_name": "abcdef12", "path
 
 
 def test_real_channel_definitions_per_mode_in_the_dry_run(small_catalog):
-    from helpers import sagemaker_jobs
+    from helpers.aws import sagemaker_jobs
 
     base = Job("lab05", {"epochs": 1})
     data = {"train": "s3://my-bucket/lab05/shards/train/", "validation": str(small_catalog / "validation")}
@@ -319,7 +321,7 @@ def test_real_channel_definitions_per_mode_in_the_dry_run(small_catalog):
 
 
 def test_fsx_preflight_wants_networking_and_a_mount_name():
-    from helpers import sagemaker_jobs
+    from helpers.aws import sagemaker_jobs
 
     no_network = {k: v for k, v in FSX.items() if k not in ("subnets", "security_group_ids")}
     job = input_modes.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, no_network)["FSx"]
@@ -335,7 +337,7 @@ def test_fsx_preflight_wants_networking_and_a_mount_name():
 def test_the_fsx_job_is_told_its_vpc_needs_s3_for_its_code_too():
     """In the file system's VPC, S3 is reached only through an endpoint or NAT, and the job's code channels (the
     source and the SDK's drivers) come from S3: an FSx job without that route never starts its script."""
-    from helpers import sagemaker_jobs
+    from helpers.aws import sagemaker_jobs
 
     job = input_modes.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, FSX)["FSx"]
     notes = sagemaker_jobs.preflight(job, "ml.g5.2xlarge").notes

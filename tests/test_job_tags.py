@@ -6,8 +6,9 @@ import re
 import botocore.session
 import pytest
 
-from helpers import jobs, sagemaker_jobs
-from helpers.jobs import Job
+from helpers import job as jobs
+from helpers.aws import sagemaker_jobs
+from helpers.job import Job
 
 
 def _api_rules():

@@ -12,10 +12,11 @@ import psutil
 import pytest
 
 from conftest import TINY
-from helpers.jobs import Job, catalog_channels, run_job
-from helpers import local_runner
-from helpers.jobs import parse_metric_line
-from helpers.local_runner import JobFailed, JobSetupError, LocalRunner
+from helpers.jobs import run_job
+from helpers.job import Job, catalog_channels
+from helpers.local import runner as local_runner
+from helpers.job import parse_metric_line
+from helpers.local.runner import JobFailed, JobSetupError, LocalRunner
 from helpers.targets import Target, TargetError, resolve
 
 CPU = Target("local_cpu", "local_cpu", 0, 2)
@@ -77,7 +78,7 @@ def test_two_hosts_get_their_own_directories_and_ranks(runner, probe_dir, small_
 
 def test_missing_channel_fails_before_anything_is_written(runner, tmp_path):
     job = Job("nochan", {}, {"train": tmp_path / "nowhere"})
-    with pytest.raises(JobSetupError, match="channel 'train'.*missing or empty.*helpers.catalog build"):
+    with pytest.raises(JobSetupError, match="channel 'train'.*missing or empty.*helpers.data.catalog build"):
         runner.run(job, CPU)
     assert not (tmp_path / "jobs").exists()
 

@@ -8,7 +8,9 @@ import sys
 import pytest
 
 from conftest import SRC
-from helpers import jobs, memory, sagemaker_jobs
+from helpers import jobs
+from helpers.planning import memory
+from helpers.aws import sagemaker_jobs
 
 sys.path.insert(0, str(SRC))
 import train_lm  # noqa: E402  (the container's script: the shapes it builds, the SMP sharding it picks)

@@ -12,7 +12,7 @@ import pytest
 
 matplotlib.use("Agg")
 
-from helpers import monitor  # noqa: E402
+from helpers.local import monitor  # noqa: E402
 
 # a "trainer" that forks one "loader worker" (same command line, as DataLoader workers have), both busy for a while
 BUSY = textwrap.dedent("""

@@ -18,8 +18,8 @@ import psutil
 import pytest
 
 from conftest import TINY
-from helpers.jobs import Job, catalog_channels
-from helpers.local_runner import LocalRunner
+from helpers.job import Job, catalog_channels
+from helpers.local.runner import LocalRunner
 from helpers.targets import Target
 
 GUARD = textwrap.dedent('''

@@ -14,8 +14,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from helpers import catalog, objectstore
-from helpers.objectstore import ObjectStore, ObjectStoreError, S3Uri
+from helpers.data import catalog
+from helpers.local import objectstore
+from helpers.local.objectstore import ObjectStore, ObjectStoreError, S3Uri
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -83,7 +84,7 @@ def test_stop_ends_the_process_and_removes_its_sockets(tmp_path):
 
 STARTER = textwrap.dedent('''
     import sys, time
-    from helpers.objectstore import ObjectStore
+    from helpers.local.objectstore import ObjectStore
     store = ObjectStore(sys.argv[1]).start()
     print(store.proc.pid, *store.ports.values(), flush=True)
     if sys.argv[2] == "raise":

@@ -17,8 +17,8 @@ import psutil
 import pytest
 
 from conftest import REPO, TINY
-from helpers.jobs import Job, catalog_channels
-from helpers.local_runner import LocalRunner
+from helpers.job import Job, catalog_channels
+from helpers.local.runner import LocalRunner
 from helpers.targets import Target
 
 CPU = Target("local_cpu", "local_cpu", 0, 2)
@@ -70,9 +70,9 @@ def test_a_failed_job_leaves_no_process_behind(probe_dir, small_catalog, tmp_pat
 KERNEL = textwrap.dedent('''
     import json, sys, time
     from pathlib import Path
-    from helpers.jobs import Job, catalog_channels
-    from helpers.local_runner import LocalRunner
-    from helpers.objectstore import ObjectStore
+    from helpers.job import Job, catalog_channels
+    from helpers.local.runner import LocalRunner
+    from helpers.local.objectstore import ObjectStore
     from helpers.targets import resolve
 
     catalog, runs, mode = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from conftest import SRC, TINY, run_script
-from helpers import monitor
+from helpers.local import monitor
 
 sys.path.insert(0, str(SRC))
 import profiling  # noqa: E402

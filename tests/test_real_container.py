@@ -26,11 +26,11 @@ import psutil
 import pytest
 
 from conftest import SRC, TINY
-from helpers import sagemaker_jobs
-from helpers.aws_offline import OfflineAWS
-from helpers.contract import HostConfig
-from helpers.jobs import Job, catalog_channels, parse_metric_line
-from helpers.local_runner import LocalRunner
+from helpers.aws import sagemaker_jobs
+from helpers.aws.offline import OfflineAWS
+from helpers.local.contract import HostConfig
+from helpers.job import Job, catalog_channels, parse_metric_line
+from helpers.local.runner import LocalRunner
 from helpers.targets import resolve
 
 VENV = Path(sys.prefix)

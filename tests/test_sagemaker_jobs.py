@@ -1,7 +1,7 @@
 """A lab's Job as a SageMaker training job, built by SDK v3's ModelTrainer and checked offline.
 
 Every request below is the one the SDK really produced: botocore validated it against the SageMaker service model
-and ``helpers.aws_offline`` answered it instead of sending it. Each test runs inside a block that fails the test if
+and ``helpers.aws.offline`` answered it instead of sending it. Each test runs inside a block that fails the test if
 anything tried the network (even where a library swallowed the error), with SDK telemetry off.
 """
 from __future__ import annotations
@@ -16,9 +16,13 @@ from dataclasses import replace
 
 import pytest
 
-from helpers import aws, aws_offline, cost, instances, sagemaker_jobs as sj
-from helpers.aws_offline import ClientErrorAnswer, ScriptedJob
-from helpers.jobs import METRIC_NAMES, SOURCE_DIR, Job
+from helpers.aws import account as aws
+from helpers.aws import offline as aws_offline
+from helpers.planning import cost
+from helpers.planning import instances
+from helpers.aws import sagemaker_jobs as sj
+from helpers.aws.offline import ClientErrorAnswer, ScriptedJob
+from helpers.job import METRIC_NAMES, SOURCE_DIR, Job
 
 ROLE = aws_offline.ROLE_ARN
 BUCKET = aws_offline.BUCKET
@@ -44,7 +48,7 @@ def no_studio(monkeypatch, tmp_path):
 
 @pytest.fixture
 def offline(no_studio):
-    """The dry-run path: helpers.sagemaker_jobs.run picks this session up; strict, so a network attempt fails."""
+    """The dry-run path: helpers.aws.sagemaker_jobs.run picks this session up; strict, so a network attempt fails."""
     with aws_offline.offline() as off:
         yield off
 
@@ -427,7 +431,7 @@ def test_a_malformed_data_file_is_refused_before_any_upload(offline, data):
 
 
 def test_missing_channel_directory(offline, tmp_path):
-    with pytest.raises(sj.ChannelError, match="helpers.catalog build"):
+    with pytest.raises(sj.ChannelError, match="helpers.data.catalog build"):
         dry(Job("lab-x", {}, {"train": tmp_path / "nowhere"}), "ml.g5.2xlarge")
     assert offline.calls == []
 

@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from conftest import SRC, TINY, run_script
-from helpers.jobs import METRIC_DEFINITIONS, parse_metric_line
-from helpers.local_runner import free_port
+from helpers.job import METRIC_DEFINITIONS, parse_metric_line
+from helpers.local.ports import free_port
 
 sys.path.insert(0, str(SRC))
 import train  # noqa: E402  (the container's script, imported for its argument parsing)

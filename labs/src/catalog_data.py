@@ -54,7 +54,7 @@ def _part_rows(path: Path, index: dict[str, int]):
 
 def _not_utf8(path: Path) -> str:
     """Where ``path`` first stops being UTF-8, and how to convert it (found by a second, binary pass). The notebook
-    side has its twin in helpers/catalog.py: the two rooms share no code."""
+    side has its twin in helpers/data/catalog.py: the two rooms share no code."""
     offset = 0
     with open(path, "rb") as f:
         for line_no, raw in enumerate(f, start=1):  # a newline byte never sits inside a cp949 or UTF-8 character
@@ -69,7 +69,7 @@ def _not_utf8(path: Path) -> str:
 
 def read_labels(channel_dir: str) -> list[str]:
     path = Path(channel_dir) / "labels.json"
-    fix = "Rebuild the catalogue with `python -m helpers.catalog build` (or `from-csv`) and upload it again."
+    fix = "Rebuild the catalogue with `python -m helpers.data.catalog build` (or `from-csv`) and upload it again."
     if not path.is_file():
         raise DataError(f"{path}: missing. The train channel must carry labels.json next to its CSV parts. {fix}")
     try:

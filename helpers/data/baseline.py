@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from .catalog import load_split
+from helpers.data.catalog import load_split
 
 
 @dataclass

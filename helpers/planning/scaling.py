@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from . import instances
+from helpers.planning import instances
 
 GB = 1e9
 
@@ -169,7 +169,7 @@ def links(instance_type: str) -> tuple[Link, Link]:
     # TCP sockets over the ordinary network, whatever EFA hardware EC2 lists for the type
     how = "EFA, enabled for NCCL by SageMaker's drivers" if t.efa else "no EFA for NCCL in SageMaker training"
     inter = Link("EFA" if t.efa else "ENA network", t.network_gbps / 8,
-                 f"helpers.instances: {t.name} network {t.network_gbps:g} Gb/s ({how})")
+                 f"helpers.planning.instances: {t.name} network {t.network_gbps:g} Gb/s ({how})")
     return INTRA_NODE[t.gpu.model], inter
 
 

@@ -6,7 +6,7 @@ files in all three:
 * **File** downloads every object of the channel (in parallel) before the script starts: the job waits for the
   whole data set, every job, on every host.
 * **FastFile** presents every object at once, at its real size, as a placeholder, and fetches an object's bytes the
-  first time the job opens it (:mod:`helpers.fastfile_shim` blocks the open until then), with one file of
+  first time the job opens it (:mod:`helpers.local.fastfile_shim` blocks the open until then), with one file of
   sequential read-ahead. The script starts at once and reads only what it opens. Locally an object is fetched whole
   on its first open; SageMaker's FastFile streams byte ranges as they are read.
 * **FSx** mounts a persistent directory (``<fsx_root>/<bucket>/<prefix>``) that outlives jobs, as an FSx for Lustre
@@ -32,9 +32,10 @@ import uuid
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from . import objectstore
-from .local_runner import JobSetupError
-from .objectstore import S3Object, S3Uri
+from helpers import channels
+from helpers.local import fastfile_shim, objectstore
+from helpers.errors import JobSetupError
+from helpers.local.objectstore import S3Object, S3Uri
 
 MODES = ("File", "FastFile", "FSx")
 READ_AHEAD = 1  # FastFile: files fetched ahead of a sequential reader
@@ -76,7 +77,7 @@ def check_channels(job) -> tuple[str | None, dict[str, ChannelSource]]:
     names = ", ".join(repr(n) for n in wanted)
     if not getattr(job, "s3_endpoint", None):
         raise InputModeError(f"channel(s) {names} read s3:// URIs, but Job.s3_endpoint is not set. Locally they come "
-                             f"from the object store helpers.objectstore runs: `with ObjectStore(root) as store:` "
+                             f"from the object store helpers.local.objectstore runs: `with ObjectStore(root) as store:` "
                              f"and Job(..., s3_endpoint=store.endpoint). On SageMaker (an ml.* target) they are S3.")
     try:
         endpoint = objectstore.require_loopback(job.s3_endpoint)
@@ -406,8 +407,6 @@ class JobInputs:
         dirs = self.lazy_dirs.get(host)
         if not dirs or self.server is None or self.run_dir is None:
             return {}
-        from . import fastfile_shim
-
         shim = self.run_dir / "fastfile-shim"
         shim.mkdir(exist_ok=True)
         shutil.copy(fastfile_shim.__file__, shim / "sitecustomize.py")
@@ -544,7 +543,7 @@ def fsx_channel_path(mount_name: str, *parts: str) -> str:
 
 
 def sagemaker_jobs_per_mode(base, data: dict[str, str], fsx: dict | None = None) -> dict[str, object]:
-    """``base`` (a :class:`~helpers.jobs.Job`) once per input mode, for SageMaker.
+    """``base`` (a :class:`~helpers.job.Job`) once per input mode, for SageMaker.
 
     ``data``: channel -> S3 URI or local directory (the latter is uploaded at launch). File and FastFile name the
     mode per channel explicitly (the SDK would otherwise send File). ``fsx`` (``file_system_id``, ``mount_name``,
@@ -571,10 +570,9 @@ def sagemaker_jobs_per_mode(base, data: dict[str, str], fsx: dict | None = None)
 def fsx_preflight(job) -> None:
     """The FSx checks of ``sagemaker_jobs.preflight`` alone (file system id, subnets, security groups, directory
     paths), without choosing an image: fast enough to run in every lab, offline. Raises ``FSxConfigError``."""
-    from . import sagemaker_jobs
 
-    plans = sagemaker_jobs._plan_channels(job)
-    sagemaker_jobs._check_fsx(job, [c for c in plans if c.kind == "fsx"])
+    plans = channels.plan_channels(job)
+    channels.check_fsx(job, [c for c in plans if c.kind == "fsx"])
 
 
 def channel_definitions(request: dict) -> list[dict]:

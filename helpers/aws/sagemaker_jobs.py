@@ -1,8 +1,8 @@
-"""A lab's :class:`~helpers.jobs.Job` as a SageMaker training job, built with SDK v3's ``ModelTrainer``.
+"""A lab's :class:`~helpers.job.Job` as a SageMaker training job, built with SDK v3's ``ModelTrainer``.
 
 ``run(job, "ml.g5.2xlarge")`` is a dry run: it checks the job (:func:`preflight`, no AWS call), prices it, builds the
 ``ModelTrainer`` and lets the SDK produce its ``CreateTrainingJob`` request against a session that records the
-request instead of sending it (``helpers.aws_offline``). The returned :class:`DryRun` shows the exact request and the
+request instead of sending it (``helpers.aws.offline``). The returned :class:`DryRun` shows the exact request and the
 cost in the notebook. ``run(..., launch=True)`` does the same against AWS, then follows the job: status, logs with
 progress, final metrics, billable vs training seconds, console link.
 
@@ -40,15 +40,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from . import aws, aws_offline, catalog, cost, hyperparameters, instances
-from .jobs import METRIC_DEFINITIONS, REPO, RUNS_DIR, Job, parse_metric_line
-from .targets import LOCAL_TARGETS, Target, TargetError
+from helpers.aws import account as aws
+from helpers.aws import offline as aws_offline
+from helpers.planning import cost
+from helpers import hyperparameters
+from helpers.planning import instances
+from helpers.job import METRIC_DEFINITIONS, REPO, RUNS_DIR, Job, parse_metric_line
+from helpers.targets import LOCAL_TARGETS, Target, TargetError
+from helpers.channels import ChannelError, ChannelPlan, FSxConfigError, check_fsx, plan_channels  # noqa: F401 (raised here)
+from helpers.errors import PreflightError, WorkshopError
+from helpers.targets import local_gpu_count
 
 TENSORBOARD_DIR = "/opt/ml/output/tensorboard"  # where SageMaker collects TensorBoard files from
 CHECKPOINT_DIR = "/opt/ml/checkpoints"  # synced with CheckpointConfig.s3_uri; restored into a restarted spot job
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 MAX_RUNTIME_S = 28 * 24 * 3600  # the service's ceiling for MaxRuntimeInSeconds
-INPUT_MODES = ("File", "FastFile", "FSx")
 LAUNCHERS = ("auto", "torchrun", "smddp", "smp")
 REQUESTS_ENV = "WORKSHOP_REQUESTS_DIR"  # set by the headless lab runner: every dry run's request is saved there
 
@@ -76,10 +82,6 @@ _MPI_TAG = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:")  # mpirun --tag-output p
 
 
 # ---------------------------------------------------------------------------------------------------- errors
-class PreflightError(ValueError):
-    """The job cannot run as described; the message names the fix. Raised before any AWS call."""
-
-
 class UnsupportedFeature(PreflightError):
     """SMDDP or SMP asked of an instance type or image that does not have it."""
 
@@ -88,27 +90,19 @@ class SpotConfigError(PreflightError):
     """Managed spot without checkpoints, or stopping conditions the service would reject."""
 
 
-class FSxConfigError(PreflightError):
-    """An FSx for Lustre channel without what the service needs to mount it."""
-
-
 class ProcessCountError(PreflightError):
     """More processes per host than GPUs, or SMP degrees that do not divide the processes."""
 
 
-class ChannelError(PreflightError):
-    """A channel that is missing, empty, or in a mode that does not exist."""
-
-
-class LaunchRefused(ValueError):
+class LaunchRefused(WorkshopError, ValueError):
     """A launch asked for where it cannot happen (offline)."""
 
 
-class LocalContainerUnavailable(RuntimeError):
+class LocalContainerUnavailable(WorkshopError, RuntimeError):
     """``local_container`` needs Docker with compose; the message says what is missing."""
 
 
-class TrainingJobFailed(RuntimeError):
+class TrainingJobFailed(WorkshopError, RuntimeError):
     """The SageMaker job ended Failed or Stopped; ``.result`` holds its status, reason and last log lines."""
 
     def __init__(self, message: str, result: "SageMakerJobResult"):
@@ -117,16 +111,6 @@ class TrainingJobFailed(RuntimeError):
 
 
 # ---------------------------------------------------------------------------------------------------- preflight
-@dataclass
-class ChannelPlan:
-    name: str
-    mode: str  # File | FastFile | FSx
-    kind: str  # "local" (uploaded at launch), "s3" or "fsx"
-    source: str  # local directory, s3:// URI, or directory path on the file system
-    files: int = 0
-    bytes: int = 0
-
-
 @dataclass
 class Plan:
     """What :func:`preflight` decided: everything the request is built from, checked."""
@@ -232,58 +216,9 @@ def smddp_images(region: str | None = None) -> list[dict]:
 def _target_instance(target: Target | str) -> instances.InstanceType:
     name = target.name if isinstance(target, Target) else str(target)
     if name in LOCAL_TARGETS:
-        raise TargetError(f"helpers.sagemaker_jobs runs SageMaker instance types ('ml.g5.2xlarge'); {name!r} is a "
+        raise TargetError(f"helpers.aws.sagemaker_jobs runs SageMaker instance types ('ml.g5.2xlarge'); {name!r} is a "
                           f"local target: use helpers.jobs.run_job(job, {name!r}).")
     return instances.lookup(name)
-
-
-def _dir_stats(path: Path) -> tuple[int, int]:
-    files = [p for p in path.rglob("*") if p.is_file()]
-    return len(files), sum(p.stat().st_size for p in files)
-
-
-def _fsx_directory(job: Job, value: str) -> str:
-    base = str(job.fsx.get("directory_path", "")).rstrip("/")
-    value = str(value)
-    return value if value.startswith("/") else f"{base}/{value}".replace("//", "/")
-
-
-def _plan_channels(job: Job) -> list[ChannelPlan]:
-    plans = []
-    for name, source in job.channels.items():
-        mode = job.mode_of(name)
-        if mode not in INPUT_MODES:
-            hint = " Pipe mode is legacy: FastFile streams the same way with plain files." if mode == "Pipe" else ""
-            raise ChannelError(f"channel {name!r}: input mode {mode!r} is not one of {', '.join(INPUT_MODES)}.{hint}")
-        if name in ("code", "sm_drivers"):
-            raise ChannelError(f"channel name {name!r} is reserved by the SDK for the source code; rename it.")
-        text = str(source)
-        if mode == "FSx":
-            path = _fsx_directory(job, text)
-            if not path.startswith("/") or path.strip("/") == "":
-                raise FSxConfigError(f"channel {name!r}: FSx directory {path!r} must be an absolute path that starts "
-                                     f"with the file system's mount name, e.g. '/abcdef12/catalog/train' (FSx "
-                                     f"console > file system > Attach shows the mount name).")
-            plans.append(ChannelPlan(name, mode, "fsx", path))
-        elif text.startswith("s3://"):
-            if not re.match(r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$", text):
-                raise ChannelError(f"channel {name!r}: {text!r} is not a valid S3 URI (s3://bucket/prefix).")
-            plans.append(ChannelPlan(name, mode, "s3", text))
-        else:
-            path = Path(source)
-            if not path.is_dir():
-                raise ChannelError(f"channel {name!r}: {path} is not a directory. Build the data first "
-                                   f"(`python -m helpers.catalog build --out data/catalog`) or give an s3:// URI.")
-            files, size = _dir_stats(path)
-            if not files:
-                raise ChannelError(f"channel {name!r}: {path} is empty; nothing to train on.")
-            plans.append(ChannelPlan(name, mode, "local", str(path.resolve()), files, size))
-    try:
-        # a malformed data file fails here, not after upload and start-up
-        catalog.check_channels({c.name: c.source for c in plans if c.kind == "local"})
-    except catalog.CatalogError as e:
-        raise ChannelError(str(e)) from None
-    return plans
 
 
 def preflight(job: Job, target: Target | str, *, region: str | None = None, tensorboard: bool | None = None,
@@ -411,10 +346,10 @@ def preflight(job: Job, target: Target | str, *, region: str | None = None, tens
         raise SpotConfigError("max_wait_s is set but spot=False: MaxWait only applies to managed spot. Set "
                               "Job.spot=True or drop max_wait_s.")
 
-    channels = _plan_channels(job)
+    channels = plan_channels(job)
     fsx_channels = [c for c in channels if c.kind == "fsx"]
     if fsx_channels or job.fsx:
-        _check_fsx(job, fsx_channels)
+        check_fsx(job, fsx_channels)
         code = ("the image's training toolkit downloads the source (sourcedir.tar.gz) from there" if launcher == "smddp"
                 else "the job's code channels come from there (code, the source, and sm_drivers, the SDK's drivers)")
         notes.append(f"the job runs in your VPC, which must reach S3 through an S3 VPC endpoint or a NAT gateway: "
@@ -464,30 +399,6 @@ def _check_smp(job: Job, procs: int) -> list[str]:
                      f"span instances: tensor parallel communicates inside every layer, and the network is much "
                      f"slower than NVLink; a degree that divides {procs} keeps each group inside one instance")
     return notes
-
-
-def _check_fsx(job: Job, fsx_channels: list[ChannelPlan]) -> None:
-    missing = [k for k in ("file_system_id", "subnets", "security_group_ids") if not job.fsx.get(k)]
-    if not fsx_channels:
-        raise FSxConfigError("Job.fsx is set but no channel uses it: set channel_modes={'train': 'FSx'}.")
-    if "file_system_id" in missing:
-        raise FSxConfigError("FSx channel without Job.fsx['file_system_id'] (fs-0123456789abcdef0).")
-    if missing:
-        raise FSxConfigError(
-            f"FSx for Lustre is reached through your VPC: Job.fsx needs {' and '.join(missing)} (the subnet(s) of "
-            f"the file system and a security group that allows Lustre traffic, TCP ports 988 and 1018-1023, from "
-            f"itself; with several instances, all traffic from itself, for NCCL between them). The job then runs in "
-            f"that VPC: it needs an S3 VPC endpoint or NAT for everything it reads from or writes to S3, its code "
-            f"channels included (the source, and the SDK's drivers channel sm_drivers), and NAT to install "
-            f"requirements.txt.")
-    if not str(job.fsx["file_system_id"]).startswith("fs-"):
-        raise FSxConfigError(f"file_system_id {job.fsx['file_system_id']!r} should look like 'fs-0123456789abcdef0'.")
-    for c in fsx_channels:
-        if c.mode != "FSx":
-            raise FSxConfigError(f"channel {c.name!r}: FSx channels use input mode 'FSx'.")
-    access = job.fsx.get("access_mode", "ro")
-    if access not in ("ro", "rw"):
-        raise FSxConfigError(f"Job.fsx['access_mode'] must be 'ro' or 'rw', not {access!r}.")
 
 
 # ---------------------------------------------------------------------------------------------------- building
@@ -934,7 +845,7 @@ class LaunchedJob:
     def wait(self, check: bool = True) -> SageMakerJobResult:
         """Follow status and logs until the job ends; ``check`` raises :class:`TrainingJobFailed` unless Completed.
 
-        Interrupting the notebook stops following, not the job: stop it with ``.stop()`` or ``helpers.aws.cleanup()``.
+        Interrupting the notebook stops following, not the job: stop it with ``.stop()`` or ``helpers.aws.account.cleanup()``.
         """
         self._say(f"following {self.name}: {self.console_url}")
         last = None
@@ -951,7 +862,7 @@ class LaunchedJob:
                 self._sleep(self.poll_s)
         except KeyboardInterrupt:
             self._say(f"stopped following; {self.name} is still running. Stop it with job.stop() or "
-                      f"helpers.aws.cleanup().")
+                      f"helpers.aws.account.cleanup().")
             raise
         return self._result(desc, check)
 
@@ -1213,7 +1124,6 @@ def run_local_container(job: Job, echo: bool = True, session=None):
             f"Mode.LOCAL_CONTAINER) and needs a Docker daemon with compose, but {problem}. SageMaker Studio has no "
             f"Docker unless the domain enables it. Use target='local' (the same container contract without Docker) "
             f"or an ml.* instance type.")
-    from .targets import local_gpu_count
 
     root = RUNS_DIR / "local_container" / f"{job.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     trainer = local_container_trainer(job, local_gpu_count(), root, session)

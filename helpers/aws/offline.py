@@ -8,7 +8,7 @@ difference, so a captured ``CreateTrainingJob`` request is exactly what a real l
 Two ways in:
 
 * :func:`offline` — a context manager for notebooks and CI: fake credentials, SDK telemetry off, a network guard,
-  and the session registered so ``helpers.sagemaker_jobs.run`` picks it up::
+  and the session registered so ``helpers.aws.sagemaker_jobs.run`` picks it up::
 
       with aws_offline.offline():
           dry = run_job(job, "ml.p4d.24xlarge")     # prints the request; nothing leaves this machine
@@ -27,6 +27,7 @@ import socket
 import tempfile
 import threading
 import urllib.parse
+from helpers.errors import WorkshopError
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
@@ -45,11 +46,11 @@ SDK_CONFIG = {"SchemaVersion": "1.0", "SageMaker": {"PythonSDK": {"Modules": {"T
 _SDK_CONFIG_YAML = "SchemaVersion: '1.0'\nSageMaker:\n  PythonSDK:\n    Modules:\n      TelemetryOptOut: true\n"
 
 
-class NetworkBlocked(ConnectionError):
+class NetworkBlocked(WorkshopError, ConnectionError):
     """Something tried to open a network connection inside an offline block."""
 
 
-class OfflineCallUnanswered(RuntimeError):
+class OfflineCallUnanswered(WorkshopError, RuntimeError):
     """An AWS API call the offline session has no answer for: script one with ``OfflineAWS.respond``."""
 
 
@@ -511,7 +512,7 @@ def requested_by_environment() -> bool:
 @contextlib.contextmanager
 def offline(region: str = REGION, bucket: str = BUCKET, role_arn: str = ROLE_ARN,
             strict: bool = True) -> Iterator[OfflineAWS]:
-    """Everything AWS inside the block is answered locally; ``helpers.sagemaker_jobs.run`` dry-runs through it.
+    """Everything AWS inside the block is answered locally; ``helpers.aws.sagemaker_jobs.run`` dry-runs through it.
 
     With ``strict`` (the default) leaving the block raises :class:`NetworkBlocked` if anything tried the network,
     even where the library that tried swallowed the error.

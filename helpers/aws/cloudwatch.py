@@ -20,7 +20,12 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from helpers.errors import WorkshopError
 from dataclasses import dataclass, field
+from helpers.local.monitor import heatmap
+from helpers.report import Table
+from helpers.aws import offline as aws_offline
+from helpers.planning import instances
 
 NAMESPACE = "/aws/sagemaker/TrainingJobs"
 METRICS = ("CPUUtilization", "MemoryUtilization", "GPUUtilization", "GPUMemoryUtilization", "DiskUtilization")
@@ -39,7 +44,7 @@ def _host_number(host: str) -> int:
     return int(host.split("-")[1])
 
 
-class MetricsUnavailable(LookupError):
+class MetricsUnavailable(WorkshopError, LookupError):
     """CloudWatch has no instance metrics for the job (yet, or any more): the message says why and what to do."""
 
 
@@ -97,7 +102,6 @@ class JobMetrics:
         return labels, minutes, values
 
     def heatmap(self, metrics: tuple[str, ...] = ("CPUUtilization", "GPUUtilization"), title: str = "", ax=None):
-        from .monitor import heatmap
 
         labels, minutes, values = self.matrix(metrics)
         return heatmap(labels, minutes, values, title=title or f"{self.job_name} ({self.instance_type})", ax=ax,
@@ -117,7 +121,6 @@ class JobMetrics:
         return out
 
     def table(self):
-        from .report import Table
 
         return Table(self.rows(), title=f"{self.job_name}: instance utilisation (CloudWatch, {self.period_s} s "
                                         f"periods, % per unit)")
@@ -125,7 +128,6 @@ class JobMetrics:
 
 def _boto_session(session):
     """A boto3 session: the one given, an offline recorder's, the active offline block's, or the default."""
-    from . import aws_offline
 
     if session is None:
         session = aws_offline.active()
@@ -205,7 +207,6 @@ def job_metrics(job_name: str, session=None, period_s: int | None = None, start:
     """Fetch a training job's instance metrics: hosts, instance type and time window from ``DescribeTrainingJob``
     (a job still running is read up to now; ``start``/``end`` narrow the window). ``period_s``: seconds per value;
     by default the finest CloudWatch still keeps for the window's start (:func:`finest_period_s`)."""
-    from . import instances
 
     if period_s is not None and (period_s < 60 or period_s % 60):
         raise ValueError(f"period_s={period_s}: SageMaker publishes training metrics once a minute; use a multiple "

@@ -25,15 +25,16 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import instances
-from .jobs import SOURCE_DIR
+from helpers.planning import instances
+from helpers.job import SOURCE_DIR
+from helpers.errors import WorkshopError
 
 GIB = 1024**3
 STRATEGIES = ("ddp", "zero", "fsdp", "tp")
 RESERVE_GIB = 3.0  # CUDA context (~0.5-1 GiB), NCCL buffers, allocator slack: a rule of thumb, not a measurement
 
 
-class PlanError(ValueError):
+class PlanError(WorkshopError, ValueError):
     """A plan that cannot exist (a degree that does not divide, an unknown strategy); the message says why."""
 
 
@@ -116,7 +117,7 @@ def catalog_vocab(catalog: str | Path) -> int:
 
     path = Path(catalog) / "train" / "tokenizer.json"
     if not path.is_file():
-        raise PlanError(f"{path}: missing; build the catalogue first (helpers.catalog)")
+        raise PlanError(f"{path}: missing; build the catalogue first (helpers.data.catalog)")
     return Tokenizer.from_file(str(path)).get_vocab_size(with_added_tokens=True)
 
 

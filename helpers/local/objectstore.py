@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-from .local_runner import free_ports as _free_ports
+from helpers.local.ports import free_ports as _free_ports
+from helpers.errors import WorkshopError
 
 ACCESS_KEY, SECRET_KEY = "workshop", "workshop-local-store"  # the store accepts any key pair; boto3 needs one
 REGION = "us-east-1"
@@ -47,7 +48,7 @@ _PORT_FLAGS = ("master.port", "master.port.grpc", "volume.port", "volume.port.gr
 _STOP_GRACE_S = 1.0
 
 
-class ObjectStoreError(RuntimeError):
+class ObjectStoreError(WorkshopError, RuntimeError):
     """The store cannot start, stopped, or cannot be reached; the message says what to do."""
 
 
@@ -131,7 +132,7 @@ def require_loopback(endpoint: str) -> str:
     parsed = urlparse(str(endpoint))
     if parsed.scheme != "http" or parsed.hostname not in ("127.0.0.1", "localhost", "::1") or not parsed.port:
         raise ObjectStoreError(f"{endpoint!r} is not a local object store endpoint (http://127.0.0.1:PORT): local "
-                               f"jobs read s3:// channels only from the store helpers.objectstore runs on this "
+                               f"jobs read s3:// channels only from the store helpers.local.objectstore runs on this "
                                f"machine. Use store.endpoint, or an ml.* target for real S3.")
     return f"http://{parsed.hostname}:{parsed.port}"
 
@@ -391,7 +392,7 @@ def write_small_files(catalog_dir: str | os.PathLike, out: str | os.PathLike, ro
     src, dest = Path(catalog_dir) / "train", Path(out)
     parts = sorted(src.glob("*.csv"))
     if not parts:
-        raise ObjectStoreError(f"{src}: no CSV parts; build the catalogue first (`python -m helpers.catalog shards "
+        raise ObjectStoreError(f"{src}: no CSV parts; build the catalogue first (`python -m helpers.data.catalog shards "
                                f"--rows 30000 --out {catalog_dir}`).")
     if dest.exists():
         shutil.rmtree(dest)

@@ -14,9 +14,9 @@ A catalogue directory holds what the training channels need::
 
 Command line::
 
-    python -m helpers.catalog build --rows 30000 --out data/catalog
-    python -m helpers.catalog shards --rows 2000000 --shards 16 --out runs/data/catalog-2m
-    python -m helpers.catalog from-csv my_products.csv --out runs/data/mine
+    python -m helpers.data.catalog build --rows 30000 --out data/catalog
+    python -m helpers.data.catalog shards --rows 2000000 --shards 16 --out runs/data/catalog-2m
+    python -m helpers.data.catalog from-csv my_products.csv --out runs/data/mine
 """
 from __future__ import annotations
 
@@ -37,7 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from .taxonomy import ATTRIBUTES, BRANDS, LEAVES, PROMO_TAGS, STYLE_WORDS, Leaf
+from helpers.data.taxonomy import ATTRIBUTES, BRANDS, LEAVES, PROMO_TAGS, STYLE_WORDS, Leaf
+from helpers.errors import WorkshopError
 
 GENERATOR_VERSION = 1
 COLUMNS = ("id", "title", "category")
@@ -50,7 +51,7 @@ MIN_VOCAB_SIZE = 100  # below this WordPiece keeps little more than single chara
 CHECK_BYTES = 1 << 20  # check_channel reads this much of each CSV: catches a wrong encoding or header, even at 1 GB
 
 
-class CatalogError(ValueError):
+class CatalogError(WorkshopError, ValueError):
     """Bad catalogue input; the message names the file, the row and what to do."""
 
 
@@ -185,7 +186,7 @@ def read_rows(path: str | os.PathLike, known_categories: Iterable[str] | None = 
     """Read a catalogue CSV, failing on the first bad row with its file and line number."""
     path = Path(path)
     if not path.is_file():
-        raise CatalogError(f"{path}: no such file. Build the catalogue with `python -m helpers.catalog build`.")
+        raise CatalogError(f"{path}: no such file. Build the catalogue with `python -m helpers.data.catalog build`.")
     known = set(known_categories) if known_categories is not None else None
     try:  # utf-8-sig: Excel's "CSV UTF-8" starts with a byte-order mark that would stick to the first column's name
         with open(path, newline="", encoding="utf-8-sig") as f:
@@ -298,7 +299,7 @@ def _check_out(out: Path) -> None:
         raise CatalogError(f"--out {out} is a file, not a directory: give a new directory (or an existing "
                            f"catalogue) as --out.")
     if out.is_dir() and any(out.iterdir()) and not _is_catalogue(out):
-        raise CatalogError(f"--out {out} exists and is not a catalogue written by helpers.catalog (no valid "
+        raise CatalogError(f"--out {out} exists and is not a catalogue written by helpers.data.catalog (no valid "
                            f"manifest.json): building there would delete what it holds. Give a new directory as "
                            f"--out, or remove this one yourself first.")
 
@@ -403,19 +404,19 @@ def shards(out: str | os.PathLike, rows: int, n_shards: int = 8, seed: int = 0, 
 
 def load_manifest(catalog_dir: str | os.PathLike) -> dict:
     path = Path(catalog_dir) / "manifest.json"
-    fix = f"Build one with `python -m helpers.catalog build --out {catalog_dir}`."
+    fix = f"Build one with `python -m helpers.data.catalog build --out {catalog_dir}`."
     if not path.is_file():
         raise CatalogError(f"{catalog_dir}: not a catalogue directory (no manifest.json). {fix}")
     manifest = _read_json(path, fix)
     if not isinstance(manifest, dict) or "source" not in manifest:
-        raise CatalogError(f"{path}: not a manifest written by helpers.catalog (no 'source'). {fix}")
+        raise CatalogError(f"{path}: not a manifest written by helpers.data.catalog (no 'source'). {fix}")
     return manifest
 
 
 def load_labels(path: str | os.PathLike) -> list[str]:
     """The categories of a ``labels.json``, in label-index order; it must be a list of distinct names."""
     path = Path(path)
-    fix = "Rebuild the catalogue with `python -m helpers.catalog build` (or `from-csv` for your own CSV)."
+    fix = "Rebuild the catalogue with `python -m helpers.data.catalog build` (or `from-csv` for your own CSV)."
     labels = _read_json(path, fix)
     if not isinstance(labels, list) or not labels or not all(isinstance(x, str) for x in labels):
         found = json.dumps(labels, ensure_ascii=False)
@@ -457,7 +458,7 @@ def check_channel(path: str | os.PathLike, labels: Iterable[str] | None = None) 
     root = Path(path)
     if not root.is_dir():
         raise CatalogError(f"{root}: not a directory. Build the catalogue with "
-                           f"`python -m helpers.catalog build --out data/catalog`, or give the right path.")
+                           f"`python -m helpers.data.catalog build --out data/catalog`, or give the right path.")
     parts = sorted(p for p in root.glob("*.csv") if p.is_file())
     if (root / "labels.json").is_file():
         own = load_labels(root / "labels.json")
@@ -505,7 +506,7 @@ def _check_part(path: Path, known: set[str] | None) -> None:
                                f"({fields!r}). Quote titles that contain commas.")
         if known is not None and fields[category] not in known:  # exact, as the training script compares
             raise CatalogError(f"{path}, line {line_no}: category {fields[category]!r} is not in labels.json. Add "
-                               f"it there, or rebuild the catalogue with `python -m helpers.catalog from-csv`.")
+                               f"it there, or rebuild the catalogue with `python -m helpers.data.catalog from-csv`.")
 
 
 def _at_least(low: int):
@@ -527,7 +528,7 @@ positive_int = _at_least(1)
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m helpers.catalog", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m helpers.data.catalog", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="generate a small catalogue with one part per split")
     b.add_argument("--rows", type=positive_int, default=30000)

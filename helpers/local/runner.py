@@ -13,7 +13,6 @@ import os
 import queue
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -23,10 +22,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
-from .contract import HostConfig, Layout, container_env, hyperparameter_args
-from . import catalog, hyperparameters
-from .jobs import RUNS_DIR, Job, parse_metric_line
-from .targets import Target
+from helpers.local.contract import HostConfig, Layout, container_env, hyperparameter_args
+from helpers.data import catalog
+from helpers import hyperparameters
+from helpers.job import RUNS_DIR, Job, parse_metric_line
+from helpers.targets import Target
+from helpers.errors import JobSetupError, WorkshopError
+from helpers.local.ports import free_port
+from helpers.local import input_modes
 
 CONTAINER_INIT = Path(__file__).with_name("container_init.py")
 
@@ -40,16 +43,12 @@ _OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFF
             "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 
 
-class JobFailed(RuntimeError):
+class JobFailed(WorkshopError, RuntimeError):
     """A job exited non-zero; the message carries its failure reason and the end of its log."""
 
     def __init__(self, message: str, result: "JobResult"):
         super().__init__(message)
         self.result = result
-
-
-class JobSetupError(ValueError):
-    """The job cannot start as described (missing channel, bad process count...); nothing was launched."""
 
 
 @dataclass
@@ -93,24 +92,6 @@ def _kill_tree(pid: int) -> None:
         pass
 
 
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct free loopback ports (held open together, so none is handed out twice)."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def free_port() -> int:
-    return free_ports(1)[0]
-
-
 def clean_environment(cwd: Path) -> dict[str, str]:
     """A container's starting environment: :data:`_INHERITED` and the locale, this Python first on ``PATH`` (the
     image's ``python3``), ``PWD`` the code directory the script starts in."""
@@ -121,7 +102,7 @@ def clean_environment(cwd: Path) -> dict[str, str]:
 
 
 def _file_mode_only(mode: str) -> str:
-    return (f"input mode {mode!r} needs an s3:// channel on the local object store (helpers.objectstore, lab 05); "
+    return (f"input mode {mode!r} needs an s3:// channel on the local object store (helpers.local.objectstore, lab 05); "
             f"a local directory is presented in 'File' mode.")
 
 
@@ -238,7 +219,6 @@ class LocalJob:
             self.kill()
             raise
         finally:
-            from . import input_modes
 
             input_modes.release(self.run_dir)  # stop serving FastFile channels; record what they fetched
         return self._result(codes)
@@ -317,14 +297,13 @@ class LocalRunner:
                 continue  # checked against the object store by input_modes, below
             if not p.is_dir() or not any(p.iterdir()):
                 raise JobSetupError(f"channel {name!r}: {p} is missing or empty. Build the data first "
-                                    f"(`python -m helpers.catalog build --out data/catalog`).")
+                                    f"(`python -m helpers.data.catalog build --out data/catalog`).")
             if job.mode_of(name) != "File":
                 raise JobSetupError(f"channel {name!r}: {_file_mode_only(job.mode_of(name))}")
         try:
             catalog.check_channels(job.channels)  # a malformed data file fails here, not after start-up
         except catalog.CatalogError as e:
             raise JobSetupError(str(e)) from None
-        from . import input_modes
 
         inputs = input_modes.JobInputs(job, self.runs_dir.parent / "fsx")  # s3:// channels, File/FastFile/FSx
 

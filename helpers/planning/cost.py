@@ -3,7 +3,7 @@
 SageMaker bills training per instance-second. On-demand: ``BillableTimeInSeconds x InstanceCount x price``. With
 managed spot the service reports the saving as a shorter billable time, so the same formula holds and the saving is
 ``1 - BillableTimeInSeconds / TrainingTimeInSeconds`` (AWS's own formula). Prices come from
-``helpers.instances`` (dated, us-east-1).
+``helpers.planning.instances`` (dated, us-east-1).
 """
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import html
 import os
 from dataclasses import dataclass
 
-from . import instances
+from helpers.planning import instances
+from helpers.errors import WorkshopError
 
 # Managed spot saves "up to 90%" (AWS). The floor is an assumption, not a published figure: GPU spot capacity is often
 # discounted far less, so estimates show a range rather than a single spot price. AWS guarantees no saving at all, so
@@ -21,11 +22,11 @@ SPOT_SAVING_MIDRANGE = sum(SPOT_SAVINGS_RANGE) / 2  # the saving an expected spo
 BUDGET_ENV = "WORKSHOP_BUDGET_USD"
 
 
-class BudgetExceeded(ValueError):
+class BudgetExceeded(WorkshopError, ValueError):
     """A launch whose worst-case cost is above the budget; nothing was launched."""
 
 
-class UnknownPrice(ValueError):
+class UnknownPrice(WorkshopError, ValueError):
     """The instance type has no price on file and none was given."""
 
 
@@ -113,7 +114,7 @@ def estimate(instance_type: str, instance_count: int = 1, *, max_runtime_s: floa
     if price_per_hour is not None:
         price, as_of, source = float(price_per_hour), "given", "price_per_hour passed by the caller"
     if price is None:
-        raise UnknownPrice(f"{instance_type} has no price on file (helpers.instances); pass price_per_hour= "
+        raise UnknownPrice(f"{instance_type} has no price on file (helpers.planning.instances); pass price_per_hour= "
                            f"from https://aws.amazon.com/sagemaker/pricing/ to estimate it.")
     return Estimate(spec.name, instance_count, max_runtime_s / 3600, price, as_of, source, spot,
                     None if expected_s is None else expected_s / 3600)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 
-from .targets import TargetError
+from helpers.errors import TargetError
 
 REGION = "us-east-1"
 
@@ -202,7 +202,7 @@ def lookup(name: str) -> InstanceType:
     hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     raise UnknownInstanceType(f"unknown instance type {name!r}.{hint} Known training types: "
                               f"{', '.join(sorted({t.family for t in _CATALOGUE}))} families "
-                              f"(helpers.instances.CATALOGUE lists them all).")
+                              f"(helpers.planning.instances.CATALOGUE lists them all).")
 
 
 def supporting(feature: str) -> list[str]:

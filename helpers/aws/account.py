@@ -16,6 +16,7 @@ import json
 import os
 import re
 import urllib.parse
+from helpers.errors import WorkshopError
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -33,7 +34,7 @@ ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
 _ATTENDEE_MAX = 16  # leaves room for the lab name and the SDK's 15-character timestamp in a 63-character job name
 
 
-class AwsSetupError(ValueError):
+class AwsSetupError(WorkshopError, ValueError):
     """AWS is not set up for a launch; the message says how to fix it. Nothing was launched."""
 
 
@@ -182,7 +183,7 @@ def discover(role: str | None = None, bucket: str | None = None, region: str | N
         raise NoCredentials("no AWS credentials found. In SageMaker Studio they come with the space; on a laptop run "
                             "`aws configure` (or `aws sso login --profile NAME` and set AWS_PROFILE=NAME), or set "
                             "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY. For a dry run without AWS use "
-                            "helpers.aws_offline.offline().")
+                            "helpers.aws.offline.offline().")
     region = region or session.region_name or _region_from_arn((metadata or {}).get("ResourceArn", ""))
     if not region:
         raise RegionError("no AWS region configured: set AWS_DEFAULT_REGION=us-east-1 (or your region), add "
@@ -410,7 +411,7 @@ def _quota_message(check: QuotaCheck) -> str:
     unscanned = (f" {check.unscanned_jobs} more running job(s) were not inspected, so even more may be in use."
                  if check.unscanned_jobs else "")
     code = f", code {check.quota_code}" if check.quota_code else ""
-    wait = (" wait for running jobs to finish (helpers.aws.cleanup() stops yours; ask the others about theirs),"
+    wait = (" wait for running jobs to finish (helpers.aws.account.cleanup() stops yours; ask the others about theirs),"
             if check.in_use else "")
     return (f"the account's quota '{check.quota_name}' is {check.limit:g}{held} and this job asks for "
             f"{check.requested}{default}.{unscanned} Request an increase to at least {check.in_use + check.requested} "

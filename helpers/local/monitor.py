@@ -27,6 +27,9 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 import psutil
+from helpers.report import Table
+from helpers import targets
+from helpers.local.runner import LocalRunner
 
 ROLES = ("launcher", "trainer", "loader workers")
 
@@ -274,7 +277,6 @@ class Monitor:
 
     def table(self, every: int = 1, title: str = "System samples"):
         """The samples as a table (every ``every``-th row)."""
-        from .report import Table
 
         return Table(self.rows()[::max(1, every)], title=title)
 
@@ -338,13 +340,11 @@ def run_monitored(job, target, interval: float = 0.5, **runner_options):
     """Launch ``job`` on a local target with the monitor on: ``(JobResult, Monitor)``. Raises like ``run_job``.
 
     The monitor gets a ``training`` window (see :func:`training_window`) when the job logs one."""
-    from . import targets
-    from .local_runner import LocalRunner
 
     t = targets.resolve(target) if isinstance(target, str) else target
     if not t.is_local:
         raise ValueError(f"run_monitored watches processes on this machine; {t.name} is a SageMaker instance type: "
-                         f"use helpers.cloudwatch for a real job's metrics.")
+                         f"use helpers.aws.cloudwatch for a real job's metrics.")
     runner = LocalRunner(**runner_options)
     local = runner.start(job, t)
     with watch(local, interval=interval) as mon:

@@ -19,7 +19,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from . import cost, instances
+from helpers.planning import cost
+from helpers.planning import instances
 
 # the instance choices the labs offer, smallest first
 LAB_INSTANCES = ("ml.g5.2xlarge", "ml.g5.12xlarge", "ml.g6e.12xlarge", "ml.p4d.24xlarge", "ml.p5.48xlarge")
@@ -73,7 +74,7 @@ def best_interval_h(a: Assumptions) -> float:
 def _price(instance_type: str) -> float:
     spec = instances.lookup(instance_type)
     if spec.price_per_hour is None:
-        raise cost.UnknownPrice(f"{instance_type} has no price on file (helpers.instances): pick another type")
+        raise cost.UnknownPrice(f"{instance_type} has no price on file (helpers.planning.instances): pick another type")
     return spec.price_per_hour
 
 

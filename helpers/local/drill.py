@@ -22,16 +22,17 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
-from .jobs import RUNS_DIR, Job, parse_metric_line
-from .local_runner import JobResult, LocalRunner
-from .targets import Target, resolve
+from helpers.job import RUNS_DIR, Job, parse_metric_line
+from helpers.local.runner import JobResult, LocalRunner
+from helpers.targets import Target, resolve
+from helpers.errors import WorkshopError
 
 SIGNALS = {"SIGTERM": signal.SIGTERM, "SIGKILL": signal.SIGKILL}
 # figures that measure time or speed: they differ between any two runs, interrupted or not
 TIMING = re.compile(r"(per_sec|seconds|_ms$|_s$|_frac$|^mfu$)")
 
 
-class DrillFailed(RuntimeError):
+class DrillFailed(WorkshopError, RuntimeError):
     """A launch failed on its own (not by the drill's signal), never completed, or an interruption did not
     interrupt: the drill proves nothing then."""
 

@@ -1,0 +1,22 @@
+"""The one base of every error the helpers raise on purpose, and the errors more than one concern raises.
+
+Each error is also the built-in kind it always was (a ``ValueError`` for bad input, a ``RuntimeError`` for a run that
+went wrong...), so ``except ValueError`` keeps working; ``except WorkshopError`` catches them all in a notebook.
+"""
+from __future__ import annotations
+
+
+class WorkshopError(Exception):
+    """Something the workshop's helpers refused or could not do, with a message that says what to do."""
+
+
+class TargetError(WorkshopError, ValueError):
+    """An unknown or unusable target; the message says what to choose instead."""
+
+
+class JobSetupError(WorkshopError, ValueError):
+    """The job cannot start as described (missing channel, bad process count...); nothing was launched."""
+
+
+class PreflightError(WorkshopError, ValueError):
+    """The job cannot run as described; the message names the fix. Raised before any AWS call."""

@@ -1,0 +1,1 @@
+"""Numbers before launching: the instance catalogue, cost, scaling, memory and spot planners."""

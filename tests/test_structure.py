@@ -1,0 +1,117 @@
+"""The house's rules, checked on every import the helpers make (those inside functions too):
+
+- no import cycle between the helpers' modules;
+- ``helpers.local`` (this machine) never imports ``helpers.aws`` (a real account);
+- an import inside a function is for an optional third-party package only: a helpers module that needs another
+  imports it at the top, where a cycle would show at once;
+- every error class the helpers define derives from ``helpers.errors.WorkshopError``.
+"""
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from helpers.errors import WorkshopError
+
+HELPERS = REPO / "helpers"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in sorted(HELPERS.rglob("*.py"))}
+
+
+def imports(path: Path) -> list[tuple[str, int, bool]]:
+    """(helpers module imported, line, inside a function?) for every import of a helpers module in ``path``."""
+    found = []
+    tree = ast.parse(path.read_text(), str(path))
+    functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    nested = {id(n) for f in functions for n in ast.walk(f) if n is not f}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and (node.level or node.module.startswith("helpers")):
+            base = node.module if not node.level else module_name(path).rsplit(".", node.level)[0] + "." + node.module
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
+        elif isinstance(node, ast.Import):
+            targets = [a.name for a in node.names if a.name.startswith("helpers")]
+        else:
+            continue
+        for target in targets:
+            if target in MODULES and target != "helpers":
+                found.append((target, node.lineno, id(node) in nested))
+    return found
+
+
+GRAPH = {name: sorted({t for t, _, _ in imports(path)}) for name, path in MODULES.items()}
+
+
+def cycles(graph: dict[str, list[str]]) -> list[list[str]]:
+    """Every strongly connected group of more than one module (Tarjan)."""
+    index, low, stack, on_stack, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, []):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1 or v in graph.get(v, []):
+                out.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert cycles({"a": ["b"], "b": ["c"], "c": ["a"], "d": ["a"]}) == [["a", "b", "c"]]
+    assert cycles({"a": ["b"], "b": []}) == []
+
+
+def test_the_helpers_have_no_import_cycle():
+    assert len(GRAPH) > 25 and sum(map(len, GRAPH.values())) > 40  # the walk found the modules and their imports
+    assert cycles(GRAPH) == []
+
+
+def test_the_local_runner_never_imports_the_aws_side():
+    crossings = [f"{m} imports {t}" for m, ts in GRAPH.items() if m.startswith("helpers.local") for t in ts
+                 if t.startswith("helpers.aws")]
+    assert not crossings
+
+
+def test_helpers_import_each_other_at_the_top():
+    deferred = [f"{module_name(p)}:{line} imports {t} inside a function" for p in MODULES.values()
+                for t, line, inside in imports(p) if inside]
+    assert not deferred
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_every_error_the_helpers_define_is_a_workshop_error(name):
+    if name == "helpers.local.container_init":
+        pytest.skip("a standalone script run as a job's first process; it raises nothing of its own")
+    module = importlib.import_module(name)
+    errors = [c for _, c in inspect.getmembers(module, inspect.isclass)
+              if issubclass(c, BaseException) and c.__module__ == name]
+    assert all(issubclass(c, WorkshopError) for c in errors), [c.__name__ for c in errors
+                                                               if not issubclass(c, WorkshopError)]
