@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from conftest import SRC
-from helpers import memory
+from helpers.planning import memory
 
 sys.path.insert(0, str(SRC))
 import train_lm  # noqa: E402
