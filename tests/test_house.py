@@ -1,0 +1,39 @@
+"""The habits of a maintained project, kept from rotting by the test suite: the CI workflow is valid and runs the
+README's two commands, and the pre-commit configuration is valid."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import yaml
+
+from conftest import REPO
+
+WORKFLOW = REPO / ".github" / "workflows" / "ci.yml"
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", *args], cwd=REPO, capture_output=True, text=True, timeout=300)
+
+
+def test_the_ci_workflow_is_valid_and_runs_the_readme_s_two_commands():
+    done = run("check_jsonschema", "--builtin-schema", "vendor.github-workflows", str(WORKFLOW))
+    assert done.returncode == 0, done.stdout + done.stderr
+    steps = yaml.safe_load(WORKFLOW.read_text())["jobs"]["labs-and-tests"]["steps"]
+    commands = [s["run"] for s in steps if "run" in s]
+    readme = (REPO / "README.md").read_text()
+    assert "make        #" in readme and "make test   #" in readme  # the two commands the README states
+    assert commands[0].split()[0] == "make" and "test" not in commands[0] and commands[1] == "make test"
+    kept = [s for s in steps if s.get("uses", "").startswith("actions/upload-artifact")]
+    assert kept and kept[0]["with"]["path"].startswith("runs/labs") and kept[0]["if"] == "always()"
+
+
+def test_the_schema_check_refuses_a_broken_workflow(tmp_path):
+    broken = tmp_path / "ci.yml"
+    broken.write_text(WORKFLOW.read_text().replace("runs-on:", "runs-onn:"))
+    assert run("check_jsonschema", "--builtin-schema", "vendor.github-workflows", str(broken)).returncode != 0
+
+
+def test_the_pre_commit_configuration_is_valid():
+    done = run("pre_commit", "validate-config", ".pre-commit-config.yaml")
+    assert done.returncode == 0, done.stdout + done.stderr
