@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from helpers import targets
 from helpers.aws import sagemaker_jobs
+from helpers.aws.local_container import run_local_container
 from helpers.job import DATA_DIR, REPO, RUNS_DIR, SOURCE_DIR, Job, catalog_channels, parse_metric_line
 from helpers.local.runner import LocalRunner
 
@@ -18,10 +19,10 @@ def run_job(job: Job, target: str = "local", *, launch: bool = False, budget_usd
     """Run ``job`` on ``target``: ``local``/``local_cpu``/``local_gpu`` here, or a SageMaker instance type.
 
     ``launch`` and ``budget_usd`` guard real instances (a dry run by default); local runs are free and start at once.
-    Other ``options`` go to the local runner or to the SageMaker launcher.
+    Other ``options`` go to the local runner or, as :class:`~helpers.aws.launch.LaunchOptions`, to SageMaker.
     """
     if target == "local_container":  # the SDK's own Docker local mode: runs, or says precisely why it cannot
-        return sagemaker_jobs.run_local_container(job, **options)
+        return run_local_container(job, **options)
     t = targets.resolve(target)
     if t.is_local:
         return LocalRunner(**options).run(job, t)

@@ -24,7 +24,7 @@ from pathlib import Path
 from helpers.aws.offline import OFFLINE_ENV_FLAG
 from helpers.job import REPO, RUNS_DIR
 from helpers.report import FIGURES_ENV
-from helpers.aws.sagemaker_jobs import REQUESTS_ENV
+from helpers.aws.dry_run import REQUESTS_ENV
 from helpers.targets import TargetError, resolve
 
 LABS_DIR = REPO / "labs"
@@ -102,7 +102,7 @@ def run_lab(notebook: Path, out_dir: Path, parameters: dict, verbose: bool = Fal
     requests_dir = out_dir / f"{notebook.stem}.requests"
     for old in requests_dir.glob("*.json"):
         old.unlink()
-    os.environ[REQUESTS_ENV] = str(requests_dir)  # helpers.aws.sagemaker_jobs saves each dry run's request there
+    os.environ[REQUESTS_ENV] = str(requests_dir)  # helpers.aws.dry_run saves each dry run's request there
     start = time.perf_counter()
     # a Unix socket path holds ~100 bytes at most: a deep clone would fail every lab, so the sockets live in /tmp
     sockets = tempfile.TemporaryDirectory(prefix="lab-kernel-")

@@ -20,7 +20,11 @@ from helpers.aws import account as aws
 from helpers.aws import offline as aws_offline
 from helpers.planning import cost
 from helpers.planning import instances
+from helpers.aws import images
 from helpers.aws import sagemaker_jobs as sj
+from helpers.aws.build import source_tarball
+from helpers.aws.dry_run import REQUESTS_ENV, DryRun
+from helpers.aws.launch import LaunchedJob
 from helpers.aws.offline import ClientErrorAnswer, ScriptedJob
 from helpers.job import METRIC_NAMES, SOURCE_DIR, Job
 
@@ -41,7 +45,7 @@ def data(tmp_path):
 @pytest.fixture
 def no_studio(monkeypatch, tmp_path):
     monkeypatch.setattr(aws, "STUDIO_METADATA", tmp_path / "no-such-metadata.json")
-    for name in (aws.ATTENDEE_ENV, aws.BUCKET_ENV, *aws.ROLE_ENV, cost.BUDGET_ENV, sj.REQUESTS_ENV,
+    for name in (aws.ATTENDEE_ENV, aws.BUCKET_ENV, *aws.ROLE_ENV, cost.BUDGET_ENV, REQUESTS_ENV,
                  aws_offline.OFFLINE_ENV_FLAG):
         monkeypatch.delenv(name, raising=False)
 
@@ -63,7 +67,7 @@ def fake_aws(no_studio, monkeypatch):
     assert not attempts, f"something tried the network: {attempts}"
 
 
-def dry(job: Job, target: str, **options) -> sj.DryRun:
+def dry(job: Job, target: str, **options) -> DryRun:
     return sj.run(job, target, echo=False, attendee="alice", **options)
 
 
@@ -132,7 +136,7 @@ def test_smddp_through_the_images_training_toolkit(offline, data):
     assert d.plan.launcher == "smddp" and d.plan.world_size == 16
     assert r["AlgorithmSpecification"]["TrainingImage"] == \
         "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.3.0-gpu-py311"
-    assert sj.image_has_smddp(r["AlgorithmSpecification"]["TrainingImage"])
+    assert images.image_has_smddp(r["AlgorithmSpecification"]["TrainingImage"])
     # no SDK driver: the image's own entrypoint (the training toolkit) runs mpirun ... smddprun
     assert "ContainerEntrypoint" not in r["AlgorithmSpecification"]
     assert [c["ChannelName"] for c in r["InputDataConfig"]] == ["train", "validation"]
@@ -152,8 +156,8 @@ def test_smddp_through_the_images_training_toolkit(offline, data):
 
 
 def test_the_source_tarball_is_reproducible(tmp_path):
-    a = sj.source_tarball(SOURCE_DIR, (tmp_path / "a").mkdir() or tmp_path / "a").read_bytes()
-    b = sj.source_tarball(SOURCE_DIR, (tmp_path / "b").mkdir() or tmp_path / "b").read_bytes()
+    a = source_tarball(SOURCE_DIR, (tmp_path / "a").mkdir() or tmp_path / "a").read_bytes()
+    b = source_tarball(SOURCE_DIR, (tmp_path / "b").mkdir() or tmp_path / "b").read_bytes()
     assert a == b  # same content, same name in S3: an unchanged source is not uploaded twice
 
 
@@ -167,7 +171,7 @@ def test_smp_v2_on_the_smp_image(offline, data):
     assert json.loads(r["HyperParameters"]["mp_parameters"]) == {"hybrid_shard_degree": 8,
                                                                  "tensor_parallel_degree": 2}
     assert uploaded_json(offline, r, "distributed.json")["smp"]["tensor_parallel_degree"] == 2
-    assert sj.image_has_smddp(r["AlgorithmSpecification"]["TrainingImage"])  # SMP images bundle SMDDP
+    assert images.image_has_smddp(r["AlgorithmSpecification"]["TrainingImage"])  # SMP images bundle SMDDP
 
 
 def test_the_image_comes_from_the_job_s_own_region(no_studio, data):
@@ -196,7 +200,7 @@ def test_a_job_without_a_price_keeps_its_note_through_the_region_s_plan(offline,
 
 def test_a_v100_gets_an_image_built_for_it(offline, data):
     image = dry(Job("lab02-ddp", {}, data), "ml.p3.16xlarge").request["AlgorithmSpecification"]["TrainingImage"]
-    assert image.endswith(f"pytorch-training:{sj.SMDDP_DLC[0]}-gpu-{sj.SMDDP_DLC[1]}")  # CUDA 12: Volta still runs
+    assert image.endswith(f"pytorch-training:{images.SMDDP_DLC[0]}-gpu-{images.SMDDP_DLC[1]}")  # CUDA 12: Volta still runs
 
 
 def test_spot_with_max_wait_and_checkpoints(offline, data):
@@ -331,7 +335,7 @@ def test_the_dry_run_shows_request_cost_and_uploads(offline, data, capsys):
 
 
 def test_each_dry_run_request_is_saved_for_the_lab_runner(offline, data, tmp_path, monkeypatch):
-    monkeypatch.setenv(sj.REQUESTS_ENV, str(tmp_path / "requests"))
+    monkeypatch.setenv(REQUESTS_ENV, str(tmp_path / "requests"))
     dry(Job("lab02-ddp", {}, data, instance_count=2), "ml.g5.12xlarge")
     dry(Job("lab02-ddp-fsdp", {}, data), "ml.g5.12xlarge")
     saved = sorted((tmp_path / "requests").glob("*.json"))
@@ -555,12 +559,34 @@ def test_launch_without_waiting_then_stop(fake_aws, data):
     fake_aws.script_job(ScriptedJob(statuses=[("InProgress", "Training")]))
     launched = sj.run(Job("lab-x", {}, data), "ml.g5.2xlarge", launch=True, budget_usd=5,
                       session=fake_aws.boto_session, attendee="alice", wait=False, echo=False, poll_s=0)
-    assert isinstance(launched, sj.LaunchedJob) and launched.describe()["TrainingJobStatus"] == "InProgress"
+    assert isinstance(launched, LaunchedJob) and launched.describe()["TrainingJobStatus"] == "InProgress"
     launched.stop()
     assert fake_aws.request("StopTrainingJob") == {"TrainingJobName": launched.name}
     result = launched.wait(check=False)
     assert result.status == "Stopped"
     assert aws.cleanup("alice", boto_session=fake_aws.boto_session) == []
+
+
+def test_a_dry_run_launches_with_its_own_options_and_refuses_unknown_ones(fake_aws, data):
+    fake_aws.script_job(ScriptedJob(statuses=[("InProgress", "Training")]))
+    d = sj.run(Job("lab-x", {}, data), "ml.g5.2xlarge", budget_usd=5, session=fake_aws.boto_session,
+               attendee="alice", echo=False, poll_s=0)
+    assert d.launch_options == sj.LaunchOptions(budget_usd=5, attendee="alice", session=fake_aws.boto_session,
+                                                echo=False, poll_s=0)
+    with pytest.raises(sj.UnknownOption, match="'wiat' for a SageMaker job; the options are budget_usd, attendee"):
+        d.launch(wiat=False)
+    launched = d.launch(wait=False)  # the dry run's options, plus this one
+    assert isinstance(launched, LaunchedJob) and launched.name.startswith("alice-lab-x-")
+    assert len(fake_aws.calls_to("CreateTrainingJob")) == 1
+
+
+def test_run_job_refuses_an_unknown_sagemaker_option_naming_the_valid_ones(offline, data):
+    from helpers.jobs import run_job
+
+    with pytest.raises(TypeError, match="'budget_usdd', 'echoo' for a SageMaker job; the options are budget_usd, "
+                                        "attendee, session, role, bucket, region, wait, check, echo, "):
+        run_job(Job("lab-x", {}, data), "ml.g5.2xlarge", budget_usdd=5, echoo=False)
+    assert offline.calls == []
 
 
 def test_cleanup_after_launches_stops_only_running_jobs_of_this_attendee(fake_aws, data):
@@ -575,11 +601,11 @@ def test_cleanup_after_launches_stops_only_running_jobs_of_this_attendee(fake_aw
 # ---------------------------------------------------------------------------------------------------- images and local mode
 def test_default_images_come_from_the_sdk():
     p4d = instances.lookup("ml.p4d.24xlarge")
-    assert sj.default_image("torchrun", p4d, "eu-west-1")[0] == \
+    assert images.default_image("torchrun", p4d, "eu-west-1")[0] == \
         "763104351884.dkr.ecr.eu-west-1.amazonaws.com/pytorch-training:2.10.0-gpu-py313"
-    cpu = sj.default_image("script", instances.lookup("ml.m5.xlarge"))[0]
+    cpu = images.default_image("script", instances.lookup("ml.m5.xlarge"))[0]
     assert cpu.endswith("pytorch-training:2.10.0-cpu-py313")
-    uri, why = sj.default_image("smddp", p4d)
+    uri, why = images.default_image("smddp", p4d)
     assert uri.endswith("pytorch-training:2.3.0-gpu-py311") and "SMDDP" in why
 
 
@@ -598,7 +624,7 @@ def test_default_images_come_from_the_sdk():
     ("658645717510.dkr.ecr.us-east-1.amazonaws.com/smdistributed-modelparallel:2.4.1-gpu-py311-cu121", True),
     ("123456789012.dkr.ecr.us-east-1.amazonaws.com/my-own:latest", False)])
 def test_which_images_ship_smddp(uri, has):
-    assert sj.image_has_smddp(uri) is has
+    assert images.image_has_smddp(uri) is has
 
 
 @pytest.mark.parametrize("version", ["2.4.0", "2.5.1"])
@@ -607,7 +633,7 @@ def test_preflight_takes_the_images_whose_dockerfile_installs_smddp_and_says_the
     plan = sj.preflight(Job("lab03-smddp", {}, data, distribution="smddp", image_uri=image), "ml.p4d.24xlarge")
     assert plan.image_uri == image
     note = next(n for n in plan.notes if "support table does not list it" in n)
-    assert f"installs SMDDP {sj.SMDDP_IN_DLC[version[:3]]}" in note and "Dockerfile is what goes into the image" in note
+    assert f"installs SMDDP {images.SMDDP_IN_DLC[version[:3]]}" in note and "Dockerfile is what goes into the image" in note
     default = sj.preflight(Job("lab03-smddp", {}, data, distribution="smddp"), "ml.p4d.24xlarge")
     assert not any("support table" in n for n in default.notes)  # 2.3.0: both sources list it
 
@@ -621,14 +647,14 @@ def test_the_refusal_names_every_image_that_ships_smddp(data):
 
 
 def test_the_smddp_image_table_shows_both_sources():
-    rows = {r["image"]: r for r in sj.smddp_images()}
+    rows = {r["image"]: r for r in images.smddp_images()}
     assert rows["pytorch-training:2.3.0-gpu-py311"]["AWS support table"] == "SMDDP 2.3.0"
     assert rows["pytorch-training:2.4.0-gpu-py311"] == {
         "image": "pytorch-training:2.4.0-gpu-py311", "AWS support table": "not listed",
         "DLC Dockerfile installs": "SMDDP 2.5.0", "preflight": "accepted"}
     assert rows["pytorch-training:2.5.1-gpu-py311"]["DLC Dockerfile installs"] == "SMDDP 2.6.0"
     assert rows["pytorch-training:2.6.0-gpu-py312"]["preflight"] == "refused"
-    assert rows[f"pytorch-training:{sj.PYTORCH_DLC[0]}-gpu-{sj.PYTORCH_DLC[1]}"]["preflight"] == "refused"
+    assert rows[f"pytorch-training:{images.PYTORCH_DLC[0]}-gpu-{images.PYTORCH_DLC[1]}"]["preflight"] == "refused"
     assert rows["smdistributed-modelparallel:2.5.1 (SMP)"]["DLC Dockerfile installs"] == "SMDDP 2.6.0"
 
 

@@ -30,6 +30,7 @@ from helpers.targets import Target
 from helpers.errors import JobSetupError, WorkshopError
 from helpers.local.ports import free_port
 from helpers.local import input_modes
+from helpers.results import RunResult
 
 CONTAINER_INIT = Path(__file__).with_name("container_init.py")
 
@@ -51,8 +52,8 @@ class JobFailed(WorkshopError, RuntimeError):
         self.result = result
 
 
-@dataclass
-class JobResult:
+@dataclass(repr=False)  # the repr is RunResult's
+class JobResult(RunResult):
     name: str
     status: str  # Completed | Failed | Stopped
     exit_code: int
@@ -71,14 +72,8 @@ class JobResult:
     def output_dir(self) -> Path:
         return self.run_dir / "algo-1" / "output" / "data"
 
-    def curve(self, kind: str, key: str) -> tuple[list[float], list[float]]:
-        """(steps, values) of one metric, for plotting."""
-        rows = [h for h in self.history if h["kind"] == kind and key in h]
-        return [h["step"] for h in rows], [h[key] for h in rows]
-
-    def __repr__(self) -> str:
-        figures = ", ".join(f"{k}={v:.4g}" for k, v in self.metrics.items() if isinstance(v, float))
-        return f"JobResult({self.name}: {self.status} in {self.timings.get('total', 0):.1f}s; {figures})"
+    def _repr_parts(self, figures: str) -> list[str]:
+        return [f"{self.status} in {self.timings.get('total', 0):.1f}s", figures]
 
 
 def _kill_tree(pid: int) -> None:

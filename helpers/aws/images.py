@@ -1,0 +1,99 @@
+"""Which SageMaker image a job runs on, and which images ship SMDDP (which the SDK cannot tell)."""
+from __future__ import annotations
+
+import functools
+
+from helpers.aws import offline as aws_offline
+from helpers.planning import instances
+
+# The framework image every lab runs on, retrieved through the SDK's image_uris (it knows PyTorch DLCs up to 2.10).
+PYTORCH_DLC = ("2.10.0", "py313")
+# Which SageMaker images ship SMDDP, which the SDK cannot tell (its own list, fw_utils, stops at the 2.2.0 DLC). Two
+# sources, checked 2026-11-23, disagree: AWS's SMDDP support table lists PyTorch 2.3.0 (SMDDP 2.3.0) as the newest
+# framework DLC with SMDDP preinstalled, while the DLC repository's Dockerfiles for the 2.4 and 2.5 SageMaker GPU images
+# install SMDDP 2.5.0 and 2.6.0 (the 2.6 image, and every later one, none). The Dockerfile is what goes into the image,
+# so preflight goes by it; the default image stays 2.3.0, the one both sources list.
+SMDDP_DLC = ("2.3.0", "py311")
+SMDDP_IN_DLC = {"2.3": "2.3.0", "2.4": "2.5.0", "2.5": "2.6.0"}  # SageMaker GPU DLC (PyTorch x.y) -> SMDDP installed
+SMDDP_IN_AWS_TABLE = {"2.3": "2.3.0"}  # the framework DLCs AWS's support table lists past the SDK's list
+SMDDP_IN_SMP_IMAGES = {"2.4.1": "2.5.0", "2.5.1": "2.6.0"}  # SMP image (PyTorch version) -> bundled SMDDP
+# SMP v2 image: PyTorch 2.5.1 with SMP 2.8.0, CUDA 12.4 (image_uris framework "pytorch-smp")
+SMP_IMAGE = ("2.5.1", "py311", "cu124")
+
+
+def region_for_images(region: str | None) -> str:
+    return region or aws_offline.REGION
+
+
+@functools.lru_cache(maxsize=64)
+def _image_uri(**query) -> str:
+    """``image_uris.retrieve``, remembered: it reads botocore's endpoint tables (~0.5 s) on every call."""
+    from sagemaker.core import image_uris
+
+    return image_uris.retrieve(image_scope="training", **query)
+
+
+def default_image(launcher: str, instance: instances.InstanceType, region: str | None = None) -> tuple[str, str]:
+    """(image URI, why this image) for a launcher on an instance type, through the SDK's ``image_uris``."""
+    region = region_for_images(region)
+    if launcher == "smp":
+        version, py, cuda = SMP_IMAGE
+        uri = _image_uri(framework="pytorch-smp", region=region, version=version, py_version=py,
+                         container_version=cuda, instance_type=instance.name)
+        return uri, f"SMP v2 image for PyTorch {version} (bundles SMDDP {SMDDP_IN_SMP_IMAGES[version]})"
+    volta = bool(instance.gpu and instance.gpu.model == "V100")  # CUDA 13 (the newest DLC's) dropped Volta
+    version, py = SMDDP_DLC if launcher == "smddp" or volta else PYTORCH_DLC
+    uri = _image_uri(framework="pytorch", region=region, version=version, py_version=py,
+                     instance_type=instance.name)
+    why = (f"PyTorch {version} DLC: the newest framework image that both AWS's SMDDP table and the DLC Dockerfiles "
+           f"list with SMDDP {SMDDP_IN_DLC[minor(version)]}" if launcher == "smddp"
+           else f"PyTorch {version} DLC (CUDA 12: newer images no longer run on the V100)" if volta
+           else f"PyTorch {version} DLC ({'GPU' if instance.gpus else 'CPU'})")
+    return uri, why
+
+
+def minor(version: str) -> str:
+    return ".".join(version.split(".")[:2])
+
+
+def image_tag(image_uri: str) -> tuple[str, str, str]:
+    """(repository, tag, PyTorch version) of an ECR image URI."""
+    repo, _, tag = image_uri.rsplit("/", 1)[-1].partition(":")
+    return repo, tag, tag.split("-")[0]
+
+
+def image_has_smddp(image_uri: str) -> bool:
+    """Whether a SageMaker framework or SMP image ships SMDDP (custom images: unknown, so False).
+
+    Framework images: the SageMaker GPU DLCs the SDK lists (up to PyTorch 2.2.0), and 2.3, 2.4 and 2.5, whose
+    Dockerfiles install SMDDP (:data:`SMDDP_IN_DLC`; AWS's support table lists only 2.3.0). Not the CPU or EC2
+    variants: the Dockerfiles install SMDDP in the SageMaker GPU stage only."""
+    from sagemaker.core.fw_utils import SM_DATAPARALLEL_SUPPORTED_FRAMEWORK_VERSIONS
+
+    repo, tag, version = image_tag(image_uri)
+    if repo == "smdistributed-modelparallel":
+        return version in SMDDP_IN_SMP_IMAGES
+    if repo == "pytorch-training" and "-gpu-" in f"-{tag}-" and "-ec2" not in f"{tag}-":
+        return version in SM_DATAPARALLEL_SUPPORTED_FRAMEWORK_VERSIONS["pytorch"] or minor(version) in SMDDP_IN_DLC
+    return False
+
+
+def smddp_images(region: str | None = None) -> list[dict]:
+    """One row per SageMaker image that matters for SMDDP: what AWS's support table says, what the image's
+    Dockerfile installs, and whether preflight accepts it for ``distribution="smddp"`` (lab 03's table)."""
+    region = region_for_images(region)
+    p4d = instances.lookup("ml.p4d.24xlarge")
+    rows = []
+    for version, py in [SMDDP_DLC, ("2.4.0", "py311"), ("2.5.1", "py311"), ("2.6.0", "py312"), PYTORCH_DLC]:
+        uri = _image_uri(framework="pytorch", region=region, version=version, py_version=py, instance_type=p4d.name)
+        table = SMDDP_IN_AWS_TABLE.get(minor(version))
+        built = SMDDP_IN_DLC.get(minor(version))
+        rows.append({"image": uri.rsplit("/", 1)[-1],
+                     "AWS support table": f"SMDDP {table}" if table else "not listed",
+                     "DLC Dockerfile installs": f"SMDDP {built}" if built else "no SMDDP",
+                     "preflight": "accepted" if image_has_smddp(uri) else "refused"})
+    for version, bundled in SMDDP_IN_SMP_IMAGES.items():
+        rows.append({"image": f"smdistributed-modelparallel:{version} (SMP)",
+                     "AWS support table": "SMP images bundle it", "DLC Dockerfile installs": f"SMDDP {bundled}",
+                     "preflight": "accepted"})
+    return rows

@@ -1,0 +1,304 @@
+"""Launching a job on SageMaker and following it: the options a dry run and a launch share (:class:`LaunchOptions`),
+the checks and the price before any AWS call (:class:`Checked`), :func:`launch`, the job while it runs
+(:class:`LaunchedJob`) and once it has ended (:class:`SageMakerJobResult`)."""
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from helpers.aws import account as aws
+from helpers.aws import offline as aws_offline
+from helpers.aws.build import build_trainer
+from helpers.aws.preflight import Plan, preflight
+from helpers.errors import WorkshopError
+from helpers.job import Job, parse_metric_line
+from helpers.planning import cost
+from helpers.results import RunResult
+from helpers.targets import Target
+
+LOG_GROUP = "/aws/sagemaker/TrainingJobs"
+_MPI_TAG = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:")  # mpirun --tag-output prefixes every line of an SMDDP job
+
+
+class UnknownOption(WorkshopError, TypeError):
+    """A keyword that is none of :class:`LaunchOptions`' fields: refused, as a typo would otherwise change nothing."""
+
+
+class LaunchRefused(WorkshopError, ValueError):
+    """A launch asked for where it cannot happen (offline)."""
+
+
+class TrainingJobFailed(WorkshopError, RuntimeError):
+    """The SageMaker job ended Failed or Stopped; ``.result`` holds its status, reason and last log lines."""
+
+    def __init__(self, message: str, result: SageMakerJobResult):
+        super().__init__(message)
+        self.result = result
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    """How a job is dry-run or launched on SageMaker; ``run_job(job, target, **options)`` fills it from keywords.
+
+    ``session``: a ``boto3.Session`` (or an ``aws_offline.OfflineAWS``); by default the ambient credentials, or the
+    offline session of an ``aws_offline.offline()`` block / ``WORKSHOP_AWS_OFFLINE=1``.
+    ``budget_usd`` (default ``WORKSHOP_BUDGET_USD``) refuses a launch that could cost more.
+    ``tensorboard``: collect ``/opt/ml/output/tensorboard`` to S3 (default: when a hyperparameter points there).
+    ``wait=False`` returns the running :class:`LaunchedJob`; ``check`` raises :class:`TrainingJobFailed` unless the
+    job completed; ``image_has_smddp`` vouches for (or against) a custom image's SMDDP.
+    """
+
+    budget_usd: float | None = None
+    attendee: str | None = None
+    session: Any = None
+    role: str | None = None
+    bucket: str | None = None
+    region: str | None = None
+    wait: bool = True
+    check: bool = True
+    echo: bool = True
+    tensorboard: bool | None = None
+    expected_minutes: float | None = None
+    checkpoint_s3_uri: str | None = None
+    image_has_smddp: bool | None = None
+    quota_check: bool = True
+    poll_s: float = 15.0
+
+    @classmethod
+    def of(cls, **options) -> LaunchOptions:
+        """From keywords; :class:`UnknownOption` names the valid ones."""
+        return cls().updated(**options)
+
+    def updated(self, **changes) -> LaunchOptions:
+        """These options with ``changes``; :class:`UnknownOption` names the valid ones."""
+        names = [f.name for f in fields(self)]
+        unknown = sorted(set(changes) - set(names))
+        if unknown:
+            raise UnknownOption(f"unknown option(s) {', '.join(map(repr, unknown))} for a SageMaker job; the options "
+                                f"are {', '.join(names)} (and launch=True/False).")
+        return replace(self, **changes)
+
+    def budget(self) -> float | None:
+        """``budget_usd``, or ``WORKSHOP_BUDGET_USD`` where it is None."""
+        return cost.budget_from_environment() if self.budget_usd is None else self.budget_usd
+
+
+class Checked:
+    """A job checked for a target and priced: what a dry run and a launch both do before any AWS call."""
+
+    def __init__(self, job: Job, target: Target | str, options: LaunchOptions):
+        self.job, self.target, self.options = job, target, options
+        self.pricing_notes: list[str] = []  # kept when the plan is re-made for the job's region
+        self.plan = self.plan_in(options.region)  # every check before any AWS call, the region's image later
+        if options.role:
+            options = replace(options, role=aws.require_role_arn(options.role))
+        if options.bucket:
+            options = replace(options, bucket=aws.require_bucket_name(options.bucket))
+        self.options, self.budget_usd = options, options.budget()
+        expected_s = None if options.expected_minutes is None else options.expected_minutes * 60
+        try:
+            self.estimate: cost.Estimate | None = cost.estimate(
+                self.plan.instance.name, job.instance_count, max_runtime_s=job.max_runtime_s, spot=job.spot,
+                expected_s=expected_s)
+        except cost.UnknownPrice as err:
+            self.estimate = None
+            self.pricing_notes.append(str(err))
+            self.plan.notes.append(str(err))
+
+    def plan_in(self, region: str | None) -> Plan:
+        """The plan for ``region``. The image lives in the job's region (pulls across regions are refused), so the
+        plan is re-made once the region is known."""
+        plan = preflight(self.job, self.target, region=region, tensorboard=self.options.tensorboard,
+                         image_has_smddp_override=self.options.image_has_smddp)
+        plan.notes.extend(self.pricing_notes)
+        return plan
+
+
+def offline_session(session) -> aws_offline.OfflineAWS | None:
+    """The offline session a dry run records into: ``session`` itself, an ``aws_offline.offline()`` block's, or
+    one for ``WORKSHOP_AWS_OFFLINE=1``; None for real AWS."""
+    if isinstance(session, aws_offline.OfflineAWS):
+        return session
+    if session is None:
+        return aws_offline.active() or (aws_offline.OfflineAWS() if aws_offline.requested_by_environment() else None)
+    return None
+
+
+def launch(job: Job, target: Target | str, options: LaunchOptions | None = None) -> SageMakerJobResult | LaunchedJob:
+    """Launch ``job`` on a SageMaker instance type after the checks, the budget and the quota; follow it to its
+    :class:`SageMakerJobResult` (``wait=False``: the :class:`LaunchedJob`)."""
+    checked = Checked(job, target, options or LaunchOptions())
+    o, estimate, budget_usd = checked.options, checked.estimate, checked.budget_usd
+    if offline_session(o.session) is not None:
+        raise LaunchRefused("launch=True inside an offline session: nothing can be launched offline. Leave the "
+                            "aws_offline.offline() block (and unset WORKSHOP_AWS_OFFLINE) to launch.")
+    if estimate is None and budget_usd is not None:
+        raise cost.BudgetExceeded(f"no price on file for {checked.plan.instance.name}, so the budget of "
+                                  f"${budget_usd:,.2f} cannot be checked: pass budget_usd=None to launch without a "
+                                  f"budget.")
+    if estimate is not None:
+        cost.check_budget(estimate, budget_usd)
+    ctx = aws.discover(o.role, o.bucket, o.region, o.attendee, boto_session=o.session)
+    plan = checked.plan_in(ctx.region)
+    if ctx.attendee.shared:
+        raise aws.AwsSetupError(f"the job-name prefix would be the shared login name {ctx.attendee.name!r}: "
+                                f"pass attendee='yourname' or set {aws.ATTENDEE_ENV} so your jobs are yours.")
+    if o.quota_check:
+        aws.check_quota(ctx.boto_session, plan.instance.name, job.instance_count, job.spot, ctx.region)
+    trainer = build_trainer(plan, ctx.sagemaker_session(), ctx.role_arn, ctx.bucket, ctx.attendee.name,
+                            o.checkpoint_s3_uri)
+    trainer.train(wait=False, logs=False)
+    # the SDK keeps the created job on a private attribute only (train(wait=False) returns None)
+    name = trainer._latest_training_job.training_job_name
+    launched = LaunchedJob(name, ctx.boto_session, ctx.region, plan.instance.name, job.instance_count,
+                           echo=o.echo, poll_s=o.poll_s)
+    if o.echo:
+        print(f"launched {name} ({job.instance_count} x {plan.instance.name}); {launched.console_url}", flush=True)
+    return launched.wait(check=o.check) if o.wait else launched
+
+
+@dataclass(repr=False)  # the repr is RunResult's
+class SageMakerJobResult(RunResult):
+    """A finished SageMaker job, shaped like the local runner's ``JobResult`` where they overlap
+    (``name``, ``status``, ``metrics``, ``history``, ``failure_reason``, ``log_tail``, ``curve``)."""
+
+    name: str
+    status: str  # Completed | Failed | Stopped
+    metrics: dict
+    history: list[dict]
+    cost: cost.JobCost
+    console_url: str
+    model_artifacts: str | None
+    failure_reason: str = ""
+    log_tail: list[str] = field(default_factory=list)
+    phases: dict[str, float] = field(default_factory=dict)  # seconds in each secondary status (Downloading...)
+
+    @property
+    def billable_seconds(self) -> int:
+        return self.cost.billable_seconds
+
+    @property
+    def training_seconds(self) -> int:
+        return self.cost.training_seconds
+
+    def _repr_parts(self, figures: str) -> list[str]:
+        return [self.status, str(self.cost), figures, self.console_url]
+
+
+def _phases(transitions: list[dict]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for t in transitions or []:
+        start, end = t.get("StartTime"), t.get("EndTime")
+        if start and end:
+            out[t["Status"]] = out.get(t["Status"], 0.0) + (end - start).total_seconds()
+    return out
+
+
+class LaunchedJob:
+    """A training job running on SageMaker: follow it, wait for it, or stop it."""
+
+    def __init__(self, name: str, boto_session, region: str, instance_type: str, instance_count: int,
+                 echo: bool = True, poll_s: float = 15.0, sleep: Callable[[float], None] = time.sleep):
+        self.name, self.region = name, region
+        self.instance_type, self.instance_count = instance_type, instance_count
+        self.echo, self.poll_s, self._sleep = echo, poll_s, sleep
+        self._sm = boto_session.client("sagemaker", region_name=region)
+        self._logs = boto_session.client("logs", region_name=region)
+        self._tokens: dict[str, str | None] = {}
+        self.history: list[dict] = []
+        self.tail: list[str] = []
+        self.total_steps: int | None = None
+
+    @property
+    def console_url(self) -> str:
+        return aws.console_url(self.region, self.name)
+
+    def describe(self) -> dict:
+        return self._sm.describe_training_job(TrainingJobName=self.name)
+
+    def stop(self) -> None:
+        self._sm.stop_training_job(TrainingJobName=self.name)
+
+    def _say(self, text: str) -> None:
+        if self.echo:
+            print(text, flush=True)
+
+    def _poll_logs(self) -> None:
+        from botocore.exceptions import ClientError
+
+        try:
+            streams = self._logs.describe_log_streams(logGroupName=LOG_GROUP, logStreamNamePrefix=f"{self.name}/")
+        except ClientError:  # the log group appears with the first job's first line
+            return
+        names = [s["logStreamName"] for s in streams.get("logStreams", [])]
+        for stream in names:
+            while True:
+                kwargs = {"logGroupName": LOG_GROUP, "logStreamName": stream, "startFromHead": True}
+                if self._tokens.get(stream):
+                    kwargs["nextToken"] = self._tokens[stream]
+                page = self._logs.get_log_events(**kwargs)
+                for event in page.get("events", []):
+                    self._take(stream.split("/")[1].rsplit("-", 1)[0], event["message"], len(names) > 1)
+                if page.get("nextForwardToken") == self._tokens.get(stream) or not page.get("events"):
+                    self._tokens[stream] = page.get("nextForwardToken")
+                    break
+                self._tokens[stream] = page.get("nextForwardToken")
+
+    def _take(self, host: str, line: str, multi: bool) -> None:
+        text = f"[{host}] {line}" if multi else line
+        self.tail = (self.tail + [text])[-60:]
+        parsed = parse_metric_line(_MPI_TAG.sub("", line))
+        if parsed:
+            parsed["host"] = host
+            self.history.append(parsed)
+            if parsed["kind"] == "setup" and isinstance(parsed.get("steps"), int):
+                self.total_steps = parsed["steps"]
+            if parsed["kind"] == "train" and self.total_steps:
+                text += f"   <- step {parsed['step']}/{self.total_steps} ({parsed['step'] / self.total_steps:.0%})"
+        self._say(text)
+
+    def wait(self, check: bool = True) -> SageMakerJobResult:
+        """Follow status and logs until the job ends; ``check`` raises :class:`TrainingJobFailed` unless Completed.
+
+        Interrupting the notebook stops following, not the job: stop it with ``.stop()`` or
+        ``helpers.aws.account.cleanup()``.
+        """
+        self._say(f"following {self.name}: {self.console_url}")
+        last = None
+        try:
+            while True:
+                desc = self.describe()
+                state = (desc["TrainingJobStatus"], desc.get("SecondaryStatus"))
+                if state != last:
+                    self._say(f"--- {state[0]} / {state[1]}")
+                    last = state
+                self._poll_logs()
+                if desc["TrainingJobStatus"] in ("Completed", "Failed", "Stopped"):
+                    break
+                self._sleep(self.poll_s)
+        except KeyboardInterrupt:
+            self._say(f"stopped following; {self.name} is still running. Stop it with job.stop() or "
+                      f"helpers.aws.account.cleanup().")
+            raise
+        return self._result(desc, check)
+
+    def _result(self, desc: dict, check: bool) -> SageMakerJobResult:
+        finals = [h for h in self.history if h["kind"] == "final"]
+        metrics = {k: v for k, v in finals[-1].items() if k not in ("kind", "host")} if finals else \
+            {m["MetricName"]: m["Value"] for m in desc.get("FinalMetricDataList", [])}
+        bill = cost.job_cost(self.instance_type, self.instance_count, desc.get("TrainingTimeInSeconds", 0),
+                             desc.get("BillableTimeInSeconds", 0))
+        result = SageMakerJobResult(self.name, desc["TrainingJobStatus"], metrics, self.history, bill,
+                                    self.console_url, desc.get("ModelArtifacts", {}).get("S3ModelArtifacts"),
+                                    desc.get("FailureReason", ""), self.tail,
+                                    _phases(desc.get("SecondaryStatusTransitions", [])))
+        self._say(f"{result.status}: {bill}")
+        if check and result.status != "Completed":
+            tail = "\n".join(result.log_tail[-25:])
+            raise TrainingJobFailed(f"job {self.name} {result.status.lower()}: {result.failure_reason}\n"
+                                    f"--- last lines of its log ---\n{tail}\n{self.console_url}", result)
+        return result
+
