@@ -1,7 +1,7 @@
 """Plots the labs show: training curves against a baseline, and side-by-side bars."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
 from matplotlib.patches import Patch

@@ -8,8 +8,9 @@ import html
 import json
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from helpers.job import SOURCE_DIR
 

@@ -21,10 +21,10 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from helpers.aws.dry_run import REQUESTS_ENV
 from helpers.aws.offline import OFFLINE_ENV_FLAG
 from helpers.job import REPO, RUNS_DIR
 from helpers.report import FIGURES_ENV
-from helpers.aws.dry_run import REQUESTS_ENV
 from helpers.targets import TargetError, resolve
 
 LABS_DIR = REPO / "labs"
@@ -60,7 +60,8 @@ def declared_parameters(notebook: Path) -> set[str]:
         if "parameters" in cell.get("metadata", {}).get("tags", []):
             tree = ast.parse("".join(cell["source"]))
             return {t.id for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))
-                    for t in (node.targets if isinstance(node, ast.Assign) else [node.target]) if isinstance(t, ast.Name)}
+                    for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                    if isinstance(t, ast.Name)}
     raise SystemExit(f"{notebook.name} has no cell tagged 'parameters'; papermill needs one to inject the target")
 
 

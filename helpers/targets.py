@@ -9,9 +9,10 @@ import difflib
 import os
 import shutil
 import subprocess
-from helpers.errors import TargetError
 from dataclasses import dataclass
 from functools import lru_cache
+
+from helpers.errors import TargetError
 from helpers.planning import instances
 
 LOCAL_TARGETS = ("local", "local_cpu", "local_gpu")

@@ -45,7 +45,8 @@ def probe_dir(tmp_path, request):
 TINY = {"model_size": "tiny", "batch_size": 32, "lr": 2e-3, "dropout": 0.0, "log_every": 5, "precision": "fp32"}
 
 
-def run_script(args: list[str], env: dict | None = None, cwd: Path = SRC, timeout: int = 180) -> subprocess.CompletedProcess:
+def run_script(args: list[str], env: dict | None = None, cwd: Path = SRC,
+               timeout: int = 180) -> subprocess.CompletedProcess:
     """Run train.py (or any script in labs/src) directly, as a user would by hand."""
     full_env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", **(env or {})}
     return subprocess.run([sys.executable, *args], cwd=cwd, env=full_env, capture_output=True, text=True,

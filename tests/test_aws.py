@@ -45,7 +45,7 @@ def studio(monkeypatch, tmp_path):
     return meta
 
 
-# ---------------------------------------------------------------------------------------------------- checks before any call
+# ------------------------------------------------------------------------------------------ checks before any call
 @pytest.mark.parametrize("role", ["arn:aws:iam::111122223333:role/service-role/AmazonSageMaker-ExecutionRole-1",
                                   "arn:aws-cn:iam::111122223333:role/Trainer", " arn:aws:iam::111122223333:role/x "])
 def test_role_arns_are_accepted(role):

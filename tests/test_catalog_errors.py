@@ -9,8 +9,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO, SRC
+
 from helpers.data import catalog
 from helpers.data.catalog import CatalogError
 
@@ -100,7 +100,8 @@ def test_csv_not_in_utf8_names_file_line_byte_and_iconv(tmp_path, encoding, titl
 
 def test_from_csv_command_reports_a_cp949_file_in_one_line_without_traceback(tmp_path):
     src = write_csv(tmp_path / "mine.csv", ROWS, encoding="cp949")
-    done = subprocess.run([sys.executable, "-m", "helpers.data.catalog", "from-csv", str(src), "--out", str(tmp_path / "o")],
+    done = subprocess.run([sys.executable, "-m", "helpers.data.catalog", "from-csv", str(src),
+                           "--out", str(tmp_path / "o")],
                           cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert done.stderr.count("\n") == 1 and done.stderr.startswith(f"error: {src}, line 2 (byte 22): not UTF-8")

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from conftest import REPO, SRC
 
 sys.path.insert(0, str(SRC))

@@ -10,8 +10,8 @@ import pytest
 
 matplotlib.use("Agg")
 
-from helpers.aws import offline as aws_offline  # noqa: E402
 from helpers.aws import cloudwatch
+from helpers.aws import offline as aws_offline  # noqa: E402
 
 JOB = "alice-lab07-fixed-20261122120000"  # <attendee>-<lab job name>-<YYYYmmddHHMMSS>, as ModelTrainer names it
 NOW = dt.datetime.now(dt.timezone.utc)

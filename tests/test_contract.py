@@ -84,7 +84,8 @@ def test_torchrun_command_matches_the_sdk_driver(tmp_path, monkeypatch):
     from helpers.targets import Target
 
     job = Job("cmd", {"epochs": 1, "lr": 0.01}, {}, processes_per_host=2)
-    run_dir, commands = LocalRunner(runs_dir=tmp_path / "jobs", echo=False).prepare(job, Target("local_cpu", "local_cpu", 0, 2))
+    runner = LocalRunner(runs_dir=tmp_path / "jobs", echo=False)
+    run_dir, commands = runner.prepare(job, Target("local_cpu", "local_cpu", 0, 2))
     ours = commands[0][1]
     assert ours[:3] == [sys.executable, "-m", "torch.distributed.run"]
     # the local additions: the rendezvous on loopback, and this host's own checkpoint directory (no SM_* variable

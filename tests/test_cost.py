@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.planning import cost
-from helpers.planning import instances
+from helpers.planning import cost, instances
 
 
 def test_estimate_is_hours_times_count_times_price():

@@ -6,10 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import SRC, TINY, run_script
-from helpers import jobs
-from helpers import targets
+
+from helpers import jobs, targets
 
 FAKE_SMDDP = Path(__file__).resolve().parent / "fake_smddp"
 # two epochs (the plan reshuffles at the boundary), dropout 0 and fp32: every process count sees the same rows

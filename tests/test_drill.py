@@ -10,12 +10,12 @@ import threading
 
 import pytest
 import torch
-
 from conftest import SRC, TINY
-from helpers.local import drill
-from helpers.planning import spot
+
 from helpers.job import Job, catalog_channels, parse_metric_line
+from helpers.local import drill
 from helpers.local.runner import LocalRunner
+from helpers.planning import spot
 from helpers.targets import resolve
 
 sys.path.insert(0, str(SRC))

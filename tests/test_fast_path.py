@@ -11,7 +11,6 @@ import sys
 
 import pytest
 import torch
-
 from conftest import REPO, SRC, TINY, run_script
 
 sys.path.insert(0, str(SRC))

@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 import yaml
-
 from conftest import REPO
 
 WORKFLOW = REPO / ".github" / "workflows" / "ci.yml"

@@ -9,14 +9,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from conftest import TINY
+
 from helpers.data import catalog
-from helpers.local import input_modes
-from helpers.local import objectstore
-from helpers.local.input_modes import InputModeError
 from helpers.job import Job
-from helpers.local.runner import JobSetupError, LocalJob, LocalRunner
+from helpers.local import input_modes, objectstore
+from helpers.local.input_modes import InputModeError
+from helpers.local.runner import JobSetupError, LocalJob
 from helpers.targets import Target
 
 CPU = Target("local_cpu", "local_cpu", 0, 2)
@@ -186,7 +185,7 @@ def test_fastfile_job_stays_on_loopback_under_the_network_guard(data, runner, pr
 
 # ---------------------------------------------------------------------------------------------- bad input
 @pytest.mark.parametrize("uri, match", [
-    (f"s3://no-such-bucket/x/", "bucket 'no-such-bucket' does not exist"),
+    ("s3://no-such-bucket/x/", "bucket 'no-such-bucket' does not exist"),
     (f"s3://{BUCKET}/shards/tarin/", r"no objects under s3://modes-data/shards/tarin/.*shards/train/"),
     (f"s3://{BUCKET}/shards/train/missing.csv", "no object s3://modes-data/shards/train/missing.csv"),
 ])

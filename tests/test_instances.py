@@ -5,9 +5,9 @@ import re
 
 import pytest
 
-from helpers.planning import instances
 from helpers import targets
 from helpers.local.contract import sdk_driver_dir
+from helpers.planning import instances
 
 
 def test_lookup_gives_the_hardware():

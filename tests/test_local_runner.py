@@ -4,18 +4,16 @@ from __future__ import annotations
 import json
 import shutil
 import signal
-import sys
 import textwrap
 from pathlib import Path
 
 import psutil
 import pytest
-
 from conftest import TINY
+
+from helpers.job import Job, catalog_channels, parse_metric_line
 from helpers.jobs import run_job
-from helpers.job import Job, catalog_channels
 from helpers.local import runner as local_runner
-from helpers.job import parse_metric_line
 from helpers.local.runner import JobFailed, JobSetupError, LocalRunner
 from helpers.targets import Target, TargetError, resolve
 

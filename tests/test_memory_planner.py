@@ -6,11 +6,11 @@ from __future__ import annotations
 import sys
 
 import pytest
-
 from conftest import SRC
+
 from helpers import jobs
-from helpers.planning import memory
 from helpers.aws import sagemaker_jobs
+from helpers.planning import memory
 
 sys.path.insert(0, str(SRC))
 import train_lm  # noqa: E402  (the container's script: the shapes it builds, the SMP sharding it picks)

@@ -7,8 +7,6 @@ tree is sampled for TCP connections (gloo's C++ sockets do not pass Python's hoo
 from __future__ import annotations
 
 import ipaddress
-import json
-import socket
 import subprocess
 import sys
 import textwrap
@@ -16,8 +14,8 @@ import threading
 
 import psutil
 import pytest
-
 from conftest import TINY
+
 from helpers.job import Job, catalog_channels
 from helpers.local.runner import LocalRunner
 from helpers.targets import Target
@@ -65,7 +63,8 @@ def guard(tmp_path):
 
 def test_the_guard_catches_and_blocks_a_non_loopback_connect(guard):
     env, log = guard
-    code = "import socket\ntry:\n    socket.create_connection(('192.0.2.1', 80), timeout=1)\nexcept PermissionError: pass"
+    code = ("import socket\ntry:\n    socket.create_connection(('192.0.2.1', 80), timeout=1)\n"
+            "except PermissionError: pass")
     subprocess.run([sys.executable, "-c", code], env={**env, "PATH": ""}, check=True, timeout=60)
     assert "192.0.2.1" in log.read_text()
 

@@ -15,8 +15,8 @@ import time
 
 import psutil
 import pytest
+from conftest import REPO
 
-from conftest import REPO, TINY
 from helpers.job import Job, catalog_channels
 from helpers.local.runner import LocalRunner
 from helpers.targets import Target

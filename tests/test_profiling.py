@@ -9,14 +9,21 @@ import warnings
 
 import pytest
 import torch
-
 from conftest import SRC, TINY, run_script
+
 from helpers.local import monitor
 
 sys.path.insert(0, str(SRC))
 import profiling  # noqa: E402
-from catalog_data import (DataError, PadCollator, TitlesTokenizedOnTheFly, TokenizedTitles, load_tokenizer,  # noqa: E402
-                          read_channel, read_labels)
+from catalog_data import (  # noqa: E402
+    DataError,
+    PadCollator,
+    TitlesTokenizedOnTheFly,
+    TokenizedTitles,
+    load_tokenizer,
+    read_channel,
+    read_labels,
+)
 from sampling import GlobalBatchPlan  # noqa: E402
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import queue
-import re
 import shutil
 import signal
 import subprocess
@@ -24,12 +23,12 @@ from pathlib import Path
 
 import psutil
 import pytest
-
 from conftest import SRC, TINY
+
 from helpers.aws import sagemaker_jobs
 from helpers.aws.offline import OfflineAWS
-from helpers.local.contract import HostConfig
 from helpers.job import Job, catalog_channels, parse_metric_line
+from helpers.local.contract import HostConfig
 from helpers.local.runner import LocalRunner
 from helpers.targets import resolve
 
@@ -111,7 +110,7 @@ class Log:
 
     def __init__(self, stream=None):
         self.lines: list[str] = []
-        self.new: "queue.Queue[str | None]" = queue.Queue()
+        self.new: queue.Queue[str | None] = queue.Queue()
         if stream is not None:
             threading.Thread(target=self._read, args=(stream,), daemon=True).start()
 
@@ -168,7 +167,8 @@ def _without_driver_channels(value):
 def _comparable(env: dict) -> dict:
     """``env`` without the rendezvous address and port, wherever they appear."""
     env = {k: v for k, v in env.items() if k not in ("SM_MASTER_ADDR", "SM_MASTER_PORT")}
-    env["SM_TRAINING_ENV"] = {k: v for k, v in env["SM_TRAINING_ENV"].items() if k not in ("master_addr", "master_port")}
+    rendezvous = ("master_addr", "master_port")
+    env["SM_TRAINING_ENV"] = {k: v for k, v in env["SM_TRAINING_ENV"].items() if k not in rendezvous}
     return env
 
 

@@ -15,11 +15,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from conftest import SRC
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.version import Version
-
-from conftest import SRC
 
 REQUIREMENTS = SRC / "requirements.txt"
 # (image, its Python, its torch, the transformers it ships or None)

@@ -17,16 +17,15 @@ from dataclasses import replace
 import pytest
 
 from helpers.aws import account as aws
-from helpers.aws import offline as aws_offline
-from helpers.planning import cost
-from helpers.planning import instances
 from helpers.aws import images
+from helpers.aws import offline as aws_offline
 from helpers.aws import sagemaker_jobs as sj
 from helpers.aws.build import source_tarball
 from helpers.aws.dry_run import REQUESTS_ENV, DryRun
 from helpers.aws.launch import LaunchedJob
 from helpers.aws.offline import ClientErrorAnswer, ScriptedJob
 from helpers.job import METRIC_NAMES, SOURCE_DIR, Job
+from helpers.planning import cost, instances
 
 ROLE = aws_offline.ROLE_ARN
 BUCKET = aws_offline.BUCKET
@@ -81,7 +80,7 @@ def uploaded_json(off: aws_offline.OfflineAWS, request: dict, name: str) -> dict
     return json.loads(off.read(f"{prefix}/{name}"))
 
 
-# ---------------------------------------------------------------------------------------------------- one request per kind
+# -------------------------------------------------------------------------------------------- one request per kind
 def test_single_process_script(offline, data):
     job = Job("lab01-single", {"epochs": 1, "lr": 5e-5, "model_size": "base"}, data)
     d = dry(job, "ml.g5.2xlarge")
@@ -200,7 +199,8 @@ def test_a_job_without_a_price_keeps_its_note_through_the_region_s_plan(offline,
 
 def test_a_v100_gets_an_image_built_for_it(offline, data):
     image = dry(Job("lab02-ddp", {}, data), "ml.p3.16xlarge").request["AlgorithmSpecification"]["TrainingImage"]
-    assert image.endswith(f"pytorch-training:{images.SMDDP_DLC[0]}-gpu-{images.SMDDP_DLC[1]}")  # CUDA 12: Volta still runs
+    # CUDA 12: Volta still runs
+    assert image.endswith(f"pytorch-training:{images.SMDDP_DLC[0]}-gpu-{images.SMDDP_DLC[1]}")
 
 
 def test_spot_with_max_wait_and_checkpoints(offline, data):
@@ -598,7 +598,7 @@ def test_cleanup_after_launches_stops_only_running_jobs_of_this_attendee(fake_aw
     assert [c.params["TrainingJobName"] for c in fake_aws.calls_to("StopTrainingJob")] == names[:2]
 
 
-# ---------------------------------------------------------------------------------------------------- images and local mode
+# ------------------------------------------------------------------------------------------- images and local mode
 def test_default_images_come_from_the_sdk():
     p4d = instances.lookup("ml.p4d.24xlarge")
     assert images.default_image("torchrun", p4d, "eu-west-1")[0] == \
@@ -633,7 +633,8 @@ def test_preflight_takes_the_images_whose_dockerfile_installs_smddp_and_says_the
     plan = sj.preflight(Job("lab03-smddp", {}, data, distribution="smddp", image_uri=image), "ml.p4d.24xlarge")
     assert plan.image_uri == image
     note = next(n for n in plan.notes if "support table does not list it" in n)
-    assert f"installs SMDDP {images.SMDDP_IN_DLC[version[:3]]}" in note and "Dockerfile is what goes into the image" in note
+    assert f"installs SMDDP {images.SMDDP_IN_DLC[version[:3]]}" in note
+    assert "Dockerfile is what goes into the image" in note
     default = sj.preflight(Job("lab03-smddp", {}, data, distribution="smddp"), "ml.p4d.24xlarge")
     assert not any("support table" in n for n in default.notes)  # 2.3.0: both sources list it
 

@@ -5,7 +5,6 @@ import random
 import sys
 
 import pytest
-
 from conftest import SRC
 
 sys.path.insert(0, str(SRC))

@@ -8,8 +8,10 @@ import matplotlib
 matplotlib.use("Agg")
 import pytest  # noqa: E402
 
-from helpers.planning import instances  # noqa: E402
-from helpers.planning import scaling
+from helpers.planning import (
+    instances,  # noqa: E402
+    scaling,
+)
 
 MB = 2**20
 EXACT = scaling.Assumptions(link_efficiency=1.0, intra_latency_s=0.0, inter_latency_s=0.0, overhead_s=0.0)

@@ -14,8 +14,8 @@ import inspect
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
+
 from helpers.errors import WorkshopError
 
 HELPERS = REPO / "helpers"

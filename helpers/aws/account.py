@@ -16,11 +16,12 @@ import json
 import os
 import re
 import urllib.parse
-from helpers.errors import WorkshopError
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+from helpers.errors import WorkshopError
 
 STUDIO_METADATA = Path("/opt/ml/metadata/resource-metadata.json")
 ROLE_ENV = ("WORKSHOP_ROLE_ARN", "SAGEMAKER_ROLE_ARN")

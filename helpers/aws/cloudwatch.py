@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from helpers.errors import WorkshopError
 from dataclasses import dataclass, field
-from helpers.local.monitor import heatmap
-from helpers.report import Table
+
 from helpers.aws import offline as aws_offline
+from helpers.errors import WorkshopError
+from helpers.local.monitor import heatmap
 from helpers.planning import instances
+from helpers.report import Table
 
 NAMESPACE = "/aws/sagemaker/TrainingJobs"
 METRICS = ("CPUUtilization", "MemoryUtilization", "GPUUtilization", "GPUMemoryUtilization", "DiskUtilization")

@@ -27,9 +27,11 @@ import socket
 import tempfile
 import threading
 import urllib.parse
-from helpers.errors import WorkshopError
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
+
+from helpers.errors import WorkshopError
 
 # placeholders that are obviously not a real account: the documentation account id AWS itself uses
 ACCOUNT = "111122223333"

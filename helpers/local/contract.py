@@ -62,7 +62,7 @@ class Layout:
     failure = property(lambda self: self.root / "output" / "failure")
     checkpoints = property(lambda self: self.root / "checkpoints")
 
-    def make(self) -> "Layout":
+    def make(self) -> Layout:
         for d in (self.config, self.data, self.model, self.output_data, self.checkpoints):
             d.mkdir(parents=True, exist_ok=True)
         return self

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
+from helpers.errors import WorkshopError
 from helpers.job import RUNS_DIR, Job, parse_metric_line
 from helpers.local.runner import JobResult, LocalRunner
 from helpers.targets import Target, resolve
-from helpers.errors import WorkshopError
 
 SIGNALS = {"SIGTERM": signal.SIGTERM, "SIGKILL": signal.SIGKILL}
 # figures that measure time or speed: they differ between any two runs, interrupted or not

@@ -33,8 +33,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from helpers import channels
-from helpers.local import fastfile_shim, objectstore
 from helpers.errors import JobSetupError
+from helpers.local import fastfile_shim, objectstore
 from helpers.local.objectstore import S3Object, S3Uri
 
 MODES = ("File", "FastFile", "FSx")
@@ -77,7 +77,8 @@ def check_channels(job) -> tuple[str | None, dict[str, ChannelSource]]:
     names = ", ".join(repr(n) for n in wanted)
     if not getattr(job, "s3_endpoint", None):
         raise InputModeError(f"channel(s) {names} read s3:// URIs, but Job.s3_endpoint is not set. Locally they come "
-                             f"from the object store helpers.local.objectstore runs: `with ObjectStore(root) as store:` "
+                             f"from the object store helpers.local.objectstore runs: "
+                             f"`with ObjectStore(root) as store:` "
                              f"and Job(..., s3_endpoint=store.endpoint). On SageMaker (an ml.* target) they are S3.")
     try:
         endpoint = objectstore.require_loopback(job.s3_endpoint)

@@ -22,14 +22,15 @@ import contextlib
 import json
 import threading
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import psutil
-from helpers.report import Table
+
 from helpers import targets
 from helpers.local.runner import LocalRunner
+from helpers.report import Table
 
 ROLES = ("launcher", "trainer", "loader workers")
 
@@ -131,7 +132,7 @@ class Monitor:
         with contextlib.suppress(psutil.NoSuchProcess):
             self.roots.append(psutil.Process(pid))
 
-    def start(self) -> "Monitor":
+    def start(self) -> Monitor:
         if self._thread is not None:
             raise RuntimeError("this monitor is already running; make a new Monitor for another job")
         psutil.cpu_percent(percpu=True)  # the first call only sets the baseline for the next
@@ -142,7 +143,7 @@ class Monitor:
         self._thread.start()
         return self
 
-    def stop(self) -> "Monitor":
+    def stop(self) -> Monitor:
         """Take a last sample and join the thread; safe to call twice."""
         self._stop.set()
         if self._thread is not None:
@@ -155,7 +156,7 @@ class Monitor:
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    def __enter__(self) -> "Monitor":
+    def __enter__(self) -> Monitor:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -454,7 +455,8 @@ def top_ops(output_dir: str | Path, rank: int = 0, device: str | None = None, li
     report = profile_report(output_dir, rank)
     which = device or ("gpu" if "gpu" in report else "cpu")
     if which not in report:
-        raise KeyError(f"the profile has no {which!r} list (it has {', '.join(k for k in ('cpu', 'gpu') if k in report)})")
+        has = ", ".join(k for k in ("cpu", "gpu") if k in report)
+        raise KeyError(f"the profile has no {which!r} list (it has {has})")
     return [{"operator": r["name"] if len(r["name"]) <= 60 else r["name"][:57] + "...",
              "ms per step": r["self_ms_per_step"], "share": r["share"], "calls per step": r["calls_per_step"]}
             for r in report[which][:limit]]

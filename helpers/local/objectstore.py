@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-from helpers.local.ports import free_ports as _free_ports
 from helpers.errors import WorkshopError
+from helpers.local.ports import free_ports as _free_ports
 
 ACCESS_KEY, SECRET_KEY = "workshop", "workshop-local-store"  # the store accepts any key pair; boto3 needs one
 REGION = "us-east-1"
@@ -60,7 +60,7 @@ class S3Uri:
     prefix: str
 
     @classmethod
-    def parse(cls, uri: str, directory: bool = True) -> "S3Uri":
+    def parse(cls, uri: str, directory: bool = True) -> S3Uri:
         parsed = urlparse(str(uri))
         if parsed.scheme != "s3" or not parsed.netloc:
             raise ValueError(f"{uri!r} is not an S3 URI (s3://bucket/prefix/).")
@@ -218,7 +218,7 @@ class ObjectStore:
     def log_path(self) -> Path:
         return self.root / "weed.log"
 
-    def start(self) -> "ObjectStore":
+    def start(self) -> ObjectStore:
         if self.running:
             return self
         weed = weed_binary()
@@ -297,7 +297,7 @@ class ObjectStore:
             self._finalizer()  # runs _stop at most once
         self._client = None
 
-    def __enter__(self) -> "ObjectStore":
+    def __enter__(self) -> ObjectStore:
         return self.start()
 
     def __exit__(self, *exc) -> bool:
@@ -392,7 +392,8 @@ def write_small_files(catalog_dir: str | os.PathLike, out: str | os.PathLike, ro
     src, dest = Path(catalog_dir) / "train", Path(out)
     parts = sorted(src.glob("*.csv"))
     if not parts:
-        raise ObjectStoreError(f"{src}: no CSV parts; build the catalogue first (`python -m helpers.data.catalog shards "
+        raise ObjectStoreError(f"{src}: no CSV parts; build the catalogue first "
+                               f"(`python -m helpers.data.catalog shards "
                                f"--rows 30000 --out {catalog_dir}`).")
     if dest.exists():
         shutil.rmtree(dest)

@@ -17,20 +17,20 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Callable
 
-from helpers.local.contract import HostConfig, Layout, container_env, hyperparameter_args
-from helpers.data import catalog
 from helpers import hyperparameters
-from helpers.job import RUNS_DIR, Job, parse_metric_line
-from helpers.targets import Target
+from helpers.data import catalog
 from helpers.errors import JobSetupError, WorkshopError
-from helpers.local.ports import free_port
+from helpers.job import RUNS_DIR, Job, parse_metric_line
 from helpers.local import input_modes
+from helpers.local.contract import HostConfig, Layout, container_env, hyperparameter_args
+from helpers.local.ports import free_port
 from helpers.results import RunResult
+from helpers.targets import Target
 
 CONTAINER_INIT = Path(__file__).with_name("container_init.py")
 
@@ -47,7 +47,7 @@ _OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFF
 class JobFailed(WorkshopError, RuntimeError):
     """A job exited non-zero; the message carries its failure reason and the end of its log."""
 
-    def __init__(self, message: str, result: "JobResult"):
+    def __init__(self, message: str, result: JobResult):
         super().__init__(message)
         self.result = result
 
@@ -97,7 +97,8 @@ def clean_environment(cwd: Path) -> dict[str, str]:
 
 
 def _file_mode_only(mode: str) -> str:
-    return (f"input mode {mode!r} needs an s3:// channel on the local object store (helpers.local.objectstore, lab 05); "
+    return (f"input mode {mode!r} needs an s3:// channel on the local object store "
+            f"(helpers.local.objectstore, lab 05); "
             f"a local directory is presented in 'File' mode.")
 
 
@@ -122,7 +123,7 @@ class LocalJob:
     def __init__(self, job: Job, target: Target, run_dir: Path, commands: list[tuple[str, list[str], dict, Path]],
                  echo: bool, on_line: Callable[[str, str], None] | None, forward_sigterm: bool = False):
         self.job, self.target, self.run_dir, self.echo, self.on_line = job, target, run_dir, echo, on_line
-        self.lines: "queue.Queue[tuple[str, str | None]]" = queue.Queue()
+        self.lines: queue.Queue[tuple[str, str | None]] = queue.Queue()
         self.history: list[dict] = []
         self.tail: list[str] = []
         self.t0 = time.perf_counter()
@@ -269,7 +270,8 @@ class LocalRunner:
     def __init__(self, runs_dir: Path | str = RUNS_DIR / "jobs", echo: bool = True, check: bool = True,
                  on_line: Callable[[str, str], None] | None = None, job_name: str | None = None,
                  checkpoint_dir: Path | str | None = None, forward_sigterm: bool = False):
-        self.runs_dir, self.echo, self.check, self.on_line, self.job_name = Path(runs_dir), echo, check, on_line, job_name
+        self.runs_dir, self.echo, self.check = Path(runs_dir), echo, check
+        self.on_line, self.job_name = on_line, job_name
         self.checkpoint_dir = Path(checkpoint_dir).resolve() if checkpoint_dir else None
         self.forward_sigterm = forward_sigterm
 

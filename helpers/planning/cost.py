@@ -11,8 +11,8 @@ import html
 import os
 from dataclasses import dataclass
 
-from helpers.planning import instances
 from helpers.errors import WorkshopError
+from helpers.planning import instances
 
 # Managed spot saves "up to 90%" (AWS). The floor is an assumption, not a published figure: GPU spot capacity is often
 # discounted far less, so estimates show a range rather than a single spot price. AWS guarantees no saving at all, so

@@ -19,8 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from helpers.planning import cost
-from helpers.planning import instances
+from helpers.planning import cost, instances
 
 # the instance choices the labs offer, smallest first
 LAB_INSTANCES = ("ml.g5.2xlarge", "ml.g5.12xlarge", "ml.g6e.12xlarge", "ml.p4d.24xlarge", "ml.p5.48xlarge")
