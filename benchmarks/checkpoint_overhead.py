@@ -22,8 +22,10 @@ import torch
 
 SRC = Path(__file__).resolve().parent.parent / "labs" / "src"
 sys.path.insert(0, str(SRC))
-import train  # noqa: E402  (the container's script: its model, its Dist for one process)
+import options  # noqa: E402  (the container's code: train.py's options and model, a Dist for one process)
+import train  # noqa: E402
 from checkpointing import Checkpointer  # noqa: E402
+from ranks import Dist  # noqa: E402
 
 VOCAB, LABELS = 8000, 44
 
@@ -60,7 +62,7 @@ def step_seconds(model, optimizer, schedule, batch: int, seq: int, steps: int) -
 def measure(size: str, args) -> dict:
     hp, model, optimizer, schedule, scaler = build(size, args)
     step_s = step_seconds(model, optimizer, schedule, args.batch, args.seq, args.steps)  # optimizer state exists now
-    d = train.Dist("auto")
+    d = Dist("auto")
     with tempfile.TemporaryDirectory(dir=args.tmp) as tmp:
         ckpt = Checkpointer(tmp, d, every=1, keep=2, fingerprint={"model_size": size}, allow_changes=set(),
                             model=model, optimizer=optimizer, schedule=schedule, scaler=scaler, metrics=History())
@@ -102,7 +104,7 @@ def refuse_bad(p: argparse.ArgumentParser, args) -> None:
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--sizes", nargs="+", default=["tiny", "base"], choices=sorted(train.MODEL_SIZES))
+    p.add_argument("--sizes", nargs="+", default=["tiny", "base"], choices=sorted(options.CLASSIFIER_MODEL_SIZES))
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--seq", type=int, default=64)
     p.add_argument("--steps", type=int, default=3, help="timed training steps per size")

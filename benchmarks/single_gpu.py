@@ -20,8 +20,8 @@ same DataLoader (one batch plan, one collator). HF Trainer runs with its fast se
 (``fastpath.compile_model``). What differs is the training loop around them: that is what the ratio measures.
 
 Throughput counts only the timed steps (after warm-up), between two device synchronisations. MFU uses the training
-script's FLOP count (at the padded width) and peak table; it is left out off a GPU. Prints a table; ``--out``
-writes the JSON.
+script's FLOP count (at the padded width) and measured peak table (``MEASURED_PEAK_TFLOPS``); it is left out off a
+GPU. Prints a table; ``--out`` writes the JSON.
 """
 from __future__ import annotations
 
@@ -42,6 +42,7 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "labs" / "src"))
 import fastpath  # noqa: E402  (the container's code: the same construction train.py uses)
+import options  # noqa: E402
 import train  # noqa: E402
 from catalog_data import PadCollator, TokenizedTitles, load_tokenizer, read_channel, read_labels  # noqa: E402
 from sampling import GlobalBatchPlan  # noqa: E402
@@ -57,7 +58,7 @@ GOALS = [("samples/s, batch 256, seq 128", "random", "seq", 256, "ours", "sample
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
-    p.add_argument("--model_size", choices=sorted(train.MODEL_SIZES), default="base")
+    p.add_argument("--model_size", choices=sorted(options.CLASSIFIER_MODEL_SIZES), default="base")
     p.add_argument("--modes", default="random,titles", help="comma list: random, titles")
     p.add_argument("--trainers", default="hf,ours", help="comma list: hf, ours")
     p.add_argument("--precision", choices=["auto", "bf16", "fp32"], default="auto", help="auto: bf16 on a GPU")
@@ -112,7 +113,7 @@ def parse_args(argv=None):
 
 
 class OneDevice:
-    """What ``train.evaluate`` needs of ``train.Dist`` for one process on a chosen device."""
+    """What ``train.evaluate`` needs of ``ranks.Dist`` for one process on a chosen device."""
 
     def __init__(self, device: torch.device):
         self.device, self.rank, self.world = device, 0, 1
@@ -316,7 +317,7 @@ def finish(a, w: Workload, trainer: str, model, seconds: float, losses: list, au
             r, p = batch_tokens(batch)
             real, padded, flops = real + r, padded + p, flops + w.batch * flops_of(batch["input_ids"].shape[1])
     rate = timed * w.batch / seconds if seconds else float("nan")
-    peak = next((v for k, v in train.PEAK_TFLOPS.items() if k in torch.cuda.get_device_name()), 0.0) \
+    peak = next((v for k, v in train.MEASURED_PEAK_TFLOPS.items() if k in torch.cuda.get_device_name()), 0.0) \
         if a.device.type == "cuda" else 0.0
     row = {"mode": w.mode, "layout": w.layout, "batch": w.batch, "trainer": trainer, "timed_steps": timed,
            "seconds": seconds, "samples_per_sec": rate,

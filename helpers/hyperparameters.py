@@ -2,22 +2,31 @@
 
 The training scripts keep going past options they do not know (SageMaker adds its own), and argparse only rejects a
 bad value once the job has started: a misspelt switch would cost a whole run without taking effect, a bad value a
-launch. The options are read from the script's source (it is not run: no torch import, no container needed).
+launch. The scripts publish their options: ``labs/src/options.py`` holds every entry script's parser, and
+``python options.py --schema`` prints each option's type, choices and default, the scripts' model sizes and the
+spellings their booleans accept, as JSON. It is standard library only (no torch, no container needed), so this
+module runs it in a subprocess (tens of milliseconds) and keeps the answer per source directory.
+
+An entry point it does not describe is not checked, and launches as before: a shell script, a file the source
+directory lacks, or a user's own script (with no ``options.py`` beside it, or one whose ``SCRIPTS`` does not list
+it; add the script's parser there to have it checked).
 """
 from __future__ import annotations
 
-import ast
 import difflib
-from dataclasses import dataclass
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from helpers.errors import WorkshopError
 from helpers.local.contract import deserialize, serialize
 
-# what labs/src/train.py's str2bool accepts (tests/test_train_script.py holds the two together)
-TRUE, FALSE = ("true", "1", "yes", "y", "on"), ("false", "0", "no", "n", "off", "none", "")
+OPTIONS_MODULE = "options.py"  # in the source directory, beside the entry scripts it describes
 _CONVERT = {"int": int, "float": float}
-_BOOLEAN_TYPES = ("str2bool", "boolean")  # train.py's converter, and its name inside profiling.add_arguments
 # Other frameworks' names for the scripts' options (Hugging Face Trainer's TrainingArguments, Keras' fit, common
 # script conventions), each with the script names it may mean, first match wins. Spelling is too far off for difflib
 # ("learning_rate" is not close to "lr"), but the meaning is common: these are looked up first.
@@ -44,67 +53,95 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
 }
 
 
+class SchemaError(WorkshopError, RuntimeError):
+    """The source directory's options.py exists but did not describe its scripts (the message says why)."""
+
+
 @dataclass(frozen=True)
 class Option:
-    type: str | None = None  # "int", "float", "bool", or None: any string
+    type: str | None = None  # "int", "float", "bool", "str" (or None: not known, any string)
     choices: tuple[str, ...] | None = None
+    default: Any = field(default=None, compare=False)  # as the script's parser declares it
 
 
-def options(entry: Path) -> dict[str, Option] | None:
-    """The ``--options`` an entry script's parser declares, with those a sibling module adds through its
-    ``add_arguments(parser)`` (as ``profiling`` does for ``train.py``); None if it declares none (a script without
-    argparse: nothing to check against)."""
+_SCHEMAS: dict[tuple, dict | None] = {}
+
+
+def schema(source_dir: str | Path) -> dict | None:
+    """What ``python options.py --schema`` prints in ``source_dir`` (see ``labs/src/options.py``): ``booleans``
+    (``true``/``false`` spellings) and, per entry script, its ``options`` and ``model_sizes``. None where the
+    directory has no options module. Run once per source directory, and again only when options.py changes."""
+    path = Path(source_dir) / OPTIONS_MODULE
+    if not path.is_file():
+        return None  # no options module: nothing published
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+    if key not in _SCHEMAS:  # a module that has no --schema (someone else's options.py) publishes nothing
+        published = "--schema" in path.read_text(encoding="utf-8", errors="replace")
+        _SCHEMAS[key] = _run_schema(path) if published else None
+    return _SCHEMAS[key]
+
+
+def _run_schema(path: Path) -> dict:
+    # the container's defaults, not this machine's: no SM_* variable leaks into the defaults it reports.
+    # -E: no PYTHONPATH (the module imports only its siblings); -B: no __pycache__ written into the source dir
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SM_")}
+    try:
+        done = subprocess.run([sys.executable, "-B", "-E", path.name, "--schema"], cwd=path.parent, env=env,
+                              capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        raise SchemaError(f"{path}: `python {path.name} --schema` took over 60 s") from None
+    try:
+        published = json.loads(done.stdout) if done.returncode == 0 else None
+    except json.JSONDecodeError:
+        published = None
+    if not isinstance(published, dict) or "scripts" not in published:
+        raise SchemaError(f"{path}: `python {path.name} --schema` gave no options (exit code {done.returncode}): "
+                          f"{(done.stderr or done.stdout).strip()[-500:]}")
+    return published
+
+
+def _published(entry: Path) -> tuple[dict, dict] | None:
+    """(the entry script's part of its source directory's schema, the whole schema), or None."""
     entry = Path(entry)
     if entry.suffix != ".py" or not entry.is_file():  # a shell entry point, or none: nothing to read
         return None
-    tree = ast.parse(entry.read_text(), str(entry))
-    found: dict[str, Option] = {}
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
-            continue
-        if node.func.attr == "add_argument":
-            names = [a.value[2:] for a in node.args if isinstance(a, ast.Constant) and str(a.value).startswith("--")]
-            found.update(dict.fromkeys(names, _option(node, tree, entry.parent)))
-        elif node.func.attr == "add_arguments" and isinstance(node.func.value, ast.Name):
-            module = entry.parent / f"{node.func.value.id}.py"
-            found.update(options(module) or {} if module.is_file() else {})
-    return found or None
+    published = schema(entry.parent)
+    script = (published or {}).get("scripts", {}).get(entry.name)
+    return (script, published) if script else None
 
 
-def _option(call: ast.Call, tree: ast.Module, source_dir: Path) -> Option:
-    keywords = {k.arg: k.value for k in call.keywords}
-    kind = getattr(keywords.get("type"), "id", None)
-    kind = "bool" if kind in _BOOLEAN_TYPES else kind if kind in _CONVERT else None
-    choices = _literal(keywords["choices"], tree, source_dir) if "choices" in keywords else None
-    return Option(kind, tuple(str(c) for c in choices) if choices is not None else None)
-
-
-def _literal(node: ast.AST, tree: ast.Module, source_dir: Path):
-    """A ``choices=`` value: a literal, ``sorted(NAME)``, or a module-level literal ``NAME`` / ``module.NAME`` of the
-    source_dir (a dict gives its keys); None where it is anything else (then the value is not checked)."""
-    if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "sorted" and len(node.args) == 1:
-        return _literal(node.args[0], tree, source_dir)
-    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-        module = source_dir / f"{node.value.id}.py"
-        if not module.is_file():
-            return None
-        tree, node = ast.parse(module.read_text()), ast.Name(node.attr)
-    if isinstance(node, ast.Name):
-        assigned = [a.value for a in tree.body if isinstance(a, ast.Assign)
-                    and any(getattr(t, "id", None) == node.id for t in a.targets)]
-        return _literal(assigned[-1], tree, source_dir) if assigned else None
-    try:
-        value = ast.literal_eval(node)
-    except ValueError:
+def options(entry: Path) -> dict[str, Option] | None:
+    """The ``--options`` an entry script declares, as its source directory's options module publishes them; None
+    where it publishes nothing for this script (a user's own script, a shell script: nothing to check against)."""
+    published = _published(entry)
+    if published is None:
         return None
-    return list(value) if isinstance(value, (list, tuple, dict, set)) else None
+    return {name: Option(o["type"], tuple(o["choices"]) if o["choices"] is not None else None, o.get("default"))
+            for name, o in published[0]["options"].items()} or None
 
 
-def _bad_value(value: Any, option: Option) -> str | None:
+def model_sizes(entry: Path) -> dict[str, tuple[int, ...]] | None:
+    """The ``--model_size`` table an entry script builds its model from (name: numbers, as the script's own table
+    orders them), or None where it publishes none."""
+    published = _published(entry)
+    sizes = published[0].get("model_sizes") if published else None
+    return {name: tuple(numbers) for name, numbers in sizes.items()} if sizes else None
+
+
+def booleans(entry: Path) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """(the spellings an entry script reads as true, those it reads as false), or None where it publishes none."""
+    published = _published(entry)
+    if published is None:
+        return None
+    return tuple(published[1]["booleans"]["true"]), tuple(published[1]["booleans"]["false"])
+
+
+def _bad_value(value: Any, option: Option, spellings: tuple[tuple[str, ...], ...]) -> str | None:
     text = serialize(deserialize(value))  # exactly the string the script receives
     if option.choices is not None and text not in option.choices:
         return f"one of {', '.join(option.choices)}"
-    if option.type == "bool" and text.lower() not in TRUE + FALSE:
+    if option.type == "bool" and text.lower() not in spellings[0] + spellings[1]:
         return "true or false"
     if option.type in _CONVERT:
         try:
@@ -135,16 +172,18 @@ def suggest(name: str, known) -> str | None:
 def check(job) -> str | None:
     """What is wrong with ``job``'s hyperparameters for its entry script (unknown names, with the closest known one;
     values the script would refuse), or None."""
-    known = options(Path(job.source_dir) / job.entry_point)
+    entry = Path(job.source_dir) / job.entry_point
+    known = options(entry)
     if not known:
         return None
+    spellings = booleans(entry)
     problems = []
     for name, value in job.hyperparameters.items():
         if name not in known:
             close = suggest(str(name), known)
             problems.append(f"no option {name!r}" + (f" (did you mean {close!r}?)" if close else "") +
                             ": it would be ignored")
-        elif want := _bad_value(value, known[name]):
+        elif want := _bad_value(value, known[name], spellings):
             problems.append(f"{name}={value!r} is not {want}")
     if not problems:
         return None

@@ -1,5 +1,11 @@
-"""A job's hyperparameters against the options its entry script declares: read from the source, checked before launch."""
+"""A job's hyperparameters against the options its entry script declares (as labs/src/options.py publishes them),
+checked before launch."""
 from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -7,15 +13,68 @@ from helpers import hyperparameters as hp
 from helpers.job import SOURCE_DIR, Job
 
 
-def test_the_options_a_script_takes_are_read_from_its_source():
+def test_the_options_a_script_takes_are_what_its_parser_declares():
     train, lm = hp.options(SOURCE_DIR / "train.py"), hp.options(SOURCE_DIR / "train_lm.py")
     assert train["bucket_by_length"] == hp.Option("bool") and train["batch_size"] == hp.Option("int")
-    assert train["precision"].choices == ("auto", "fp32", "bf16", "fp16")  # a literal list
-    assert train["model_size"].choices == ("tiny", "small", "base")  # sorted(MODEL_SIZES), a dict in train.py
-    assert "reduce-overhead" in train["compile_mode"].choices  # fastpath.COMPILE_MODES, in a sibling module
-    assert train["profile"] == hp.Option("bool") and "profile_dir" in train  # added by profiling.add_arguments
-    assert "strategy" in lm and "tokenize" not in lm  # importing train's functions does not take its options
-    assert hp.options(SOURCE_DIR.parent.parent / "helpers" / "baseline.py") is None  # no argparse: not checked
+    assert train["precision"].choices == ("auto", "fp32", "bf16", "fp16")
+    assert train["model_size"].choices == ("base", "small", "tiny")  # sorted(CLASSIFIER_MODEL_SIZES), as argparse
+    assert "reduce-overhead" in train["compile_mode"].choices
+    assert train["profile"] == hp.Option("bool") and "profile_dir" in train  # profiling's flags are train.py's
+    assert train["lr"] == hp.Option("float") and train["lr"].default == 1e-3 and train["compile_backend"].type == "str"
+    assert train["train"].default == "/opt/ml/input/data/train"  # the container's default, not this machine's
+    assert "strategy" in lm and "tokenize" not in lm and lm["model_size"].choices == ("1b", "7b", "medium", "small",
+                                                                                      "tiny")
+    assert hp.options(SOURCE_DIR / "read_channel.py")["access"].choices == ("sequential", "random")
+    assert hp.options(SOURCE_DIR / "sampling.py") is None  # a module, not an entry script: not described
+    assert hp.options(SOURCE_DIR.parent.parent / "helpers" / "report.py") is None  # no options.py beside it
+
+
+def test_the_schema_is_the_parsers_own_and_needs_no_torch(monkeypatch):
+    """options.py --schema answers from the very parsers the scripts use, without importing torch (milliseconds)."""
+    probe = ("import json, runpy, sys; sys.argv = ['options.py', '--schema', 'train.py']; "
+             "runpy.run_path('options.py', run_name='__main__'); "
+             "sys.stderr.write(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
+             "('torch', 'transformers', 'numpy'))))")
+    done = subprocess.run([sys.executable, "-B", "-c", probe], cwd=SOURCE_DIR, capture_output=True, text=True,
+                          timeout=60, env={"PATH": ""})
+    assert done.returncode == 0 and json.loads(done.stderr) == [], done.stderr
+    published = json.loads(done.stdout)
+    assert set(published["scripts"]) == {"train.py"} and published["booleans"]["false"][-1] == ""
+    assert published["scripts"]["train.py"]["model_sizes"]["base"] == [768, 6, 12, 3072]
+    for name in [k for k in os.environ if k.startswith("SM_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.syspath_prepend(str(SOURCE_DIR))
+    import train  # the script's own parse gives the published defaults
+
+    parsed = vars(train.parse_args([]))
+    assert parsed.pop("unknown") == []
+    assert {k: o["default"] for k, o in published["scripts"]["train.py"]["options"].items()} == parsed
+
+
+def test_the_schema_is_read_once_per_source_dir(tmp_path, monkeypatch):
+    calls = []
+    run = hp._run_schema
+    monkeypatch.setattr(hp, "_run_schema", lambda path: calls.append(path) or run(path))
+    monkeypatch.setattr(hp, "_SCHEMAS", {})
+    for _ in range(3):
+        assert hp.check(Job("x", {"epochs": 1})) is None and hp.options(SOURCE_DIR / "train_lm.py")
+    assert len(calls) == 1
+
+
+def test_a_users_own_script_is_not_checked(tmp_path):
+    """No options.py beside it (or one that does not list it): the job launches as it would have, unchecked."""
+    (tmp_path / "mine.py").write_text("import argparse\np = argparse.ArgumentParser()\np.add_argument('--lr')\n")
+    assert hp.options(tmp_path / "mine.py") is None
+    assert hp.check(Job("x", {"learning_rate": 1, "lr": "fast"}, source_dir=tmp_path, entry_point="mine.py")) is None
+    (tmp_path / "options.py").write_text("print('a user module of their own, not ours')\n")
+    assert hp.check(Job("x", {"lr": "fast"}, source_dir=tmp_path, entry_point="mine.py")) is None
+
+
+def test_a_broken_options_module_is_said_before_launch(tmp_path):
+    (tmp_path / "train.py").write_text("import options\n")
+    (tmp_path / "options.py").write_text("import sys\nif '--schema' in sys.argv:\n    raise SystemExit('no luck')\n")
+    with pytest.raises(hp.SchemaError, match="no luck"):
+        hp.check(Job("x", {"lr": 1}, source_dir=tmp_path, entry_point="train.py"))
 
 
 @pytest.mark.parametrize("hyperparameters, says", [
@@ -23,7 +82,7 @@ def test_the_options_a_script_takes_are_read_from_its_source():
     ({"epochs": None}, "epochs=None is not a float"),
     ({"batch_size": 6.5}, "batch_size=6.5 is not an int"),
     ({"compile": "maybe"}, "compile='maybe' is not true or false"),
-    ({"model_size": "large"}, "model_size='large' is not one of tiny, small, base"),
+    ({"model_size": "large"}, "model_size='large' is not one of base, small, tiny"),
 ])
 def test_each_problem_is_named_with_its_fix(hyperparameters, says):
     problem = hp.check(Job("x", hyperparameters))

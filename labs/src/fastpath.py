@@ -22,9 +22,7 @@ from typing import Callable
 
 import torch
 
-# torch.compile modes a lab compares: "default" (fusion), "reduce-overhead" (fusion + CUDA graphs),
-# "max-autotune-no-cudagraphs" (fusion + matmul autotuning: minutes of compiling per shape)
-COMPILE_MODES = ("default", "reduce-overhead", "max-autotune-no-cudagraphs", "max-autotune")
+from options import COMPILE_MODES  # noqa: F401 - the --compile_mode choices, declared with train.py's options
 
 
 def check(args) -> None:

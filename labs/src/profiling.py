@@ -2,10 +2,11 @@
 
 The clock always runs (two ``perf_counter`` calls a step): it splits the loop's wall time into waiting for the next
 batch (inside ``next(loader)``) and everything else, and adds ``data_wait_frac`` and friends to the run's summary.
-``--profile`` adds torch.profiler on a ``wait, warmup, active`` schedule. Its trace lands in ``--profile_dir`` as a
-Chrome trace (``<host>-rank<r>.<id>.pt.trace.json.gz``: open it in https://ui.perfetto.dev or TensorBoard); rank
-``r`` also writes its top operators as ``top_ops.rank<r>.json`` and ``.txt``. On SageMaker, a ``--profile_dir``
-under ``/opt/ml/output/tensorboard`` is uploaded to the job's TensorBoard S3 location while it runs.
+``--profile`` adds torch.profiler on a ``wait, warmup, active`` schedule (the flags are declared with train.py's
+other options, in ``options.py``). Its trace lands in ``--profile_dir`` as a Chrome trace
+(``<host>-rank<r>.<id>.pt.trace.json.gz``: open it in https://ui.perfetto.dev or TensorBoard); rank ``r`` also
+writes its top operators as ``top_ops.rank<r>.json`` and ``.txt``. On SageMaker, a ``--profile_dir`` under
+``/opt/ml/output/tensorboard`` is uploaded to the job's TensorBoard S3 location while it runs.
 
 SageMaker Debugger's framework profiling and SageMaker Profiler are going away; these are plain PyTorch, so they
 run the same in any container. The training loop calls three hooks::
@@ -25,17 +26,6 @@ import torch
 
 # operators that only wrap others (their self time is the wrapper's own bookkeeping): not a bottleneck by themselves
 _WRAPPERS = ("ProfilerStep",)  # "ProfilerStep#7", or "ProfilerStep*" once key_averages() merges them
-
-
-def add_arguments(p, boolean) -> None:
-    """The profiling flags, on train.py's parser (``boolean``: its SageMaker-safe string-to-bool)."""
-    p.add_argument("--profile", type=boolean, default=False,
-                   help="torch.profiler around a few steps: a Chrome/TensorBoard trace and a top-operators table")
-    p.add_argument("--profile_dir", default="",
-                   help="where the trace and tables go (default: <output_data_dir>/profile; on SageMaker, a path "
-                        "under /opt/ml/output/tensorboard is uploaded as the job runs)")
-    p.add_argument("--profile_schedule", default="2,2,5",
-                   help="wait,warmup,active steps: skip start-up, warm the profiler up, then record")
 
 
 def parse_schedule(text: str) -> tuple[int, int, int]:

@@ -1,31 +1,26 @@
 """Read a channel the way a data loader would, and say how fast: the input-mode lab's I/O-only job.
 
-Standard library only, so it runs in any SageMaker image and in the local runner; it reads only the container
-contract (``SM_CHANNEL_<NAME>``). ``--access sequential`` reads the files in name order, each front to back;
-``--access random`` reads a random ``--fraction`` of them in random order (a shuffled data set of one object per
-record). Metric lines::
+Standard library only, so it runs in any SageMaker image and in the local runner (its options are declared in
+``options.py``); it reads only the container contract (``SM_CHANNEL_<NAME>``). ``--access sequential`` reads the
+files in name order, each front to back; ``--access random`` reads a random ``--fraction`` of them in random order
+(a shuffled data set of one object per record). Metric lines::
 
     [read] files=10 bytes=1048576 seconds=0.2
     [final] files=40 bytes=4194304 read_seconds=0.81 mb_per_s=5.2 first_byte_s=0.01
 """
 from __future__ import annotations
 
-import argparse
 import os
 import random
 import time
 
+from options import read_channel_parser
+
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--channel", default="train", help="the channel to read (SM_CHANNEL_<NAME>)")
-    p.add_argument("--access", choices=["sequential", "random"], default="sequential")
-    p.add_argument("--fraction", type=float, default=1.0, help="share of the files to read")
-    p.add_argument("--pattern", default="", help="only files whose name ends with this (e.g. .csv)")
-    p.add_argument("--block_kb", type=int, default=1024)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--log_every", type=int, default=0, help="a [read] line every N files (0: ten per run)")
-    args, _ = p.parse_known_args(argv)  # SageMaker adds hyperparameters of its own
+    """The options declared in options.py (which the notebook side reads too); SageMaker adds hyperparameters of
+    its own, so unknown ones are ignored."""
+    args, _ = read_channel_parser(description=__doc__.split("\n\n")[0]).parse_known_args(argv)
     return args
 
 

@@ -8,266 +8,44 @@ It reads only the SageMaker training-container contract (SM_* variables, /opt/ml
 
 Metric lines are ``key=value`` pairs (``[train] step=20 train_loss=2.1834 ...``) so SageMaker metric definitions
 can scrape them with one regex each; the same figures land in ``$SM_OUTPUT_DATA_DIR/metrics.json``.
+
+Read it top-down: ``main`` is the whole run, and what it calls follows it. The options are declared in
+``options.py`` (the notebook side checks a job's hyperparameters against them before launch), the rank, device and
+collectives come from ``ranks.py``, and ``container.py`` makes a failure the job's FailureReason.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
 import shutil
-import sys
 import time
-import traceback
 from contextlib import nullcontext
 
 import torch
-import torch.distributed as dist
 
 import fastpath
+import options
 import profiling
 from catalog_data import (PadCollator, TitlesTokenizedOnTheFly, TokenizedTitles, load_tokenizer, read_channel,
                           read_labels)
 from checkpointing import EXIT_STOPPED, Checkpointer
+from container import run
+from ranks import Dist, Metrics, pick_precision
 from sampling import GlobalBatchPlan
 
-# name: (dim, layers, heads, ffn). "base" is distilbert-base's shape; "tiny" is for CPU smoke runs.
-MODEL_SIZES = {"tiny": (128, 2, 4, 512), "small": (256, 4, 4, 1024), "base": (768, 6, 12, 3072)}
 # dense tensor-core TFLOP/s used as the MFU denominator. H100/H200: the bf16 matmul ceiling measured on the
 # workshop's reference machines (8192^3 GEMM, 788 on both), not the datasheet's 989: the workshop's H100 goals are
 # stated against it. The others: datasheet dense bf16 (V100: fp16, it has no bf16), so compare MFU across GPUs with
-# care (helpers/planning/scaling.py carries step times between GPUs with datasheet figures only).
-PEAK_TFLOPS = {"H100": 788.0, "H200": 788.0, "A100": 312.0, "A10G": 125.0, "L4": 121.0, "V100": 125.0}
-
-
-def str2bool(value: str) -> bool:
-    """SageMaker passes every hyperparameter as a string: "False" must mean False."""
-    if value.lower() in ("true", "1", "yes", "y", "on"):
-        return True
-    if value.lower() in ("false", "0", "no", "n", "off", "none", ""):
-        return False
-    raise argparse.ArgumentTypeError(f"expected a boolean (true/false), got {value!r}")
-
-
-class ArgumentParser(argparse.ArgumentParser):
-    """argparse whose error is the job's failure reason: a message, where plain argparse leaves only exit code 2."""
-
-    def error(self, message):
-        self.print_usage(sys.stderr)
-        raise SystemExit(f"{self.prog}: error: {message}")
+# care (helpers/planning/scaling.py carries step times between GPUs with DATASHEET_PEAK_TFLOPS, datasheet figures
+# only).
+MEASURED_PEAK_TFLOPS = {"H100": 788.0, "H200": 788.0, "A100": 312.0, "A10G": 125.0, "L4": 121.0, "V100": 125.0}
 
 
 def parse_args(argv=None):
-    env = os.environ.get
-    p = ArgumentParser(description=__doc__.split("\n\n")[0])
-    # the container contract: channels, model and output dirs
-    p.add_argument("--train", default=env("SM_CHANNEL_TRAIN", "/opt/ml/input/data/train"))
-    p.add_argument("--validation", default=env("SM_CHANNEL_VALIDATION", "/opt/ml/input/data/validation"))
-    p.add_argument("--pretrained", default=env("SM_CHANNEL_PRETRAINED", ""),
-                   help="a save_pretrained() directory to start from instead of random weights")
-    p.add_argument("--model_dir", default=env("SM_MODEL_DIR", "/opt/ml/model"))
-    p.add_argument("--output_data_dir", default=env("SM_OUTPUT_DATA_DIR", "/opt/ml/output/data"))
-    p.add_argument("--checkpoint_dir", default="/opt/ml/checkpoints")
-    p.add_argument("--checkpoint_every", type=int, default=0, help="save every N steps and on SIGTERM (0: off)")
-    p.add_argument("--checkpoint_keep", type=int, default=2, help="keep the newest K checkpoints")
-    p.add_argument("--resume_allow_changes", default="", help="comma list: settings allowed to differ from the "
-                   "checkpoint's (max_steps, epochs, lr...); any other change is refused")
-    # the model
-    p.add_argument("--model_size", choices=sorted(MODEL_SIZES), default="tiny")
-    p.add_argument("--max_length", type=int, default=64)
-    p.add_argument("--dropout", type=float, default=0.1)
-    p.add_argument("--bucket_by_length", type=str2bool, default=False,
-                   help="batch titles of similar length together, so batches carry little padding")
-    # the optimisation
-    p.add_argument("--epochs", type=float, default=1.0)
-    p.add_argument("--max_steps", type=int, default=0, help="stop after this many steps (0: run all epochs)")
-    p.add_argument("--batch_size", type=int, default=64, help="GLOBAL batch: split evenly across all ranks")
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--weight_decay", type=float, default=0.01)
-    p.add_argument("--warmup_ratio", type=float, default=0.06)
-    p.add_argument("--precision", choices=["auto", "fp32", "bf16", "fp16"], default="auto")
-    # the single-GPU fast path (fastpath.py): one switch each, so a lab can turn them on one at a time
-    p.add_argument("--fused_adamw", type=str2bool, default=False, help="AdamW's fused kernel: few launches per step")
-    p.add_argument("--compile", type=str2bool, default=False, help="torch.compile the model: fused elementwise work")
-    p.add_argument("--compile_mode", choices=fastpath.COMPILE_MODES, default="default",
-                   help="reduce-overhead: CUDA graphs too, for small launch-bound batches")
-    p.add_argument("--compile_backend", default="inductor", help="aot_eager: trace but generate no code (debugging)")
-    p.add_argument("--attn_implementation", choices=["sdpa", "eager"], default="sdpa")
-    p.add_argument("--pad_to", type=int, default=0, help="pad every batch to this width (0: to its longest title)")
-    p.add_argument("--pad_multiple", type=int, default=1,
-                   help="round dynamic widths up to a multiple: 8 or 16 keeps --compile's shapes few")
-    p.add_argument("--seed", type=int, default=42)
-    # debugging on a slice (the case study's first tip) and logging
-    p.add_argument("--subset", type=int, default=0, help="train on the first N rows only (0: all)")
-    p.add_argument("--eval_subset", type=int, default=0, help="validate on the first N rows only (0: all)")
-    p.add_argument("--log_every", type=int, default=20)
-    p.add_argument("--evals_per_epoch", type=int, default=1)
-    # the data pipeline (lab 07): where tokenizing happens, and who feeds the trainer
-    p.add_argument("--tokenize", choices=["ahead", "on_the_fly"], default="ahead",
-                   help="ahead: every title once, before training; on_the_fly: per sample, in the loader")
-    p.add_argument("--num_workers", type=int, default=0, help="DataLoader worker processes (0: the trainer itself)")
-    p.add_argument("--pin_memory", type=str2bool, default=False, help="page-locked batches: faster copies to a GPU")
-    p.add_argument("--persistent_workers", type=str2bool, default=False, help="keep workers alive across epochs")
-    p.add_argument("--threads", type=int, default=0, help="trainer's intra-op threads (0: OMP_NUM_THREADS)")
-    profiling.add_arguments(p, str2bool)
-    p.add_argument("--backend", choices=["auto", "gloo", "nccl", "smddp"], default="auto",
-                   help="collectives: auto (nccl on GPUs, gloo on CPUs) or smddp (SageMaker's data-parallel "
-                        "library, falls back to auto where it is not installed)")
-    # SageMaker passes hyperparameters the script may not know (and the SDK adds its own): keep going
-    args, unknown = p.parse_known_args(argv)
-    args.unknown = unknown
-    return args
-
-
-class Dist:
-    """Rank and world from the launcher's environment; one process without it (nanoGPT's one-line DDP detection).
-
-    torchrun sets RANK/LOCAL_RANK/WORLD_SIZE; mpirun (the launcher SageMaker uses for SMDDP) sets OMPI_COMM_WORLD_*.
-    """
-
-    def __init__(self, backend: str):
-        env = os.environ.get
-        self.enabled = env("RANK", env("OMPI_COMM_WORLD_RANK")) is not None
-        self.rank = int(env("RANK", env("OMPI_COMM_WORLD_RANK", 0)))
-        self.local_rank = int(env("LOCAL_RANK", env("OMPI_COMM_WORLD_LOCAL_RANK", 0)))
-        self.world = int(env("WORLD_SIZE", env("OMPI_COMM_WORLD_SIZE", 1)))
-        self.master = self.rank == 0
-        self.device = torch.device(f"cuda:{self.local_rank}" if torch.cuda.is_available() else "cpu")
-        if self.device.type == "cuda":
-            torch.cuda.set_device(self.device)
-        self.backend = self.pick_backend(backend) if self.enabled else "none"
-        if self.enabled:
-            dist.init_process_group(backend=self.backend, rank=self.rank, world_size=self.world,
-                                    device_id=self.device if self.backend == "nccl" else None)
-
-    def pick_backend(self, requested: str) -> str:
-        """The collectives library: NCCL on GPUs, gloo on CPUs, or SMDDP where its SageMaker image provides it."""
-        native = "nccl" if self.device.type == "cuda" else "gloo"
-        if requested != "smddp":
-            return native if requested == "auto" else requested
-        try:  # the SMDDP diff: this import registers "smddp" as a torch.distributed backend
-            import smdistributed.dataparallel.torch.torch_smddp  # noqa: F401
-            return "smddp"
-        except Exception as e:  # noqa: BLE001 - missing, or built for another PyTorch: say which, then fall back
-            why = f"{type(e).__name__}: {e}"
-        if "MASTER_ADDR" not in os.environ:  # a bare mpirun launch: no rendezvous address to fall back on
-            raise SystemExit(f"--backend smddp under mpirun, but SMDDP cannot be imported ({why}). Use an image "
-                             f"that ships SMDDP (PyTorch 2.3.0 DLC or an SMP image) or distribution='torchrun'.")
-        self.print(f"[warn] --backend smddp: SMDDP cannot be imported here ({why}); falling back to {native}. "
-                   f"It ships only in SageMaker's SMDDP images (ml.p4d, ml.p4de, ml.p3dn).")
-        return native
-
-    def all_reduce(self, tensor: torch.Tensor) -> torch.Tensor:
-        if self.enabled:
-            dist.all_reduce(tensor)
-        return tensor
-
-    def print(self, *a):
-        if self.master:
-            print(*a, flush=True)
-
-    def exit(self, code: int = 0):
-        """Leave cleanly: a gloo process group torn down at interpreter exit can abort (SIGABRT) after training.
-
-        Barrier so no rank leaves while another still talks, destroy the group, flush, then skip the interpreter's
-        finalisation, where gloo's background thread dies badly. Artefacts are written before this.
-        """
-        if self.enabled:
-            if code == 0:
-                dist.barrier()
-            dist.destroy_process_group()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-
-
-def pick_precision(requested: str, device: torch.device, without_bf16: str = "fp16") -> str:
-    # bf16 tensor cores start with Ampere (8.0); torch.cuda.is_bf16_supported() also says yes to older GPUs, where
-    # bf16 is emulated and slower than fp32
-    bf16_cores = device.type == "cuda" and torch.cuda.get_device_capability(device) >= (8, 0)
-    if requested == "auto":
-        return "bf16" if bf16_cores else "fp32"
-    if device.type == "cpu" and requested == "fp16":
-        raise SystemExit("--precision fp16 needs a GPU; use bf16 or fp32 on CPU")
-    if device.type == "cuda" and requested == "bf16" and not bf16_cores:
-        # the same notebook runs on a T4 or V100: their mixed precision is fp16 (loss-scaled), said in the log
-        print(f"[warn] --precision bf16: {torch.cuda.get_device_name(device)} has no bf16 tensor cores; "
-              f"running {without_bf16} instead", flush=True)
-        return without_bf16
-    return requested
-
-
-def build_model(args, vocab_size: int, num_labels: int, pad_id: int):
-    from transformers import DistilBertConfig, DistilBertForSequenceClassification
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()  # a progress bar per save is noise in a job log
-
-    if args.pretrained:
-        return DistilBertForSequenceClassification.from_pretrained(args.pretrained, num_labels=num_labels,
-                                                                   local_files_only=True,
-                                                                   attn_implementation=args.attn_implementation)
-    dim, layers, heads, ffn = MODEL_SIZES[args.model_size]
-    config = DistilBertConfig(vocab_size=vocab_size, dim=dim, n_layers=layers, n_heads=heads, hidden_dim=ffn,
-                              max_position_embeddings=max(512, args.max_length), num_labels=num_labels,
-                              pad_token_id=pad_id, dropout=args.dropout, attention_dropout=args.dropout,
-                              seq_classif_dropout=args.dropout, attn_implementation=args.attn_implementation)
-    return DistilBertForSequenceClassification(config)
-
-
-class FlopCounter:
-    """Training FLOPs for one sequence: 6 x dense (non-embedding) weights x tokens, plus attention's two matmuls
-    (QK^T and AV: 2 x 2 x seq^2 x dim per layer forward, x3 with backward); the classifier head runs once per
-    sequence, not per token. distilbert-base at seq 128: 33.5 GFLOP. Counted at the padded width: padding tokens
-    cost the GPU as much as real ones."""
-
-    HEAD = ("pre_classifier.", "classifier.")
-
-    def __init__(self, model):
-        self.layers, self.dim = model.config.n_layers, model.config.dim
-        weights = [(n, p.numel()) for n, p in model.named_parameters() if "embeddings" not in n and p.dim() > 1]
-        self.dense = sum(k for n, k in weights if not n.startswith(self.HEAD))
-        self.head = sum(k for n, k in weights if n.startswith(self.HEAD))
-
-    def __call__(self, seq_len: int) -> float:
-        return 6 * self.dense * seq_len + 6 * self.head + 12 * self.layers * seq_len**2 * self.dim
-
-
-class Metrics:
-    """Collects metric lines on rank 0: printed in scrape-friendly ``key=value`` form and kept for metrics.json."""
-
-    def __init__(self, d: Dist):
-        self.d, self.history = d, []
-
-    def log(self, kind: str, **values):
-        if not self.d.master:
-            return
-        self.history.append({"kind": kind, **values})
-        body = " ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items())
-        print(f"[{kind}] {body}", flush=True)
-
-
-@torch.no_grad()
-def evaluate(model, data, collate, d: Dist, autocast, batch_size: int, num_labels: int) -> dict:
-    """Loss, accuracy and macro-F1 over the whole validation set, sharded across ranks without padding."""
-    model.eval()
-    confusion = torch.zeros(num_labels, num_labels, dtype=torch.float64, device=d.device)
-    loss_sum = torch.zeros((), dtype=torch.float64, device=d.device)
-    mine = list(range(d.rank, len(data), d.world))
-    for start in range(0, len(mine), batch_size):
-        batch = {k: v.to(d.device) for k, v in collate([data[i] for i in mine[start:start + batch_size]]).items()}
-        with autocast:
-            logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits.float()
-        loss_sum += torch.nn.functional.cross_entropy(logits, batch["labels"], reduction="sum")
-        confusion.index_put_((batch["labels"], logits.argmax(-1)), torch.ones_like(batch["labels"], dtype=torch.float64),
-                             accumulate=True)
-    d.all_reduce(confusion), d.all_reduce(loss_sum)
-    model.train()
-    tp, support, predicted = confusion.diag(), confusion.sum(1), confusion.sum(0)
-    f1 = torch.where(support + predicted > 0, 2 * tp / (support + predicted).clamp(min=1), torch.zeros_like(tp))
-    present = support > 0
-    return {"val_loss": (loss_sum / support.sum()).item(), "val_accuracy": (tp.sum() / support.sum()).item(),
-            "val_macro_f1": f1[present].mean().item()}
+    """The options, declared in options.py (the notebook side reads them there, to check a job's hyperparameters
+    before it starts); the ones SageMaker adds, which this script does not know, land in ``args.unknown``."""
+    return options.parse_known(options.train_parser(description=__doc__.split("\n\n")[0]), argv)
 
 
 def main(args) -> None:
@@ -325,7 +103,8 @@ def main(args) -> None:
     metrics = Metrics(d)
     evals = max(1, args.evals_per_epoch)
     eval_due = lambda s: s == total_steps or (s * evals) // steps_per_epoch > ((s - 1) * evals) // steps_per_epoch
-    peak = next((v for k, v in PEAK_TFLOPS.items() if k in torch.cuda.get_device_name()), 0.0) if d.device.type == "cuda" else 0.0
+    peak = next((v for k, v in MEASURED_PEAK_TFLOPS.items() if k in torch.cuda.get_device_name()), 0.0) \
+        if d.device.type == "cuda" else 0.0
 
     # a restarted job (spot reclaim, SIGKILL) picks up where its newest good checkpoint left off, bit-identically
     ckpt = Checkpointer.from_args(args, d, {"world": d.world, "precision": precision, "total_steps": total_steps,
@@ -404,6 +183,65 @@ def main(args) -> None:
     d.exit(0)
 
 
+def build_model(args, vocab_size: int, num_labels: int, pad_id: int):
+    from transformers import DistilBertConfig, DistilBertForSequenceClassification
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # a progress bar per save is noise in a job log
+
+    if args.pretrained:
+        return DistilBertForSequenceClassification.from_pretrained(args.pretrained, num_labels=num_labels,
+                                                                   local_files_only=True,
+                                                                   attn_implementation=args.attn_implementation)
+    dim, layers, heads, ffn = options.CLASSIFIER_MODEL_SIZES[args.model_size]
+    config = DistilBertConfig(vocab_size=vocab_size, dim=dim, n_layers=layers, n_heads=heads, hidden_dim=ffn,
+                              max_position_embeddings=max(512, args.max_length), num_labels=num_labels,
+                              pad_token_id=pad_id, dropout=args.dropout, attention_dropout=args.dropout,
+                              seq_classif_dropout=args.dropout, attn_implementation=args.attn_implementation)
+    return DistilBertForSequenceClassification(config)
+
+
+class FlopCounter:
+    """Training FLOPs for one sequence: 6 x dense (non-embedding) weights x tokens, plus attention's two matmuls
+    (QK^T and AV: 2 x 2 x seq^2 x dim per layer forward, x3 with backward); the classifier head runs once per
+    sequence, not per token. distilbert-base at seq 128: 33.5 GFLOP. Counted at the padded width: padding tokens
+    cost the GPU as much as real ones."""
+
+    HEAD = ("pre_classifier.", "classifier.")
+
+    def __init__(self, model):
+        self.layers, self.dim = model.config.n_layers, model.config.dim
+        weights = [(n, p.numel()) for n, p in model.named_parameters() if "embeddings" not in n and p.dim() > 1]
+        self.dense = sum(k for n, k in weights if not n.startswith(self.HEAD))
+        self.head = sum(k for n, k in weights if n.startswith(self.HEAD))
+
+    def __call__(self, seq_len: int) -> float:
+        return 6 * self.dense * seq_len + 6 * self.head + 12 * self.layers * seq_len**2 * self.dim
+
+
+@torch.no_grad()
+def evaluate(model, data, collate, d: Dist, autocast, batch_size: int, num_labels: int) -> dict:
+    """Loss, accuracy and macro-F1 over the whole validation set, sharded across ranks without padding."""
+    model.eval()
+    confusion = torch.zeros(num_labels, num_labels, dtype=torch.float64, device=d.device)
+    loss_sum = torch.zeros((), dtype=torch.float64, device=d.device)
+    mine = list(range(d.rank, len(data), d.world))
+    for start in range(0, len(mine), batch_size):
+        batch = {k: v.to(d.device) for k, v in collate([data[i] for i in mine[start:start + batch_size]]).items()}
+        with autocast:
+            logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits.float()
+        loss_sum += torch.nn.functional.cross_entropy(logits, batch["labels"], reduction="sum")
+        confusion.index_put_((batch["labels"], logits.argmax(-1)), torch.ones_like(batch["labels"], dtype=torch.float64),
+                             accumulate=True)
+    d.all_reduce(confusion), d.all_reduce(loss_sum)
+    model.train()
+    tp, support, predicted = confusion.diag(), confusion.sum(1), confusion.sum(0)
+    f1 = torch.where(support + predicted > 0, 2 * tp / (support + predicted).clamp(min=1), torch.zeros_like(tp))
+    present = support > 0
+    return {"val_loss": (loss_sum / support.sum()).item(), "val_accuracy": (tp.sum() / support.sum()).item(),
+            "val_macro_f1": f1[present].mean().item()}
+
+
 def save(args, model, labels, metrics: Metrics, summary: dict) -> None:
     """Rank 0 saves the unwrapped model (no DDP ``module.`` prefix) with what inference needs beside it."""
     os.makedirs(args.model_dir, exist_ok=True)
@@ -415,44 +253,6 @@ def save(args, model, labels, metrics: Metrics, summary: dict) -> None:
     hyperparameters = {k: v for k, v in vars(args).items() if k != "unknown"}
     with open(os.path.join(args.output_data_dir, "metrics.json"), "w", encoding="utf-8") as f:
         json.dump({"summary": summary, "history": metrics.history, "hyperparameters": hyperparameters}, f, indent=1)
-
-
-def write_failure(message: str) -> None:
-    """SageMaker shows /opt/ml/output/failure as the job's FailureReason; the local runner does the same."""
-    out = os.environ.get("SM_OUTPUT_DIR", "/opt/ml/output")
-    try:
-        os.makedirs(out, exist_ok=True)
-        with open(os.path.join(out, "failure"), "a", encoding="utf-8") as f:
-            f.write(message.strip()[-1000:] + "\n")
-    except OSError:
-        pass
-
-
-def fail(exc: BaseException) -> None:
-    """Record why the job failed, then leave at once: a rank that unwinds normally with a live process group can
-    hang in its teardown while the other ranks wait in a collective. torchrun sees the exit code and stops them."""
-    if isinstance(exc, SystemExit):
-        message = str(exc.code)
-        print(message, file=sys.stderr)
-    else:
-        message = f"{type(exc).__name__}: {exc}"
-        traceback.print_exc()
-    write_failure(message)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(1)
-
-
-def run(main, parse_args) -> None:
-    """An entry script's main, with why it failed recorded (SageMaker's FailureReason) before it leaves."""
-    try:
-        main(parse_args())
-    except SystemExit as e:
-        if e.code not in (0, None):
-            fail(e)
-        raise
-    except Exception as e:  # noqa: BLE001 - record why, then fail
-        fail(e)
 
 
 if __name__ == "__main__":

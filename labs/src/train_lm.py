@@ -24,6 +24,9 @@ for backward (activations), peak CUDA memory on GPUs, step time and loss, as ``[
 and in ``metrics.json``. It saves a sharded checkpoint (torch.distributed.checkpoint) per strategy and loads it back
 into a plain single-process model for a perplexity check (bounded in cost: see ``plan_reload_check``) and a few
 generated tokens.
+
+It shares with train.py only what every entry script needs: its options and model sizes live in ``options.py``, the
+rank, device and precision in ``ranks.py``, the failure reason and clean exit in ``container.py``.
 """
 from __future__ import annotations
 
@@ -46,15 +49,10 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from catalog_data import load_tokenizer, read_channel, read_labels
+from container import run
+from options import LM_MODEL_SIZES, STRATEGIES, lm_parser, parse_known
+from ranks import Dist, Metrics, pick_precision
 from sampling import GlobalBatchPlan
-from train import ArgumentParser, Dist, Metrics, pick_precision, run, str2bool
-
-STRATEGIES = ("single", "ddp", "zero", "fsdp", "tp", "pp")
-# name: (hidden, layers, heads, ffn). "tiny" keeps a CPU smoke run to seconds. "7b" is Llama-2-7B's shape; "1b" has
-# Llama-3.2-1B's width, depth, heads and MLP but full multi-head attention (it shares 8 KV heads) and untied
-# embeddings (build_model). Both use the catalogue's small vocabulary, not the models' own.
-MODEL_SIZES = {"tiny": (128, 2, 4, 344), "small": (256, 4, 8, 688), "medium": (512, 8, 8, 1376),
-               "1b": (2048, 16, 32, 8192), "7b": (4096, 32, 32, 11008)}
 
 # How long a rank waits in a collective before the job fails. The longest legitimate wait is rank 0 working alone
 # while the others sit in a barrier: the end-of-strategy reload check (bounded: see RELOAD_CHECK_BUDGET; for the 7b
@@ -67,33 +65,8 @@ PROCESS_GROUP_TIMEOUT = timedelta(minutes=30)
 
 
 def parse_args(argv=None):
-    env = os.environ.get
-    p = ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--train", default=env("SM_CHANNEL_TRAIN", "/opt/ml/input/data/train"))
-    p.add_argument("--validation", default=env("SM_CHANNEL_VALIDATION", "/opt/ml/input/data/validation"))
-    p.add_argument("--model_dir", default=env("SM_MODEL_DIR", "/opt/ml/model"))
-    p.add_argument("--output_data_dir", default=env("SM_OUTPUT_DATA_DIR", "/opt/ml/output/data"))
-    p.add_argument("--strategy", default="single", help=f"one or several (comma-separated) of {', '.join(STRATEGIES)}")
-    p.add_argument("--model_size", choices=sorted(MODEL_SIZES), default="tiny")
-    p.add_argument("--block_size", type=int, default=64, help="tokens per training sequence (titles are packed)")
-    p.add_argument("--batch_size", type=int, default=16, help="GLOBAL batch in sequences")
-    p.add_argument("--max_steps", type=int, default=20)
-    p.add_argument("--lr", type=float, default=3e-3)
-    p.add_argument("--weight_decay", type=float, default=0.01)
-    p.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto")
-    p.add_argument("--activation_checkpointing", type=str2bool, default=False,
-                   help="recompute each decoder layer in backward instead of keeping its activations")
-    p.add_argument("--subset", type=int, default=0, help="read the first N titles only (0: all)")
-    p.add_argument("--eval_blocks", type=int, default=32, help="validation sequences for the perplexity check")
-    p.add_argument("--generate_tokens", type=int, default=8)
-    p.add_argument("--log_every", type=int, default=5)
-    p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--microbatches", type=int, default=4, help="pp: micro-batches per global batch")
-    p.add_argument("--pp_schedule", choices=["gpipe", "1f1b"], default="gpipe")
-    p.add_argument("--backend", choices=["auto", "gloo", "nccl"], default="auto")
-    p.add_argument("--mp_parameters", default="", help="SMP v2 degrees as JSON (SageMaker passes them)")
-    args, unknown = p.parse_known_args(argv)
-    args.unknown = unknown
+    """The options, declared in options.py (the notebook side reads them there), then how they combine."""
+    args = parse_known(lm_parser(description=__doc__.split("\n\n")[0]), argv)
     args.strategies = [s.strip() for s in args.strategy.split(",") if s.strip()]
     bad = [s for s in args.strategies if s not in STRATEGIES]
     if bad or not args.strategies:
@@ -126,7 +99,7 @@ def build_model(args, vocab_size: int):
 
     hf_logging.disable_progress_bar()  # a progress bar per save is noise in a job log
 
-    hidden, layers, heads, ffn = MODEL_SIZES[args.model_size]
+    hidden, layers, heads, ffn = LM_MODEL_SIZES[args.model_size]
     config = LlamaConfig(vocab_size=vocab_size, hidden_size=hidden, num_hidden_layers=layers,
                          num_attention_heads=heads, num_key_value_heads=heads, intermediate_size=ffn,
                          max_position_embeddings=args.block_size, tie_word_embeddings=False,
@@ -600,25 +573,14 @@ def vocab_size_of(path: str) -> int:
 
 
 # ---------------------------------------------------------------------------------------------------- main
-def open_dist(backend: str) -> Dist:
-    """train.py's :class:`Dist`, its process group created with :data:`PROCESS_GROUP_TIMEOUT` rather than the
-    backend's default (train.py is shared with the other labs, whose defaults stay as they are)."""
-    init = dist.init_process_group
-    dist.init_process_group = functools.partial(init, timeout=PROCESS_GROUP_TIMEOUT)
-    try:
-        return Dist(backend)
-    finally:
-        dist.init_process_group = init
-
-
 def main(args) -> None:
     # rank 0 alone writes and reads checkpoints without the process group on purpose: no warning for that
     warnings.filterwarnings("ignore", message="torch.distributed is disabled")
-    d = open_dist(args.backend)
+    d = Dist(args.backend, timeout=PROCESS_GROUP_TIMEOUT)
     args.precision = pick_precision(args.precision, d.device, without_bf16="fp32")  # no loss scaler here
     if args.batch_size % d.world:
         raise SystemExit(f"--batch_size {args.batch_size} is the global batch; it must divide by the {d.world} ranks")
-    hidden, layers, heads, ffn = MODEL_SIZES[args.model_size]
+    hidden, layers, heads, ffn = LM_MODEL_SIZES[args.model_size]
     if "pp" in args.strategies and (d.world < 2 or layers % d.world):
         raise SystemExit(f"--strategy pp puts an equal share of the {layers} decoder layers on each of {d.world} "
                          f"rank(s): launch 2 or more ranks that divide {layers}, or pick another --model_size")

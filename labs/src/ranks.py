@@ -1,0 +1,98 @@
+"""Where this process runs, for both training scripts: its rank in the job and its device (:class:`Dist`), the precision
+that device computes in (:func:`pick_precision`), and the metric lines rank 0 prints (:class:`Metrics`).
+
+A script reaches torch.distributed through :class:`Dist` only (plus its one model wrap), so nothing else in it
+changes with the world size.
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+import torch.distributed as dist
+
+import container
+
+
+class Dist:
+    """Rank and world from the launcher's environment; one process without it (nanoGPT's one-line DDP detection).
+
+    torchrun sets RANK/LOCAL_RANK/WORLD_SIZE; mpirun (the launcher SageMaker uses for SMDDP) sets OMPI_COMM_WORLD_*.
+    """
+
+    def __init__(self, backend: str, timeout=None):
+        env = os.environ.get
+        self.enabled = env("RANK", env("OMPI_COMM_WORLD_RANK")) is not None
+        self.rank = int(env("RANK", env("OMPI_COMM_WORLD_RANK", 0)))
+        self.local_rank = int(env("LOCAL_RANK", env("OMPI_COMM_WORLD_LOCAL_RANK", 0)))
+        self.world = int(env("WORLD_SIZE", env("OMPI_COMM_WORLD_SIZE", 1)))
+        self.master = self.rank == 0
+        self.device = torch.device(f"cuda:{self.local_rank}" if torch.cuda.is_available() else "cpu")
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+        self.backend = self.pick_backend(backend) if self.enabled else "none"
+        if self.enabled:
+            # timeout: None keeps the backend's default; a script whose ranks may wait long on purpose sets one
+            dist.init_process_group(backend=self.backend, rank=self.rank, world_size=self.world,
+                                    device_id=self.device if self.backend == "nccl" else None,
+                                    **({"timeout": timeout} if timeout else {}))
+
+    def pick_backend(self, requested: str) -> str:
+        """The collectives library: NCCL on GPUs, gloo on CPUs, or SMDDP where its SageMaker image provides it."""
+        native = "nccl" if self.device.type == "cuda" else "gloo"
+        if requested != "smddp":
+            return native if requested == "auto" else requested
+        try:  # the SMDDP diff: this import registers "smddp" as a torch.distributed backend
+            import smdistributed.dataparallel.torch.torch_smddp  # noqa: F401
+            return "smddp"
+        except Exception as e:  # noqa: BLE001 - missing, or built for another PyTorch: say which, then fall back
+            why = f"{type(e).__name__}: {e}"
+        if "MASTER_ADDR" not in os.environ:  # a bare mpirun launch: no rendezvous address to fall back on
+            raise SystemExit(f"--backend smddp under mpirun, but SMDDP cannot be imported ({why}). Use an image "
+                             f"that ships SMDDP (PyTorch 2.3.0 DLC or an SMP image) or distribution='torchrun'.")
+        self.print(f"[warn] --backend smddp: SMDDP cannot be imported here ({why}); falling back to {native}. "
+                   f"It ships only in SageMaker's SMDDP images (ml.p4d, ml.p4de, ml.p3dn).")
+        return native
+
+    def all_reduce(self, tensor: torch.Tensor) -> torch.Tensor:
+        if self.enabled:
+            dist.all_reduce(tensor)
+        return tensor
+
+    def print(self, *a):
+        if self.master:
+            print(*a, flush=True)
+
+    def exit(self, code: int = 0):
+        """Leave cleanly, past gloo's abort at interpreter exit (:func:`container.leave`)."""
+        container.leave(code, process_group=self.enabled)
+
+
+def pick_precision(requested: str, device: torch.device, without_bf16: str = "fp16") -> str:
+    # bf16 tensor cores start with Ampere (8.0); torch.cuda.is_bf16_supported() also says yes to older GPUs, where
+    # bf16 is emulated and slower than fp32
+    bf16_cores = device.type == "cuda" and torch.cuda.get_device_capability(device) >= (8, 0)
+    if requested == "auto":
+        return "bf16" if bf16_cores else "fp32"
+    if device.type == "cpu" and requested == "fp16":
+        raise SystemExit("--precision fp16 needs a GPU; use bf16 or fp32 on CPU")
+    if device.type == "cuda" and requested == "bf16" and not bf16_cores:
+        # the same notebook runs on a T4 or V100: their mixed precision is fp16 (loss-scaled), said in the log
+        print(f"[warn] --precision bf16: {torch.cuda.get_device_name(device)} has no bf16 tensor cores; "
+              f"running {without_bf16} instead", flush=True)
+        return without_bf16
+    return requested
+
+
+class Metrics:
+    """Collects metric lines on rank 0: printed in scrape-friendly ``key=value`` form and kept for metrics.json."""
+
+    def __init__(self, d: Dist):
+        self.d, self.history = d, []
+
+    def log(self, kind: str, **values):
+        if not self.d.master:
+            return
+        self.history.append({"kind": kind, **values})
+        body = " ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items())
+        print(f"[{kind}] {body}", flush=True)
