@@ -147,7 +147,8 @@ class Workload:
 
     def __init__(self, mode, layout, batch, dataset, collate, plan, vocab, num_labels, pad_id, warmup, total,
                  val_set=None, val_collate=None):
-        self.mode, self.layout, self.batch, self.dataset, self.collate, self.plan = mode, layout, batch, dataset, collate, plan
+        self.mode, self.layout, self.batch = mode, layout, batch
+        self.dataset, self.collate, self.plan = dataset, collate, plan
         self.vocab, self.num_labels, self.pad_id, self.warmup, self.total = vocab, num_labels, pad_id, warmup, total
         self.val_set, self.val_collate = val_set, val_collate
 
@@ -196,7 +197,8 @@ def workloads(a) -> list[Workload]:
         tok = load_tokenizer(f"{a.data}/train/tokenizer.json")
         train_set = TokenizedTitles(*read_channel(f"{a.data}/train", labels, a.title_rows), tok, a.seq)
         val_set = TokenizedTitles(*read_channel(f"{a.data}/validation", labels, a.val_rows), tok, a.seq)
-        lengths = fastpath.bucket_keys(train_set, argparse.Namespace(bucket_by_length=True, pad_multiple=a.pad_multiple))
+        bucketing = argparse.Namespace(bucket_by_length=True, pad_multiple=a.pad_multiple)
+        lengths = fastpath.bucket_keys(train_set, bucketing)
         per_epoch = len(train_set) // a.title_batch
         if per_epoch == 0:
             raise SystemExit(f"titles mode needs at least one batch of {a.title_batch} ({len(train_set)} rows): "
@@ -401,7 +403,8 @@ def main(argv=None) -> dict:
             print(f"[bench] {w.mode}/{w.layout} batch={w.batch} {who}: {rows[-1]['samples_per_sec']:,.1f} samples/s",
                   flush=True)
     ratios(rows)
-    result = {"device": torch.cuda.get_device_name() if a.device.type == "cuda" else f"cpu ({platform.processor() or platform.machine()})",
+    cpu = f"cpu ({platform.processor() or platform.machine()})"
+    result = {"device": torch.cuda.get_device_name() if a.device.type == "cuda" else cpu,
               "torch": torch.__version__, "transformers": __import__("transformers").__version__,
               "model_size": a.model_size, "precision": a.precision, "compile": a.compile,
               "compile_mode": a.compile_mode, "rows": rows, "goals": goals(a, rows)}

@@ -1,5 +1,6 @@
-"""Bad catalogue input, on both sides: ``helpers.data.catalog`` (building, loading, the pre-launch channel check) and the
-container's ``catalog_data`` — a clear error naming the file and the fix, before anything is written or launched."""
+"""Bad catalogue input, on both sides: ``helpers.data.catalog`` (building, loading, the pre-launch channel check)
+and the container's ``catalog_data`` — a clear error naming the file and the fix, before anything is written or
+launched."""
 from __future__ import annotations
 
 import csv

@@ -1,5 +1,5 @@
-"""The habits of a maintained project, kept from rotting by the test suite: the CI workflow is valid and runs the
-README's two commands, and the pre-commit configuration is valid."""
+"""The habits of a maintained project, kept from rotting by the test suite: ruff's lint passes, the CI workflow is
+valid and runs the README's two commands, and the pre-commit configuration is valid."""
 from __future__ import annotations
 
 import subprocess
@@ -13,6 +13,11 @@ WORKFLOW = REPO / ".github" / "workflows" / "ci.yml"
 
 def run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", *args], cwd=REPO, capture_output=True, text=True, timeout=300)
+
+
+def test_ruff_finds_nothing():
+    done = run("ruff", "check", "--no-cache", ".")
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
 
 
 def test_the_ci_workflow_is_valid_and_runs_the_readme_s_two_commands():

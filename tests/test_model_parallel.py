@@ -8,10 +8,10 @@ import sys
 
 import pytest
 import torch
-
 from conftest import SRC, run_script
-from helpers.planning import memory
+
 from helpers.local.ports import free_port
+from helpers.planning import memory
 
 sys.path.insert(0, str(SRC))
 import train_lm  # noqa: E402  (the container's script, imported for its argument parsing and checkpoint loader)
@@ -134,8 +134,7 @@ def test_tp_refuses_heads_that_do_not_split():
 
 @pytest.mark.slow
 def test_two_hosts_keep_their_shards_and_skip_the_single_process_reload(small_catalog, runner):
-    from helpers import jobs
-    from helpers import targets
+    from helpers import jobs, targets
 
     job = jobs.Job("lm-2hosts", {"strategy": "fsdp", "subset": 600, "max_steps": 2, "log_every": 1, "eval_blocks": 4,
                                  "precision": "fp32"}, jobs.catalog_channels(small_catalog), entry_point="train_lm.py",

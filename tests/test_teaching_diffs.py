@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, SRC
 
 FAKE_SMDDP = Path(__file__).resolve().parent / "fake_smddp"

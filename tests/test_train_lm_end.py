@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-
 from conftest import SRC
+
 from helpers.planning import memory
 
 sys.path.insert(0, str(SRC))

@@ -6,8 +6,8 @@ import re
 import sys
 
 import pytest
-
 from conftest import SRC, TINY, run_script
+
 from helpers.job import METRIC_DEFINITIONS, parse_metric_line
 from helpers.local.ports import free_port
 
@@ -130,7 +130,8 @@ def test_a_rank_with_no_validation_rows_does_not_hang_the_others(small_catalog, 
     done = run_script(["-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",
                        f"--master_port={free_port()}", "train.py", "--train", str(small_catalog / "train"),
                        "--validation", str(small_catalog / "validation"), "--model_dir", str(tmp_path / "model"),
-                       "--output_data_dir", str(tmp_path / "out"), *[x for k, v in TINY.items() for x in (f"--{k}", str(v))], "--subset", "64",
+                       "--output_data_dir", str(tmp_path / "out"),
+                       *[x for k, v in TINY.items() for x in (f"--{k}", str(v))], "--subset", "64",
                        "--eval_subset", "1", "--max_steps", "2"],
                       env={"SM_OUTPUT_DIR": str(tmp_path), "GLOO_SOCKET_IFNAME": "lo"}, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from helpers import hyperparameters
-from helpers.planning import instances
-from helpers.job import SOURCE_DIR
 from helpers.errors import WorkshopError
+from helpers.job import SOURCE_DIR
+from helpers.planning import instances
 
 GIB = 1024**3
 STRATEGIES = ("ddp", "zero", "fsdp", "tp")
@@ -76,7 +76,7 @@ class ModelShape:
         return self.layers * self.layer_params() + self.whole_params()
 
     @classmethod
-    def from_config(cls, config, name: str = "") -> "ModelShape":
+    def from_config(cls, config, name: str = "") -> ModelShape:
         """From a transformers config, its dict, or a ``config.json`` path (``save_pretrained`` writes one)."""
         if isinstance(config, (str, Path)):
             config = json.loads(Path(config).read_text(encoding="utf-8"))

@@ -242,7 +242,8 @@ def predict(work: Workload, instance_type: str, instance_count: int, a: Assumpti
                       step, work.step_compute_s / step, one_gpu_s / epoch_s, epoch_s / 3600, train_s / 3600, usd)
 
 
-def plan(work: Workload, instance_type: str, counts=(1, 2, 4, 8, 16), a: Assumptions = Assumptions()) -> list[Prediction]:
+def plan(work: Workload, instance_type: str, counts=(1, 2, 4, 8, 16),
+         a: Assumptions = Assumptions()) -> list[Prediction]:
     """Predictions for 1...N instances of one type."""
     return [predict(work, instance_type, n, a) for n in counts]
 
@@ -274,11 +275,11 @@ CASE_STUDIES = [
               "ml.p3.16xlarge"),
     CaseStudy("Kakao Style (DistilBERT, SMDDP)", 16, 1, 15 * 24 / 30, "more than 15 days on 1 V100 -> 30 h on 16 V100s",
               "'more than 15 days': 12x is a lower bound; 2 x ml.p3.16xlarge",
-              "AWS Korea tech blog: 카카오스타일의 Amazon SageMaker 분산 훈련을 활용한 카테고리 자동 분류 시스템 모델 구축 사례",
+              "AWS Korea tech blog: 카카오스타일의 Amazon SageMaker 분산 훈련을 활용한 카테고리 자동 분류 시스템 모델 구축 사례",  # noqa: E501
               "ml.p3.16xlarge", lower_bound=True),
     CaseStudy("KT (ViT distillation, SMDDP)", 32, 2, 3.20 / 0.11, "29x faster: 3.20 h/epoch on 2 A100s -> 0.11 h on 32",
               "also bf16, a larger batch and data-loader fixes: not scaling alone (above 1.0 per GPU)",
-              "AWS Japan blog: Amazon SageMakerを使用してビジョントランスフォーマーモデルのトレーニング時間を短縮するKTの取り組み",
+              "AWS Japan blog: Amazon SageMakerを使用してビジョントランスフォーマーモデルのトレーニング時間を短縮するKTの取り組み",  # noqa: E501
               "ml.p4d.24xlarge"),
 ]
 

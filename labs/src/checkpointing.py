@@ -169,7 +169,8 @@ class Checkpointer:
                  allow_changes: set[str], model, optimizer, schedule, scaler, metrics):
         self.dir, self.d, self.every, self.keep = Path(directory), d, every, max(1, keep)
         self.fingerprint, self.allow_changes = fingerprint, allow_changes
-        self.model, self.optimizer, self.schedule, self.scaler, self.metrics = model, optimizer, schedule, scaler, metrics
+        self.model, self.optimizer, self.schedule = model, optimizer, schedule
+        self.scaler, self.metrics = scaler, metrics
         self.stopping = False
         self._signalled = False
         self._smddp = d.enabled and dist.get_backend() == "smddp"  # no sub-groups there: see _cpu_group

@@ -17,8 +17,8 @@ Standard library and torch only, like the rest of the source_dir.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from contextlib import nullcontext
-from typing import Callable
 
 import torch
 

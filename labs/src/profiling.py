@@ -32,7 +32,8 @@ def parse_schedule(text: str) -> tuple[int, int, int]:
     try:
         wait, warmup, active = (int(x) for x in str(text).split(","))
     except ValueError:
-        raise SystemExit(f"--profile_schedule {text!r}: give three whole numbers, wait,warmup,active (e.g. 2,2,5)")
+        raise SystemExit(f"--profile_schedule {text!r}: give three whole numbers, wait,warmup,active (e.g. 2,2,5)") \
+            from None
     if wait < 0 or warmup < 0 or active < 1:
         raise SystemExit(f"--profile_schedule {text!r}: wait and warmup must be >= 0 and active >= 1")
     return wait, warmup, active

@@ -27,8 +27,14 @@ import torch
 import fastpath
 import options
 import profiling
-from catalog_data import (PadCollator, TitlesTokenizedOnTheFly, TokenizedTitles, load_tokenizer, read_channel,
-                          read_labels)
+from catalog_data import (
+    PadCollator,
+    TitlesTokenizedOnTheFly,
+    TokenizedTitles,
+    load_tokenizer,
+    read_channel,
+    read_labels,
+)
 from checkpointing import EXIT_STOPPED, Checkpointer
 from container import run
 from ranks import Dist, Metrics, pick_precision
@@ -64,7 +70,9 @@ def main(args) -> None:
 
     labels = read_labels(args.train)
     tokenizer_file = os.path.join(args.pretrained, "tokenizer.json") if args.pretrained else ""
-    tokenizer = load_tokenizer(tokenizer_file if os.path.isfile(tokenizer_file) else os.path.join(args.train, "tokenizer.json"))
+    if not os.path.isfile(tokenizer_file):
+        tokenizer_file = os.path.join(args.train, "tokenizer.json")
+    tokenizer = load_tokenizer(tokenizer_file)
     Titles = TitlesTokenizedOnTheFly if args.tokenize == "on_the_fly" else TokenizedTitles
     train_set = Titles(*read_channel(args.train, labels, args.subset), tokenizer, args.max_length)
     val_set = TokenizedTitles(*read_channel(args.validation, labels, args.eval_subset), tokenizer, args.max_length)
@@ -75,7 +83,8 @@ def main(args) -> None:
                               lengths=fastpath.bucket_keys(train_set, args))  # --bucket_by_length
     # the loader's own generator: starting an iterator must not draw from (and shift) the global torch RNG
     loader = torch.utils.data.DataLoader(train_set, batch_sampler=sampler, collate_fn=collate,
-                                         num_workers=args.num_workers, pin_memory=args.pin_memory and d.device.type == "cuda",
+                                         num_workers=args.num_workers,
+                                         pin_memory=args.pin_memory and d.device.type == "cuda",
                                          persistent_workers=args.persistent_workers and args.num_workers > 0,
                                          generator=torch.Generator().manual_seed(args.seed))
     steps_per_epoch = len(loader)
@@ -88,8 +97,8 @@ def main(args) -> None:
     raw_model = model
     new_step = fastpath.compile_model(raw_model, args)  # --compile, in place: before DDP wraps it
     if d.enabled:  # buffers (position ids only) never change: broadcasting them is a collective eval would skip
-        model = torch.nn.parallel.DistributedDataParallel(model, broadcast_buffers=False,
-                                                          device_ids=[d.local_rank] if d.device.type == "cuda" else None)
+        gpus = [d.local_rank] if d.device.type == "cuda" else None
+        model = torch.nn.parallel.DistributedDataParallel(model, broadcast_buffers=False, device_ids=gpus)
     optimizer = fastpath.make_optimizer(raw_model, args)  # AdamW; --fused_adamw picks its fused kernel
     schedule = fastpath.make_schedule(optimizer, args, total_steps)  # linear warm-up, then linear decay
 
@@ -109,7 +118,8 @@ def main(args) -> None:
     # a restarted job (spot reclaim, SIGKILL) picks up where its newest good checkpoint left off, bit-identically
     ckpt = Checkpointer.from_args(args, d, {"world": d.world, "precision": precision, "total_steps": total_steps,
                                             "labels": labels, "sampler": sampler.state_dict()},
-                                  model=raw_model, optimizer=optimizer, schedule=schedule, scaler=scaler, metrics=metrics)
+                                  model=raw_model, optimizer=optimizer, schedule=schedule, scaler=scaler,
+                                  metrics=metrics)
     progress = ckpt.resume(dict(step=0, epoch=0, seen=0, tokens=0, flops=0.0, timed_seconds=0.0, timed_samples=0,
                                 train_seconds=0.0))
     step, epoch, seen, tokens, flops, timed_seconds, timed_samples, done_seconds = progress.values()
@@ -231,8 +241,8 @@ def evaluate(model, data, collate, d: Dist, autocast, batch_size: int, num_label
         with autocast:
             logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits.float()
         loss_sum += torch.nn.functional.cross_entropy(logits, batch["labels"], reduction="sum")
-        confusion.index_put_((batch["labels"], logits.argmax(-1)), torch.ones_like(batch["labels"], dtype=torch.float64),
-                             accumulate=True)
+        ones = torch.ones_like(batch["labels"], dtype=torch.float64)
+        confusion.index_put_((batch["labels"], logits.argmax(-1)), ones, accumulate=True)
     d.all_reduce(confusion), d.all_reduce(loss_sum)
     model.train()
     tp, support, predicted = confusion.diag(), confusion.sum(1), confusion.sum(0)

@@ -58,9 +58,10 @@ from sampling import GlobalBatchPlan
 # while the others sit in a barrier: the end-of-strategy reload check (bounded: see RELOAD_CHECK_BUDGET; for the 7b
 # shape an estimated 2 minutes to build and load the plain model on one CPU thread, then at most 3 to score it) and
 # the end of the run (a few greedy tokens, then the consolidated model saved: 26 GB in fp32 for 7b): an estimated
-# 10 minutes in all for 7b, more than NCCL's default timeout of 10 minutes could absorb. 30 minutes leaves three times that, and a hung
-# collective still fails the job well inside lab 04's 2-hour MaxRuntime, with its logs. (``single`` in a multi-rank
-# launch also has the others wait while rank 0 trains alone: keep its --max_steps within this.)
+# 10 minutes in all for 7b, more than NCCL's default timeout of 10 minutes could absorb. 30 minutes leaves three
+# times that, and a hung collective still fails the job well inside lab 04's 2-hour MaxRuntime, with its logs.
+# (``single`` in a multi-rank launch also has the others wait while rank 0 trains alone: keep its --max_steps
+# within this.)
 PROCESS_GROUP_TIMEOUT = timedelta(minutes=30)
 
 
@@ -134,14 +135,16 @@ def apply_single(model, d: Dist, args) -> Setup:
 
 
 def apply_ddp(model, d: Dist, args) -> Setup:
-    model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[d.local_rank] if d.device.type == "cuda" else None)
+    model = torch.nn.parallel.DistributedDataParallel(model,
+                                                      device_ids=[d.local_rank] if d.device.type == "cuda" else None)
     return Setup(model, adamw(model.parameters(), args), d.rank, d.world)
 
 
 def apply_zero(model, d: Dist, args) -> Setup:
     from torch.distributed.optim import ZeroRedundancyOptimizer
 
-    model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[d.local_rank] if d.device.type == "cuda" else None)
+    model = torch.nn.parallel.DistributedDataParallel(model,
+                                                      device_ids=[d.local_rank] if d.device.type == "cuda" else None)
     # each rank keeps (and updates) the AdamW moments of 1/world of the parameters, then broadcasts its slice
     optimizer = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.AdamW, lr=args.lr,
                                         weight_decay=args.weight_decay)
@@ -295,7 +298,8 @@ def apply_smp(tsm, model, d: Dist, args) -> Setup:
         model = tsm.transform(model)
     bf16 = args.precision == "bf16"
     model = FullyShardedDataParallel(
-        model, auto_wrap_policy=functools.partial(transformer_auto_wrap_policy, transformer_layer_cls={LlamaDecoderLayer}),
+        model,
+        auto_wrap_policy=functools.partial(transformer_auto_wrap_policy, transformer_layer_cls={LlamaDecoderLayer}),
         sharding_strategy=getattr(ShardingStrategy, sharding),
         mixed_precision=MixedPrecision(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if bf16 else None,
         device_id=d.device, use_orig_params=True)
@@ -555,7 +559,6 @@ def load_dcp(state: dict, path: str) -> None:
 def load_sharded(path: str, args, device: str = "cpu"):
     """A plain single-process model with the weights of a sharded checkpoint, whatever wrote it (any strategy,
     any number of ranks): DCP reshards on load."""
-    import torch.distributed.checkpoint as dcp
 
     torch.manual_seed(args.seed)
     model = build_model(args, vocab_size_of(path)).to(device)
