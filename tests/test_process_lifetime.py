@@ -48,7 +48,7 @@ def alive(pids) -> list[int]:
     return out
 
 
-def wait_gone(pids, seconds: float = 15) -> list[int]:
+def wait_gone(pids, seconds: float = 30) -> list[int]:
     deadline = time.monotonic() + seconds
     while alive(pids) and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -85,15 +85,12 @@ KERNEL = textwrap.dedent('''
         host, line = live.lines.get(timeout=120)
         if line and line.startswith("[train]"):
             break
-    print(json.dumps({"job": live.processes(), "store": store.proc.pid}), flush=True)
-    if mode == "interrupt":
-        try:
-            live.wait()
-        except KeyboardInterrupt:
-            print("interrupted", flush=True)
-            store.stop()
-    else:
-        time.sleep(600)
+    try:  # from before the PIDs are printed: the interrupt may come as soon as the test reads them
+        print(json.dumps({"job": live.processes(), "store": store.proc.pid}), flush=True)
+        live.wait() if mode == "interrupt" else time.sleep(600)
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+        store.stop()
 ''')
 
 
