@@ -132,6 +132,15 @@ class Log:
             assert self.new.get(timeout=max(0.1, deadline - time.monotonic())) is not None, "\n".join(self.lines)
 
 
+def start_container(job: Job, tmp_path: Path) -> tuple[dict, Path, subprocess.Popen, Log]:
+    """``job``'s request built offline, /opt/ml laid out from it, and its entrypoint started: its log follows."""
+    request, bodies = build_request(job)
+    opt_ml = tmp_path / "opt_ml"
+    lay_out(request, bodies, opt_ml)
+    real = container(request, opt_ml, tmp_path)
+    return request, opt_ml, real, Log(real.stdout)
+
+
 def train_py(root_pid: int) -> psutil.Process:
     procs = [p for p in psutil.Process(root_pid).children(recursive=True)
              if any(a.endswith("train.py") for a in p.cmdline()) and "torch.distributed.run" not in p.cmdline()]
@@ -178,11 +187,7 @@ def _named(value, old: str, new: str):
 
 def test_lab01_request_trains_in_the_real_container_with_the_local_runner_s_environment(small_catalog, tmp_path):
     job = lab01_job(small_catalog, tmp_path, log_every=1)
-    request, bodies = build_request(job)
-    opt_ml = tmp_path / "opt_ml"
-    lay_out(request, bodies, opt_ml)
-    real = container(request, opt_ml, tmp_path)
-    log = Log(real.stdout)
+    request, opt_ml, real, log = start_container(job, tmp_path)
     log.wait_for_steps(1)
     real_env = sm_variables(train_py(real.pid), "/opt/ml")
     assert real.wait(timeout=300) == 0, "\n".join(log.lines[-30:])
@@ -223,11 +228,7 @@ def sigterm_effect(log: Log, first_process: int, alive) -> dict:
 def test_sigterm_to_the_first_process_has_the_same_effect_in_the_real_container_and_the_local_runner(
         small_catalog, tmp_path):
     job = lab01_job(small_catalog, tmp_path, epochs=50, subset=2000, log_every=1)
-    request, bodies = build_request(job)
-    opt_ml = tmp_path / "opt_ml"
-    lay_out(request, bodies, opt_ml)
-    real = container(request, opt_ml, tmp_path)
-    log = Log(real.stdout)
+    _, _, real, log = start_container(job, tmp_path)
     log.wait_for_steps(2)
     pid1 = psutil.Process(real.pid).children()[0].pid  # unshare forks: its child is the namespace's PID 1
     try:
