@@ -8,6 +8,7 @@ ratios hold even on a noisy machine::
     .venv/bin/python benchmarks/checkpoint_overhead.py                  # tiny and base, batch 16, seq 64
     .venv/bin/python benchmarks/checkpoint_overhead.py --sizes tiny --repeats 5
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,8 +37,9 @@ class History:
 
 
 def build(size: str, args):
-    hp = train.parse_args(["--model_size", size, "--dropout", "0.1", "--checkpoint_every", "1",
-                           "--max_length", str(args.seq)])  # positions for any --seq
+    hp = train.parse_args(
+        ["--model_size", size, "--dropout", "0.1", "--checkpoint_every", "1", "--max_length", str(args.seq)]
+    )  # positions for any --seq
     model = train.build_model(hp, VOCAB, LABELS, pad_id=0)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0)
@@ -64,8 +66,19 @@ def measure(size: str, args) -> dict:
     step_s = step_seconds(model, optimizer, schedule, args.batch, args.seq, args.steps)  # optimizer state exists now
     d = Dist("auto")
     with tempfile.TemporaryDirectory(dir=args.tmp) as tmp:
-        ckpt = Checkpointer(tmp, d, every=1, keep=2, fingerprint={"model_size": size}, allow_changes=set(),
-                            model=model, optimizer=optimizer, schedule=schedule, scaler=scaler, metrics=History())
+        ckpt = Checkpointer(
+            tmp,
+            d,
+            every=1,
+            keep=2,
+            fingerprint={"model_size": size},
+            allow_changes=set(),
+            model=model,
+            optimizer=optimizer,
+            schedule=schedule,
+            scaler=scaler,
+            metrics=History(),
+        )
         saves, loads = [], []
         for i in range(args.repeats):
             t0 = time.perf_counter()
@@ -76,8 +89,14 @@ def measure(size: str, args) -> dict:
             t0 = time.perf_counter()
             ckpt.resume({"step": 0, "epoch": 0})
             loads.append(time.perf_counter() - t0)
-    return {"size": size, "params": sum(p.numel() for p in model.parameters()), "mb": megabytes,
-            "step_s": step_s, "save_s": statistics.median(saves), "load_s": statistics.median(loads)}
+    return {
+        "size": size,
+        "params": sum(p.numel() for p in model.parameters()),
+        "mb": megabytes,
+        "step_s": step_s,
+        "save_s": statistics.median(saves),
+        "load_s": statistics.median(loads),
+    }
 
 
 class Quiet:
@@ -93,8 +112,14 @@ class Quiet:
 
 def refuse_bad(p: argparse.ArgumentParser, args) -> None:
     """Fail at once on what would otherwise fail only after the models are built and trained."""
-    counts = {"batch": [args.batch], "seq": [args.seq], "steps": [args.steps], "repeats": [args.repeats],
-              "every": args.every, "threads": [args.threads]}
+    counts = {
+        "batch": [args.batch],
+        "seq": [args.seq],
+        "steps": [args.steps],
+        "repeats": [args.repeats],
+        "every": args.every,
+        "threads": [args.threads],
+    }
     for name, values in counts.items():
         if min(values) < 1:
             p.error(f"--{name} {' '.join(map(str, values))}: must be at least 1")
@@ -111,14 +136,17 @@ def main(argv=None) -> None:
     p.add_argument("--repeats", type=int, default=3, help="timed saves and loads per size")
     p.add_argument("--every", type=int, nargs="+", default=[50, 200, 1000], help="checkpoint intervals (steps)")
     p.add_argument("--threads", type=int, default=1, help="intra-op threads (1: steady on a shared machine)")
-    p.add_argument("--tmp", default=None, help="where to write (default: the system temp dir; use the disk you "
-                                                "will checkpoint to)")
+    p.add_argument(
+        "--tmp", default=None, help="where to write (default: the system temp dir; use the disk you will checkpoint to)"
+    )
     args = p.parse_args(argv)
     refuse_bad(p, args)
     torch.manual_seed(0)
     torch.set_num_threads(args.threads)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {args.batch} x seq {args.seq}, "
-          f"median of {args.repeats} saves/loads")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {args.batch} x seq {args.seq}, "
+        f"median of {args.repeats} saves/loads"
+    )
     rows = []
     for size in args.sizes:
         with Quiet():
@@ -127,8 +155,10 @@ def main(argv=None) -> None:
     head += "".join(f" {'every ' + str(n):>11}" for n in args.every)
     print(head)
     for r in rows:
-        line = (f"{r['size']:<6} {r['params']:>11,} {r['mb']:>8.1f} {r['step_s']:>8.3f} {r['save_s']:>8.3f} "
-                f"{r['load_s']:>8.3f} {r['save_s'] / r['step_s']:>9.2f}")
+        line = (
+            f"{r['size']:<6} {r['params']:>11,} {r['mb']:>8.1f} {r['step_s']:>8.3f} {r['save_s']:>8.3f} "
+            f"{r['load_s']:>8.3f} {r['save_s'] / r['step_s']:>9.2f}"
+        )
         line += "".join(f" {r['save_s'] / (r['save_s'] + n * r['step_s']):>11.2%}" for n in args.every)
         print(line)
     print("every N: checkpoint time as a share of training time when saving every N steps")

@@ -14,6 +14,7 @@ the benchmark only). ``--out`` gets ``report.json``, one log per step and each s
 is non-zero if any step failed. The issue's goals (``single_gpu.GOALS``, and the 9-minute budget) are checked only
 on an H100; anywhere else, or when their step did not run, they are 'not measured'.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,8 +37,24 @@ BUDGET_S = 9 * 60  # the whole suite on one H100 (the issue's bound)
 
 # single_gpu.py's documented CPU smoke arguments; titles mode also trims validation, epochs and layouts so the
 # tiny suite stays near a minute on two cores (the goal's pair, padded and bucketed, is kept)
-CPU_BENCH = ["--device", "cpu", "--model_size", "tiny", "--steps", "4", "--warmup_steps", "1", "--batch_sizes", "8",
-             "--title_rows", "256", "--title_batch", "32", "--compile", "false"]
+CPU_BENCH = [
+    "--device",
+    "cpu",
+    "--model_size",
+    "tiny",
+    "--steps",
+    "4",
+    "--warmup_steps",
+    "1",
+    "--batch_sizes",
+    "8",
+    "--title_rows",
+    "256",
+    "--title_batch",
+    "32",
+    "--compile",
+    "false",
+]
 CPU_TITLES = ["--val_rows", "64", "--epochs", "2", "--layouts", "padded,bucketed", "--trainers", "ours"]
 TINY_DEFAULT = ("lab01", "bench_random", "bench_titles")
 # figures of single_gpu.py's rows worth a line in the report (the full rows are kept too)
@@ -82,31 +99,72 @@ def plan(tiny: bool, gpus: int, out: Path) -> list[Step]:
     """Every step, in order. GPU and tiny mode differ only in their parameters, and in what one GPU cannot host."""
     target = "local_cpu" if tiny else "local_gpu"
     smoke = ["--smoke"]
-    steps = [lab_step("lab01", "01", "lab 01 smoke: tiny model, the CPU fast-path progression" if tiny else
-                      "lab 01: base model, a one-epoch full-size run and the fast-path progression",
-                      target, smoke if tiny else ["--full", "-p", "epochs", "1"], out)]
+    steps = [
+        lab_step(
+            "lab01",
+            "01",
+            "lab 01 smoke: tiny model, the CPU fast-path progression"
+            if tiny
+            else "lab 01: base model, a one-epoch full-size run and the fast-path progression",
+            target,
+            smoke if tiny else ["--full", "-p", "epochs", "1"],
+            out,
+        )
+    ]
     if tiny or gpus >= 2:
         on = "the CPU (gloo)" if tiny else f"{gpus} GPUs (NCCL)"
         steps.append(lab_step("lab02", "02", f"lab 02 smoke: DDP parity on {on}", target, smoke, out))
     else:  # lab 02 itself moves its runs to the CPU here: nothing it does would touch the GPU
-        steps.append(Step("lab02", "lab 02: DDP parity over NCCL on GPUs",
-                          reason="one GPU: NCCL needs one GPU per rank (two ranks on one device are refused), so the "
-                                 "multi-rank runs need a machine with 2+ GPUs; the lab's CPU (gloo) parity is "
-                                 "covered by --tiny --steps lab02 and the test suite"))
-    steps.append(lab_step("lab04", "04", "lab 04 smoke: model-parallel strategies, memory planner, checkpoints",
-                          target, smoke, out))
+        steps.append(
+            Step(
+                "lab02",
+                "lab 02: DDP parity over NCCL on GPUs",
+                reason="one GPU: NCCL needs one GPU per rank (two ranks on one device are refused), so the "
+                "multi-rank runs need a machine with 2+ GPUs; the lab's CPU (gloo) parity is "
+                "covered by --tiny --steps lab02 and the test suite",
+            )
+        )
+    steps.append(
+        lab_step(
+            "lab04", "04", "lab 04 smoke: model-parallel strategies, memory planner, checkpoints", target, smoke, out
+        )
+    )
     if not tiny and gpus < 2:
-        steps.append(Step("lab04_gpu_ranks", "lab 04: its two-rank strategies (ddp, zero, fsdp, tp, pp) on GPUs",
-                          reason="one GPU cannot host two ranks: the lab04 step above ran its strategies on the CPU"))
-    steps.append(lab_step("lab07", "07", "lab 07 smoke: starved vs fixed input pipeline" +
-                          ("" if tiny else ", fp32 vs bf16 GPU profiles"), target, smoke, out))
+        steps.append(
+            Step(
+                "lab04_gpu_ranks",
+                "lab 04: its two-rank strategies (ddp, zero, fsdp, tp, pp) on GPUs",
+                reason="one GPU cannot host two ranks: the lab04 step above ran its strategies on the CPU",
+            )
+        )
+    steps.append(
+        lab_step(
+            "lab07",
+            "07",
+            "lab 07 smoke: starved vs fixed input pipeline" + ("" if tiny else ", fp32 vs bf16 GPU profiles"),
+            target,
+            smoke,
+            out,
+        )
+    )
     bench = CPU_BENCH if tiny else ["--device", "cuda"]
-    steps.append(bench_step("bench_random", "single_gpu.py: random tokens, ours vs HF Trainer, batch "
-                            + ("8" if tiny else "256 and 64"),
-                            [*bench, "--modes", "random", *([] if tiny else ["--batch_sizes", "256,64"])], out))
-    steps.append(bench_step("bench_titles", "single_gpu.py: real title lengths, padded vs "
-                            + ("length buckets" if tiny else "dynamic padding vs length buckets"),
-                            [*bench, "--modes", "titles", *(CPU_TITLES if tiny else [])], out))
+    steps.append(
+        bench_step(
+            "bench_random",
+            "single_gpu.py: random tokens, ours vs HF Trainer, batch " + ("8" if tiny else "256 and 64"),
+            [*bench, "--modes", "random", *([] if tiny else ["--batch_sizes", "256,64"])],
+            out,
+        )
+    )
+    steps.append(
+        bench_step(
+            "bench_titles",
+            "single_gpu.py: real title lengths, padded vs "
+            + ("length buckets" if tiny else "dynamic padding vs length buckets"),
+            [*bench, "--modes", "titles", *(CPU_TITLES if tiny else [])],
+            out,
+        )
+    )
     return steps
 
 
@@ -137,8 +195,9 @@ def execute(step: Step, out: Path, timeout_s: float) -> tuple[int | None, float,
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     start = time.perf_counter()
     with log.open("w") as sink:
-        proc = subprocess.Popen(step.command, cwd=REPO, stdout=sink, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            step.command, cwd=REPO, stdout=sink, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
         try:
             code = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -209,15 +268,22 @@ def device_and_versions(tiny: bool) -> dict:
     import transformers
 
     gpu = torch.cuda.is_available() and not tiny
-    return {"device": torch.cuda.get_device_name() if gpu else f"cpu ({platform.processor() or platform.machine()})",
-            "gpus": torch.cuda.device_count(), "torch": torch.__version__, "cuda": torch.version.cuda,
-            "transformers": transformers.__version__, "python": platform.python_version(), "commit": git_commit()}
+    return {
+        "device": torch.cuda.get_device_name() if gpu else f"cpu ({platform.processor() or platform.machine()})",
+        "gpus": torch.cuda.device_count(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+        "commit": git_commit(),
+    }
 
 
 def git_commit() -> str:
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], check=False, cwd=REPO, capture_output=True,
-                              text=True, timeout=10).stdout.strip()
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], check=False, cwd=REPO, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return ""
 
@@ -232,8 +298,13 @@ def check_goals(results: list[StepResult], device: str, seconds: float, whole_su
     rows = [r for res in results if res.status == "ok" for r in res.rows]
     out = []
     for what, mode, layout, batch, trainer, figure, least in GOALS:
-        found = [r[figure] for r in rows if (r["mode"], r["layout"], r["trainer"]) == (mode, layout, trainer)
-                 and batch in (None, r["batch"]) and r.get(figure) is not None]
+        found = [
+            r[figure]
+            for r in rows
+            if (r["mode"], r["layout"], r["trainer"]) == (mode, layout, trainer)
+            and batch in (None, r["batch"])
+            and r.get(figure) is not None
+        ]
         out.append(verdict(what, ">=", least, found[0] if found else None, elsewhere))
     # the time bound is for the whole suite as the issue runs it: a subset or a tiny run proves nothing
     partial = "" if whole_suite else "not the whole suite (--tiny, --steps, --step-args or a failed step)"
@@ -269,8 +340,12 @@ def run_suite(steps: list[Step], out: Path, tiny: bool, timeout_s: float, whole_
     the exit status."""
     out.mkdir(parents=True, exist_ok=True)
     start, results = time.perf_counter(), []
-    report = {"mode": "tiny" if tiny else "gpu", "out": str(out), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-              "commands": [shlex.join(s.command) for s in steps if s.command]}
+    report = {
+        "mode": "tiny" if tiny else "gpu",
+        "out": str(out),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "commands": [shlex.join(s.command) for s in steps if s.command],
+    }
     for i, step in enumerate(steps, 1):
         print(f"[{i}/{len(steps)}] {step.name}: {step.what}", flush=True)
         results.append(run_step(step, out, timeout_s))
@@ -282,14 +357,19 @@ def run_suite(steps: list[Step], out: Path, tiny: bool, timeout_s: float, whole_
     failed = report["failed"] = [r.name for r in results if r.status == "failed"]
     report["goals"] = check_goals(results, report["device"], seconds, whole_suite and not tiny and not failed)
     write(out, report)
-    print(f"\n{report['device']}: torch {report['torch']}, transformers {report['transformers']}, "
-          f"python {report['python']}\n{table(results)}")
+    print(
+        f"\n{report['device']}: torch {report['torch']}, transformers {report['transformers']}, "
+        f"python {report['python']}\n{table(results)}"
+    )
     for g in report["goals"]:
         shown = "-" if g["figure"] is None else f"{g['figure']:,.4g}"
         print(f"goal: {g['goal']} {g['bound']}: {shown}, {g['status']}" + (f" ({g['note']})" if g["note"] else ""))
     counts = {s: sum(r.status == s for r in results) for s in ("ok", "not run", "failed")}
-    print(", ".join(f"{n} {s}" for s, n in counts.items()) + f" in {seconds:.0f} s; report: {out / 'report.json'}"
-          + (f"; FAILED: {', '.join(failed)}" if failed else ""))
+    print(
+        ", ".join(f"{n} {s}" for s, n in counts.items())
+        + f" in {seconds:.0f} s; report: {out / 'report.json'}"
+        + (f"; FAILED: {', '.join(failed)}" if failed else "")
+    )
     return report, 1 if failed else 0
 
 
@@ -308,13 +388,19 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--tiny", action="store_true", help="CPU: local_cpu target and smoke sizes (a test of the suite)")
     p.add_argument("--steps", nargs="+", help=f"run only these steps (default: all; tiny: {', '.join(TINY_DEFAULT)})")
-    p.add_argument("--step-args", nargs=2, action="append", default=[], metavar=("STEP", "ARGS"),
-                   help="extra arguments for one step's command, e.g. --step-args lab01 '-p epochs 2'")
+    p.add_argument(
+        "--step-args",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("STEP", "ARGS"),
+        help="extra arguments for one step's command, e.g. --step-args lab01 '-p epochs 2'",
+    )
     p.add_argument("--out", type=Path, help="default: runs/gpu_suite/<time>-<gpu|tiny>")
     p.add_argument("--step-timeout", type=float, default=1200, help="seconds before a step is stopped (failed)")
     p.add_argument("--dry-run", action="store_true", help="print the plan, run nothing")
     a = p.parse_args(argv)
-    a.out = (a.out or REPO / "runs" / "gpu_suite" / f"{time.strftime('%Y%m%d-%H%M%S')}-{'tiny' if a.tiny else 'gpu'}")
+    a.out = a.out or REPO / "runs" / "gpu_suite" / f"{time.strftime('%Y%m%d-%H%M%S')}-{'tiny' if a.tiny else 'gpu'}"
     return a
 
 

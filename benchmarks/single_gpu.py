@@ -23,6 +23,7 @@ Throughput counts only the timed steps (after warm-up), between two device synch
 script's FLOP count (at the padded width) and measured peak table (``MEASURED_PEAK_TFLOPS``); it is left out off a
 GPU. Prints a table; ``--out`` writes the JSON.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,11 +49,13 @@ from catalog_data import PadCollator, TokenizedTitles, load_tokenizer, read_chan
 from sampling import GlobalBatchPlan  # noqa: E402
 
 # the issue's goals, checked on an H100 only: (what, mode, layout, batch, trainer, figure, at least)
-GOALS = [("samples/s, batch 256, seq 128", "random", "seq", 256, "ours", "samples_per_sec", 11_000),
-         ("MFU, batch 256, seq 128", "random", "seq", 256, "ours", "mfu", 0.47),
-         ("x HF Trainer, batch 256", "random", "seq", 256, "ours", "speedup_vs_hf", 1.6),
-         ("samples/s, batch 64, seq 128", "random", "seq", 64, "ours", "samples_per_sec", 6_000),
-         ("bucketing x pad-to-128 on real titles", "titles", "bucketed", None, "ours", "speedup_vs_padded", 3.0)]
+GOALS = [
+    ("samples/s, batch 256, seq 128", "random", "seq", 256, "ours", "samples_per_sec", 11_000),
+    ("MFU, batch 256, seq 128", "random", "seq", 256, "ours", "mfu", 0.47),
+    ("x HF Trainer, batch 256", "random", "seq", 256, "ours", "speedup_vs_hf", 1.6),
+    ("samples/s, batch 64, seq 128", "random", "seq", 64, "ours", "samples_per_sec", 6_000),
+    ("bucketing x pad-to-128 on real titles", "titles", "bucketed", None, "ours", "speedup_vs_padded", 3.0),
+]
 
 
 def parse_args(argv=None):
@@ -63,8 +66,12 @@ def parse_args(argv=None):
     p.add_argument("--trainers", default="hf,ours", help="comma list: hf, ours")
     p.add_argument("--precision", choices=["auto", "bf16", "fp32"], default="auto", help="auto: bf16 on a GPU")
     p.add_argument("--compile", choices=["auto", "true", "false"], default="auto", help="auto: on a GPU only")
-    p.add_argument("--compile_mode", choices=fastpath.COMPILE_MODES, default="default",
-                   help="ours only: reduce-overhead adds CUDA graphs (small batches)")
+    p.add_argument(
+        "--compile_mode",
+        choices=fastpath.COMPILE_MODES,
+        default="default",
+        help="ours only: reduce-overhead adds CUDA graphs (small batches)",
+    )
     p.add_argument("--seq", type=int, default=128, help="random mode's width, and the titles' max/pad length")
     p.add_argument("--batch_sizes", default="64,256", help="random mode: comma list")
     p.add_argument("--labels", type=int, default=64, help="random mode's number of classes")
@@ -88,8 +95,11 @@ def parse_args(argv=None):
     if a.device.type == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda, but torch sees no GPU here: use --device cpu (with --model_size tiny)")
     a.modes, a.trainers, a.layouts = (x.split(",") for x in (a.modes, a.trainers, a.layouts))
-    for name, given, known in (("modes", a.modes, {"random", "titles"}), ("trainers", a.trainers, {"hf", "ours"}),
-                               ("layouts", a.layouts, {"padded", "dynamic", "bucketed"})):
+    for name, given, known in (
+        ("modes", a.modes, {"random", "titles"}),
+        ("trainers", a.trainers, {"hf", "ours"}),
+        ("layouts", a.layouts, {"padded", "dynamic", "bucketed"}),
+    ):
         if not set(given) <= known:
             raise SystemExit(f"--{name} {','.join(given)}: choose from {', '.join(sorted(known))}")
     if not all(b.strip().isdecimal() and int(b) > 0 for b in a.batch_sizes.split(",")):
@@ -107,8 +117,10 @@ def parse_args(argv=None):
     a.compile = a.device.type == "cuda" if a.compile == "auto" else a.compile == "true"
     a.num_workers = (2 if a.device.type == "cuda" else 0) if a.num_workers < 0 else a.num_workers
     if "titles" in a.modes and not (Path(a.data) / "train" / "labels.json").is_file():
-        raise SystemExit(f"--data {a.data}: no catalogue there (train/labels.json). Build one with "
-                         f"`python -m helpers.data.catalog build --rows 30000 --out {a.data}`")
+        raise SystemExit(
+            f"--data {a.data}: no catalogue there (train/labels.json). Build one with "
+            f"`python -m helpers.data.catalog build --rows 30000 --out {a.data}`"
+        )
     return a
 
 
@@ -145,8 +157,22 @@ def stack_unpadded(batch):
 class Workload:
     """One comparison: a dataset, its batch plan and collator, the model's shape, and how long to run."""
 
-    def __init__(self, mode, layout, batch, dataset, collate, plan, vocab, num_labels, pad_id, warmup, total,
-                 val_set=None, val_collate=None):
+    def __init__(
+        self,
+        mode,
+        layout,
+        batch,
+        dataset,
+        collate,
+        plan,
+        vocab,
+        num_labels,
+        pad_id,
+        warmup,
+        total,
+        val_set=None,
+        val_collate=None,
+    ):
         self.mode, self.layout, self.batch = mode, layout, batch
         self.dataset, self.collate, self.plan = dataset, collate, plan
         self.vocab, self.num_labels, self.pad_id, self.warmup, self.total = vocab, num_labels, pad_id, warmup, total
@@ -155,9 +181,13 @@ class Workload:
     def loader(self, a):
         """A fresh loader over the same plan: both trainers see the same batches in the same order."""
         self.plan.set_epoch(0)
-        return torch.utils.data.DataLoader(self.dataset, batch_sampler=EpochCycling(self.plan, self.total),
-                                           collate_fn=self.collate, num_workers=a.num_workers,
-                                           pin_memory=a.device.type == "cuda")
+        return torch.utils.data.DataLoader(
+            self.dataset,
+            batch_sampler=EpochCycling(self.plan, self.total),
+            collate_fn=self.collate,
+            num_workers=a.num_workers,
+            pin_memory=a.device.type == "cuda",
+        )
 
     def key(self):
         return (self.mode, self.layout, self.batch)
@@ -190,8 +220,21 @@ def workloads(a) -> list[Workload]:
         for b in a.batch_sizes:
             total = a.warmup_steps + a.steps
             data = RandomTokens(b * 8, a.seq, a.vocab, a.labels, a.seed)  # 8 distinct batches, cycled
-            out.append(Workload("random", "seq", b, data, stack_unpadded, GlobalBatchPlan(len(data), b, seed=a.seed),
-                                a.vocab, a.labels, 0, a.warmup_steps, total))
+            out.append(
+                Workload(
+                    "random",
+                    "seq",
+                    b,
+                    data,
+                    stack_unpadded,
+                    GlobalBatchPlan(len(data), b, seed=a.seed),
+                    a.vocab,
+                    a.labels,
+                    0,
+                    a.warmup_steps,
+                    total,
+                )
+            )
     if "titles" in a.modes:
         labels = read_labels(f"{a.data}/train")
         tok = load_tokenizer(f"{a.data}/train/tokenizer.json")
@@ -201,26 +244,65 @@ def workloads(a) -> list[Workload]:
         lengths = fastpath.bucket_keys(train_set, bucketing)
         per_epoch = len(train_set) // a.title_batch
         if per_epoch == 0:
-            raise SystemExit(f"titles mode needs at least one batch of {a.title_batch} ({len(train_set)} rows): "
-                             f"lower --title_batch or raise --title_rows")
+            raise SystemExit(
+                f"titles mode needs at least one batch of {a.title_batch} ({len(train_set)} rows): "
+                f"lower --title_batch or raise --title_rows"
+            )
         dynamic = PadCollator(tok.pad_token_id, multiple=a.pad_multiple)
-        layouts = {"padded": (PadCollator(tok.pad_token_id, pad_to=a.seq), None),
-                   "dynamic": (dynamic, None), "bucketed": (dynamic, lengths)}
+        layouts = {
+            "padded": (PadCollator(tok.pad_token_id, pad_to=a.seq), None),
+            "dynamic": (dynamic, None),
+            "bucketed": (dynamic, lengths),
+        }
         for name in a.layouts:
             collate, by_length = layouts[name]
             plan = GlobalBatchPlan(len(train_set), a.title_batch, seed=a.seed, lengths=by_length)
-            out.append(Workload("titles", name, a.title_batch, train_set, collate, plan, len(tok), len(labels),
-                                tok.pad_token_id, per_epoch, per_epoch * a.epochs, val_set, collate))
+            out.append(
+                Workload(
+                    "titles",
+                    name,
+                    a.title_batch,
+                    train_set,
+                    collate,
+                    plan,
+                    len(tok),
+                    len(labels),
+                    tok.pad_token_id,
+                    per_epoch,
+                    per_epoch * a.epochs,
+                    val_set,
+                    collate,
+                )
+            )
     return out
 
 
 def script_args(a, w: Workload):
     """train.py's own arguments for this workload: the model and optimizer are built from them."""
-    return train.parse_args(["--model_size", a.model_size, "--max_length", str(a.seq), "--dropout", str(a.dropout),
-                             "--lr", str(a.lr), "--fused_adamw", str(a.device.type == "cuda"),
-                             "--compile", str(a.compile), "--compile_mode", a.compile_mode,
-                             "--pad_multiple", str(1 if w.mode == "random" else a.pad_multiple),
-                             "--pad_to", str(a.seq if w.layout == "padded" else 0), "--seed", str(a.seed)])
+    return train.parse_args(
+        [
+            "--model_size",
+            a.model_size,
+            "--max_length",
+            str(a.seq),
+            "--dropout",
+            str(a.dropout),
+            "--lr",
+            str(a.lr),
+            "--fused_adamw",
+            str(a.device.type == "cuda"),
+            "--compile",
+            str(a.compile),
+            "--compile_mode",
+            a.compile_mode,
+            "--pad_multiple",
+            str(1 if w.mode == "random" else a.pad_multiple),
+            "--pad_to",
+            str(a.seq if w.layout == "padded" else 0),
+            "--seed",
+            str(a.seed),
+        ]
+    )
 
 
 def build(a, w: Workload):
@@ -299,12 +381,25 @@ def run_hf(a, w: Workload, autocast) -> dict:
 
     with tempfile.TemporaryDirectory() as out:
         targs = TrainingArguments(
-            output_dir=out, per_device_train_batch_size=w.batch, max_steps=w.total, bf16=a.precision == "bf16",
-            torch_compile=a.compile, max_grad_norm=1.0, logging_steps=w.total, report_to="none",
-            save_strategy="no", eval_strategy="no", average_tokens_across_devices=False, disable_tqdm=True,
-            use_cpu=a.device.type == "cpu", dataloader_pin_memory=a.device.type == "cuda", seed=a.seed)
-        trainer = SameBatches(model=model, args=targs, train_dataset=w.dataset, optimizers=(optimizer, schedule),
-                              callbacks=[Timer()])
+            output_dir=out,
+            per_device_train_batch_size=w.batch,
+            max_steps=w.total,
+            bf16=a.precision == "bf16",
+            torch_compile=a.compile,
+            max_grad_norm=1.0,
+            logging_steps=w.total,
+            report_to="none",
+            save_strategy="no",
+            eval_strategy="no",
+            average_tokens_across_devices=False,
+            disable_tqdm=True,
+            use_cpu=a.device.type == "cpu",
+            dataloader_pin_memory=a.device.type == "cuda",
+            seed=a.seed,
+        )
+        trainer = SameBatches(
+            model=model, args=targs, train_dataset=w.dataset, optimizers=(optimizer, schedule), callbacks=[Timer()]
+        )
         trainer.train()
     return finish(a, w, "hf", trainer.model, clock.seconds, losses, autocast, mean_only=True)
 
@@ -319,21 +414,34 @@ def finish(a, w: Workload, trainer: str, model, seconds: float, losses: list, au
             r, p = batch_tokens(batch)
             real, padded, flops = real + r, padded + p, flops + w.batch * flops_of(batch["input_ids"].shape[1])
     rate = timed * w.batch / seconds if seconds else float("nan")
-    peak = next((v for k, v in train.MEASURED_PEAK_TFLOPS.items() if k in torch.cuda.get_device_name()), 0.0) \
-        if a.device.type == "cuda" else 0.0
-    row = {"mode": w.mode, "layout": w.layout, "batch": w.batch, "trainer": trainer, "timed_steps": timed,
-           "seconds": seconds, "samples_per_sec": rate,
-           "tokens_per_sec": real / seconds if seconds else float("nan"),
-           "padded_tokens_per_sec": padded / seconds if seconds else float("nan"),
-           "mfu": flops / seconds / (peak * 1e12) if peak and seconds else None,
-           "peak_mem_gb": torch.cuda.max_memory_allocated() / 2**30 if a.device.type == "cuda" else None,
-           "mean_loss": sum(losses) / len(losses) if losses else float("nan")}
+    peak = (
+        next((v for k, v in train.MEASURED_PEAK_TFLOPS.items() if k in torch.cuda.get_device_name()), 0.0)
+        if a.device.type == "cuda"
+        else 0.0
+    )
+    row = {
+        "mode": w.mode,
+        "layout": w.layout,
+        "batch": w.batch,
+        "trainer": trainer,
+        "timed_steps": timed,
+        "seconds": seconds,
+        "samples_per_sec": rate,
+        "tokens_per_sec": real / seconds if seconds else float("nan"),
+        "padded_tokens_per_sec": padded / seconds if seconds else float("nan"),
+        "mfu": flops / seconds / (peak * 1e12) if peak and seconds else None,
+        "peak_mem_gb": torch.cuda.max_memory_allocated() / 2**30 if a.device.type == "cuda" else None,
+        "mean_loss": sum(losses) / len(losses) if losses else float("nan"),
+    }
     if not mean_only:
         row["first_loss"] = losses[0]
     if w.val_set is not None:
         with torch.compiler.set_stance("force_eager"):  # as train.py: evaluation is not worth compiling
-            row.update(train.evaluate(model, w.val_set, w.val_collate, OneDevice(a.device), autocast, 2 * w.batch,
-                                      w.num_labels))
+            row.update(
+                train.evaluate(
+                    model, w.val_set, w.val_collate, OneDevice(a.device), autocast, 2 * w.batch, w.num_labels
+                )
+            )
     return row
 
 
@@ -362,11 +470,22 @@ def goals(a, rows: list[dict]) -> list[dict]:
     on_h100 = a.device.type == "cuda" and "H100" in torch.cuda.get_device_name()
     out = []
     for what, mode, layout, batch, trainer, figure, least in GOALS:
-        found = [r.get(figure) for r in rows if (r["mode"], r["layout"], r["trainer"]) == (mode, layout, trainer)
-                 and batch in (None, r["batch"]) and r.get(figure) is not None]
+        found = [
+            r.get(figure)
+            for r in rows
+            if (r["mode"], r["layout"], r["trainer"]) == (mode, layout, trainer)
+            and batch in (None, r["batch"])
+            and r.get(figure) is not None
+        ]
         value = found[0] if found else None
-        out.append({"goal": what, "at_least": least, "measured": value,
-                    "met": (value >= least) if on_h100 and value is not None else None})
+        out.append(
+            {
+                "goal": what,
+                "at_least": least,
+                "measured": value,
+                "met": (value >= least) if on_h100 and value is not None else None,
+            }
+        )
     return out
 
 
@@ -380,11 +499,26 @@ def no_nan(value):
 
 
 def table(rows: list[dict]) -> str:
-    cols = ["mode", "layout", "batch", "trainer", "samples_per_sec", "tokens_per_sec", "mfu", "peak_mem_gb",
-            "mean_loss", "val_accuracy", "speedup_vs_hf", "speedup_vs_padded"]
+    cols = [
+        "mode",
+        "layout",
+        "batch",
+        "trainer",
+        "samples_per_sec",
+        "tokens_per_sec",
+        "mfu",
+        "peak_mem_gb",
+        "mean_loss",
+        "val_accuracy",
+        "speedup_vs_hf",
+        "speedup_vs_padded",
+    ]
     cols = [c for c in cols if any(r.get(c) is not None for r in rows)]
-    fmt = lambda v: "-" if v is None else (f"{v:,.3f}" if isinstance(v, float) and abs(v) < 10 else
-                                           f"{v:,.0f}" if isinstance(v, float) else str(v))
+    fmt = lambda v: (
+        "-"
+        if v is None
+        else (f"{v:,.3f}" if isinstance(v, float) and abs(v) < 10 else f"{v:,.0f}" if isinstance(v, float) else str(v))
+    )
     cells = [cols] + [[fmt(r.get(c)) for c in cols] for r in rows]
     width = [max(len(row[i]) for row in cells) for i in range(len(cols))]
     return "\n".join("  ".join(v.rjust(w) for v, w in zip(row, width)) for row in cells)
@@ -400,14 +534,23 @@ def main(argv=None) -> dict:
         for who in a.trainers:
             reset(a.device)
             rows.append((run_hf if who == "hf" else run_ours)(a, w, autocast))
-            print(f"[bench] {w.mode}/{w.layout} batch={w.batch} {who}: {rows[-1]['samples_per_sec']:,.1f} samples/s",
-                  flush=True)
+            print(
+                f"[bench] {w.mode}/{w.layout} batch={w.batch} {who}: {rows[-1]['samples_per_sec']:,.1f} samples/s",
+                flush=True,
+            )
     ratios(rows)
     cpu = f"cpu ({platform.processor() or platform.machine()})"
-    result = {"device": torch.cuda.get_device_name() if a.device.type == "cuda" else cpu,
-              "torch": torch.__version__, "transformers": __import__("transformers").__version__,
-              "model_size": a.model_size, "precision": a.precision, "compile": a.compile,
-              "compile_mode": a.compile_mode, "rows": rows, "goals": goals(a, rows)}
+    result = {
+        "device": torch.cuda.get_device_name() if a.device.type == "cuda" else cpu,
+        "torch": torch.__version__,
+        "transformers": __import__("transformers").__version__,
+        "model_size": a.model_size,
+        "precision": a.precision,
+        "compile": a.compile,
+        "compile_mode": a.compile_mode,
+        "rows": rows,
+        "goals": goals(a, rows),
+    }
     print(table(rows))
     for g in result["goals"]:
         state = {True: "met", False: "NOT met", None: "not checked (goals are for an H100)"}[g["met"]]

@@ -1,6 +1,7 @@
 """A job's channels as SageMaker will see them: each one's input mode and where its data comes from (uploaded from
 this machine, an s3:// prefix, or a directory on an FSx for Lustre file system), checked before anything is built.
 Both the SageMaker launcher and the local runner's input modes plan channels this way."""
+
 from __future__ import annotations
 
 import re
@@ -56,9 +57,11 @@ def plan_channels(job: Job) -> list[ChannelPlan]:
         if mode == "FSx":
             path = _fsx_directory(job, text)
             if not path.startswith("/") or path.strip("/") == "":
-                raise FSxConfigError(f"channel {name!r}: FSx directory {path!r} must be an absolute path that starts "
-                                     f"with the file system's mount name, e.g. '/abcdef12/catalog/train' (FSx "
-                                     f"console > file system > Attach shows the mount name).")
+                raise FSxConfigError(
+                    f"channel {name!r}: FSx directory {path!r} must be an absolute path that starts "
+                    f"with the file system's mount name, e.g. '/abcdef12/catalog/train' (FSx "
+                    f"console > file system > Attach shows the mount name)."
+                )
             plans.append(ChannelPlan(name, mode, "fsx", path))
         elif text.startswith("s3://"):
             if not re.match(r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$", text):
@@ -67,8 +70,10 @@ def plan_channels(job: Job) -> list[ChannelPlan]:
         else:
             path = Path(source)
             if not path.is_dir():
-                raise ChannelError(f"channel {name!r}: {path} is not a directory. Build the data first "
-                                   f"(`python -m helpers.data.catalog build --out data/catalog`) or give an s3:// URI.")
+                raise ChannelError(
+                    f"channel {name!r}: {path} is not a directory. Build the data first "
+                    f"(`python -m helpers.data.catalog build --out data/catalog`) or give an s3:// URI."
+                )
             files, size = _dir_stats(path)
             if not files:
                 raise ChannelError(f"channel {name!r}: {path} is empty; nothing to train on.")
@@ -94,7 +99,8 @@ def check_fsx(job: Job, fsx_channels: list[ChannelPlan]) -> None:
             f"itself; with several instances, all traffic from itself, for NCCL between them). The job then runs in "
             f"that VPC: it needs an S3 VPC endpoint or NAT for everything it reads from or writes to S3, its code "
             f"channels included (the source, and the SDK's drivers channel sm_drivers), and NAT to install "
-            f"requirements.txt.")
+            f"requirements.txt."
+        )
     if not str(job.fsx["file_system_id"]).startswith("fs-"):
         raise FSxConfigError(f"file_system_id {job.fsx['file_system_id']!r} should look like 'fs-0123456789abcdef0'.")
     for c in fsx_channels:

@@ -3,6 +3,7 @@
 Each error is also the built-in kind it always was (a ``ValueError`` for bad input, a ``RuntimeError`` for a run that
 went wrong...), so ``except ValueError`` keeps working; ``except WorkshopError`` catches them all in a notebook.
 """
+
 from __future__ import annotations
 
 

@@ -11,6 +11,7 @@ An entry point it does not describe is not checked, and launches as before: a sh
 directory lacks, or a user's own script (with no ``options.py`` beside it, or one whose ``SCRIPTS`` does not list
 it; add the script's parser there to have it checked).
 """
+
 from __future__ import annotations
 
 import difflib
@@ -31,25 +32,54 @@ _CONVERT = {"int": int, "float": float}
 # script conventions), each with the script names it may mean, first match wins. Spelling is too far off for difflib
 # ("learning_rate" is not close to "lr"), but the meaning is common: these are looked up first.
 SYNONYMS: dict[str, tuple[str, ...]] = {
-    "learning_rate": ("lr",), "learningrate": ("lr",), "base_lr": ("lr",), "max_lr": ("lr",),
-    "num_train_epochs": ("epochs",), "num_epochs": ("epochs",), "n_epochs": ("epochs",), "epoch": ("epochs",),
-    "nb_epoch": ("epochs",), "train_epochs": ("epochs",),
-    "per_device_train_batch_size": ("batch_size",), "per_gpu_train_batch_size": ("batch_size",),
-    "train_batch_size": ("batch_size",), "batch": ("batch_size",), "bs": ("batch_size",),
-    "batchsize": ("batch_size",), "global_batch_size": ("batch_size",),
-    "max_seq_length": ("max_length", "block_size"), "max_seq_len": ("max_length", "block_size"),
-    "seq_len": ("max_length", "block_size"), "max_len": ("max_length", "block_size"),
-    "model_max_length": ("max_length", "block_size"), "sequence_length": ("max_length", "block_size"),
-    "max_train_steps": ("max_steps",), "num_train_steps": ("max_steps",), "total_steps": ("max_steps",),
-    "logging_steps": ("log_every",), "log_interval": ("log_every",), "log_steps": ("log_every",),
-    "save_steps": ("checkpoint_every",), "save_total_limit": ("checkpoint_keep",),
-    "dataloader_num_workers": ("num_workers",), "workers": ("num_workers",),
-    "dataloader_pin_memory": ("pin_memory",), "torch_compile": ("compile",),
-    "gradient_checkpointing": ("activation_checkpointing",), "wd": ("weight_decay",),
-    "fp16": ("precision",), "bf16": ("precision",), "mixed_precision": ("precision",), "dtype": ("precision",),
-    "warmup_steps": ("warmup_ratio",), "warmup": ("warmup_ratio",), "random_seed": ("seed",),
-    "model_name_or_path": ("pretrained",), "model_name": ("pretrained",),
-    "dist_backend": ("backend",), "ddp_backend": ("backend",),
+    "learning_rate": ("lr",),
+    "learningrate": ("lr",),
+    "base_lr": ("lr",),
+    "max_lr": ("lr",),
+    "num_train_epochs": ("epochs",),
+    "num_epochs": ("epochs",),
+    "n_epochs": ("epochs",),
+    "epoch": ("epochs",),
+    "nb_epoch": ("epochs",),
+    "train_epochs": ("epochs",),
+    "per_device_train_batch_size": ("batch_size",),
+    "per_gpu_train_batch_size": ("batch_size",),
+    "train_batch_size": ("batch_size",),
+    "batch": ("batch_size",),
+    "bs": ("batch_size",),
+    "batchsize": ("batch_size",),
+    "global_batch_size": ("batch_size",),
+    "max_seq_length": ("max_length", "block_size"),
+    "max_seq_len": ("max_length", "block_size"),
+    "seq_len": ("max_length", "block_size"),
+    "max_len": ("max_length", "block_size"),
+    "model_max_length": ("max_length", "block_size"),
+    "sequence_length": ("max_length", "block_size"),
+    "max_train_steps": ("max_steps",),
+    "num_train_steps": ("max_steps",),
+    "total_steps": ("max_steps",),
+    "logging_steps": ("log_every",),
+    "log_interval": ("log_every",),
+    "log_steps": ("log_every",),
+    "save_steps": ("checkpoint_every",),
+    "save_total_limit": ("checkpoint_keep",),
+    "dataloader_num_workers": ("num_workers",),
+    "workers": ("num_workers",),
+    "dataloader_pin_memory": ("pin_memory",),
+    "torch_compile": ("compile",),
+    "gradient_checkpointing": ("activation_checkpointing",),
+    "wd": ("weight_decay",),
+    "fp16": ("precision",),
+    "bf16": ("precision",),
+    "mixed_precision": ("precision",),
+    "dtype": ("precision",),
+    "warmup_steps": ("warmup_ratio",),
+    "warmup": ("warmup_ratio",),
+    "random_seed": ("seed",),
+    "model_name_or_path": ("pretrained",),
+    "model_name": ("pretrained",),
+    "dist_backend": ("backend",),
+    "ddp_backend": ("backend",),
 }
 
 
@@ -87,8 +117,14 @@ def _run_schema(path: Path) -> dict:
     # -E: no PYTHONPATH (the module imports only its siblings); -B: no __pycache__ written into the source dir
     env = {k: v for k, v in os.environ.items() if not k.startswith("SM_")}
     try:
-        done = subprocess.run([sys.executable, "-B", "-E", path.name, "--schema"], cwd=path.parent, env=env,
-                              capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            [sys.executable, "-B", "-E", path.name, "--schema"],
+            cwd=path.parent,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     except subprocess.TimeoutExpired:
         raise SchemaError(f"{path}: `python {path.name} --schema` took over 60 s") from None
     try:
@@ -96,8 +132,10 @@ def _run_schema(path: Path) -> dict:
     except json.JSONDecodeError:
         published = None
     if not isinstance(published, dict) or "scripts" not in published:
-        raise SchemaError(f"{path}: `python {path.name} --schema` gave no options (exit code {done.returncode}): "
-                          f"{(done.stderr or done.stdout).strip()[-500:]}")
+        raise SchemaError(
+            f"{path}: `python {path.name} --schema` gave no options (exit code {done.returncode}): "
+            f"{(done.stderr or done.stdout).strip()[-500:]}"
+        )
     return published
 
 
@@ -117,8 +155,10 @@ def options(entry: Path) -> dict[str, Option] | None:
     published = _published(entry)
     if published is None:
         return None
-    return {name: Option(o["type"], tuple(o["choices"]) if o["choices"] is not None else None, o.get("default"))
-            for name, o in published[0]["options"].items()} or None
+    return {
+        name: Option(o["type"], tuple(o["choices"]) if o["choices"] is not None else None, o.get("default"))
+        for name, o in published[0]["options"].items()
+    } or None
 
 
 def model_sizes(entry: Path) -> dict[str, tuple[int, ...]] | None:
@@ -181,11 +221,14 @@ def check(job) -> str | None:
     for name, value in job.hyperparameters.items():
         if name not in known:
             close = suggest(str(name), known)
-            problems.append(f"no option {name!r}" + (f" (did you mean {close!r}?)" if close else "") +
-                            ": it would be ignored")
+            problems.append(
+                f"no option {name!r}" + (f" (did you mean {close!r}?)" if close else "") + ": it would be ignored"
+            )
         elif want := _bad_value(value, known[name], spellings):
             problems.append(f"{name}={value!r} is not {want}")
     if not problems:
         return None
-    return (f"{job.entry_point}: {'; '.join(problems)}. Fix the hyperparameters, or see "
-            f"`python {job.entry_point} --help` in {job.source_dir}.")
+    return (
+        f"{job.entry_point}: {'; '.join(problems)}. Fix the hyperparameters, or see "
+        f"`python {job.entry_point} --help` in {job.source_dir}."
+    )

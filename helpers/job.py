@@ -1,5 +1,6 @@
 """A lab's training job, described once: what it runs, on what data, with which settings (:class:`Job`), and how
 its log's metric lines read. ``helpers.jobs.run_job`` launches it on any target."""
+
 from __future__ import annotations
 
 import functools
@@ -89,8 +90,10 @@ def _tag_rules() -> dict[str, tuple[int, int, str]]:
 
     model = botocore.model.ServiceModel(botocore.loaders.create_loader().load_service_model("sagemaker", "service-2"))
     tag = model.shape_for("Tag")
-    rules = {part: (shape.metadata.get("min", 0), shape.metadata["max"], shape.metadata.get("pattern", ""))
-             for part, shape in tag.members.items()}
+    rules = {
+        part: (shape.metadata.get("min", 0), shape.metadata["max"], shape.metadata.get("pattern", ""))
+        for part, shape in tag.members.items()
+    }
     return {**rules, "count": model.shape_for("TagList").metadata["max"]}
 
 
@@ -132,17 +135,23 @@ def tag_problem(tags) -> str | None:
                 return f"{what} is not text: tag keys and values are strings (e.g. {str(text)!r})."
             low, high, pattern = rules[part]
             if not low <= len(text) <= high:
-                return (f"{what} has {len(text)} characters; SageMaker takes {low} to {high} for a tag "
-                        f"{part.lower()}: {'shorten it' if len(text) > high else 'give it a name'}.")
+                return (
+                    f"{what} has {len(text)} characters; SageMaker takes {low} to {high} for a tag "
+                    f"{part.lower()}: {'shorten it' if len(text) > high else 'give it a name'}."
+                )
             rule = _pattern_class(pattern)
             bad = sorted({c for c in text if not _allowed(c, rule)}) if rule else []
             if bad:
-                return (f"{what} contains {', '.join(repr(c) for c in bad)}, which SageMaker does not accept in a "
-                        f"tag (pattern {pattern}): use letters, digits, spaces and {' '.join(sorted(rule[1]))} "
-                        f"only, e.g. {''.join(c if _allowed(c, rule) else '-' for c in text)!r}.")
+                return (
+                    f"{what} contains {', '.join(repr(c) for c in bad)}, which SageMaker does not accept in a "
+                    f"tag (pattern {pattern}): use letters, digits, spaces and {' '.join(sorted(rule[1]))} "
+                    f"only, e.g. {''.join(c if _allowed(c, rule) else '-' for c in text)!r}."
+                )
         if key.lower().startswith("aws:"):
-            return (f"key {key!r} starts with 'aws:', a prefix AWS reserves for its own tags (in any case): "
-                    f"drop it, e.g. {key[4:] or 'owner'!r}.")
+            return (
+                f"key {key!r} starts with 'aws:', a prefix AWS reserves for its own tags (in any case): "
+                f"drop it, e.g. {key[4:] or 'owner'!r}."
+            )
     return None
 
 

@@ -4,6 +4,7 @@ The notebook builds a :class:`~helpers.job.Job` and calls :func:`run_job` with i
 else in the notebook changes between this laptop and an ``ml.p4d.24xlarge``. The job's own names are here too, so a
 notebook needs one import: ``jobs.Job``, ``jobs.catalog_channels``, ``jobs.DATA_DIR``.
 """
+
 from __future__ import annotations
 
 from helpers import targets

@@ -1,4 +1,5 @@
 """Plots the labs show: training curves against a baseline, and side-by-side bars."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -12,7 +13,7 @@ def training_curves(results: dict, baseline_accuracy: float | None = None, title
     fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(11, 3.6))
     for label, result in results.items():
         steps, loss = result.curve("train", "train_loss")
-        line, = ax_loss.plot(steps, loss, label=f"{label} train")
+        (line,) = ax_loss.plot(steps, loss, label=f"{label} train")
         steps, val = result.curve("eval", "val_loss")
         ax_loss.plot(steps, val, "o--", color=line.get_color(), label=f"{label} validation")
         steps, acc = result.curve("eval", "val_accuracy")
@@ -29,14 +30,26 @@ def training_curves(results: dict, baseline_accuracy: float | None = None, title
     return fig
 
 
-def bars(labels: Sequence[str], values: Sequence[float], ylabel: str, title: str = "", annotate: str = "{:.0f}",
-         reference: float | None = None, reference_label: str = ""):
+def bars(
+    labels: Sequence[str],
+    values: Sequence[float],
+    ylabel: str,
+    title: str = "",
+    annotate: str = "{:.0f}",
+    reference: float | None = None,
+    reference_label: str = "",
+):
     """One bar per configuration, its value written on top; an optional reference line."""
     fig, ax = plt.subplots(figsize=(max(4.5, 1.2 * len(labels)), 3.4))
     drawn = ax.bar(labels, values, color="#4C72B0")
     for bar, value in zip(drawn, values):
-        ax.annotate(annotate.format(value), (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                    ha="center", va="bottom", fontsize=9)
+        ax.annotate(
+            annotate.format(value),
+            (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+            ha="center",
+            va="bottom",
+            fontsize=9,
+        )
     if reference is not None:
         ax.axhline(reference, color="grey", ls=":", label=reference_label)
         ax.legend(fontsize=8)
@@ -60,8 +73,13 @@ def class_counts(counts: dict[str, int], title: str = "Rows per category"):
     return fig
 
 
-def stacked_bars(labels: Sequence[str], parts: dict[str, Sequence[float]], ylabel: str, title: str = "",
-                 side: tuple[Sequence[float], str, str] | None = None):
+def stacked_bars(
+    labels: Sequence[str],
+    parts: dict[str, Sequence[float]],
+    ylabel: str,
+    title: str = "",
+    side: tuple[Sequence[float], str, str] | None = None,
+):
     """One stacked bar per configuration (``parts``: component -> values), and optionally a plain bar chart of
     another figure beside it (``side``: values, its y label, its title), e.g. bytes per rank next to step time."""
     fig, axes = plt.subplots(1, 2 if side else 1, figsize=(11 if side else 6, 3.8), squeeze=False)
@@ -78,8 +96,13 @@ def stacked_bars(labels: Sequence[str], parts: dict[str, Sequence[float]], ylabe
         values, side_label, side_title = side
         drawn = axes[0][1].bar(labels, values, color="#4C72B0")
         for bar, value in zip(drawn, values):
-            axes[0][1].annotate(f"{value:.0f}", (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center",
-                                va="bottom", fontsize=9)
+            axes[0][1].annotate(
+                f"{value:.0f}",
+                (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                ha="center",
+                va="bottom",
+                fontsize=9,
+            )
         axes[0][1].set(ylabel=side_label, title=side_title)
         axes[0][1].tick_params(axis="x", rotation=30)
         axes[0][1].grid(axis="y", alpha=0.3)

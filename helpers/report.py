@@ -2,6 +2,7 @@
 
 Everything renders as HTML in Jupyter and as plain text in a terminal or a headless run's log.
 """
+
 from __future__ import annotations
 
 import html

@@ -1,6 +1,7 @@
 """What a run returns, wherever it ran: the local runner's ``JobResult``, a SageMaker job's result and a dry run all
 have a ``name``, a ``status``, the final ``metrics`` and every metric line in ``history``, so a lab plots and
 prints them the same way."""
+
 from __future__ import annotations
 
 

@@ -8,6 +8,7 @@
 Executed notebooks, each lab's key figures and ``summary.json`` / ``summary.md`` land in ``--out``. The exit
 status is non-zero if any lab fails, and the summary names the failing cell.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,9 +60,13 @@ def declared_parameters(notebook: Path) -> set[str]:
     for cell in nb["cells"]:
         if "parameters" in cell.get("metadata", {}).get("tags", []):
             tree = ast.parse("".join(cell["source"]))
-            return {t.id for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))
-                    for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
-                    if isinstance(t, ast.Name)}
+            return {
+                t.id
+                for node in tree.body
+                if isinstance(node, (ast.Assign, ast.AnnAssign))
+                for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                if isinstance(t, ast.Name)
+            }
     raise SystemExit(f"{notebook.name} has no cell tagged 'parameters'; papermill needs one to inject the target")
 
 
@@ -108,10 +113,18 @@ def run_lab(notebook: Path, out_dir: Path, parameters: dict, verbose: bool = Fal
     # a Unix socket path holds ~100 bytes at most: a deep clone would fail every lab, so the sockets live in /tmp
     sockets = tempfile.TemporaryDirectory(prefix="lab-kernel-")
     try:
-        pm.execute_notebook(str(notebook), str(executed), parameters=given, kernel_name="python3",
-                            cwd=str(notebook.parent), progress_bar=False, log_output=verbose,
-                            request_save_on_cell_execute=False, config=kernel_config(sockets.name),
-                            kernel_manager_class=quiet_shutdown_kernel_manager())
+        pm.execute_notebook(
+            str(notebook),
+            str(executed),
+            parameters=given,
+            kernel_name="python3",
+            cwd=str(notebook.parent),
+            progress_bar=False,
+            log_output=verbose,
+            request_save_on_cell_execute=False,
+            config=kernel_config(sockets.name),
+            kernel_manager_class=quiet_shutdown_kernel_manager(),
+        )
         status, error = "ok", ""
     except pm.PapermillExecutionError as e:
         status = "failed"
@@ -124,13 +137,13 @@ def run_lab(notebook: Path, out_dir: Path, parameters: dict, verbose: bool = Fal
         os.environ.pop(REQUESTS_ENV, None)
     figures = json.loads(figures_file.read_text()) if figures_file.is_file() else {}
     requests = [str(p) for p in sorted(requests_dir.glob("*.json"))]
-    return LabRun(notebook.stem, status, round(time.perf_counter() - start, 1), str(executed), figures, error,
-                  requests)
+    return LabRun(notebook.stem, status, round(time.perf_counter() - start, 1), str(executed), figures, error, requests)
 
 
 def write_summary(runs: list[LabRun], out_dir: Path, parameters: dict) -> None:
-    (out_dir / "summary.json").write_text(json.dumps({"parameters": parameters, "labs": [asdict(r) for r in runs]},
-                                                     indent=1, ensure_ascii=False))
+    (out_dir / "summary.json").write_text(
+        json.dumps({"parameters": parameters, "labs": [asdict(r) for r in runs]}, indent=1, ensure_ascii=False)
+    )
     lines = ["| lab | status | seconds | key figures |", "|---|---|---|---|"]
     for r in runs:
         figs = ", ".join(f"{k}={v}" for k, v in r.figures.items()) or ""
@@ -161,8 +174,10 @@ def refuse_bad(ap: argparse.ArgumentParser, a: argparse.Namespace, labs: list[Pa
     for name, _ in a.parameter:
         if name not in declared:
             close = difflib.get_close_matches(name, declared, 1)
-            ap.error(f"-p {name}: no chosen lab has that parameter" + (f"; did you mean {close[0]!r}?" if close else
-                     f"; they have {', '.join(sorted(declared))}"))
+            ap.error(
+                f"-p {name}: no chosen lab has that parameter"
+                + (f"; did you mean {close[0]!r}?" if close else f"; they have {', '.join(sorted(declared))}")
+            )
     if a.out.exists() and not a.out.is_dir():
         ap.error(f"--out {a.out} is a file: give a directory for the executed notebooks")
 
@@ -184,8 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     labs = discover(a.labs_dir, only=a.labs)
     target = str(parameters["target"])  # --target, or a "-p target ..." given after it
     refuse_bad(ap, a, labs, target)
-    if target.strip().lower().startswith("ml.") and not parameters.get("launch") \
-            and OFFLINE_ENV_FLAG not in os.environ:
+    if target.strip().lower().startswith("ml.") and not parameters.get("launch") and OFFLINE_ENV_FLAG not in os.environ:
         # a dry run of every lab: placeholders for account, role and bucket, nothing sent (launch=True lifts it)
         os.environ[OFFLINE_ENV_FLAG] = "1"
         try:

@@ -3,6 +3,7 @@
 Resolving a target never imports torch and never calls AWS: it looks for GPUs the way the SageMaker container driver
 does (``nvidia-smi --list-gpus``), so notebooks stay light and start fast.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -64,7 +65,6 @@ def resolve(name: str) -> Target:
         raise TargetError(f"target must be a string such as 'local' or 'ml.g5.2xlarge', got {name!r}.")
     name = name.strip()
     if "." in name:  # an instance type, perhaps without its "ml." or in capitals: the catalogue says which
-
         spec = instances.lookup(name)
         return Target(spec.name, spec.name, spec.gpus, spec.vcpus)
     gpus, cpus = local_gpu_count(), local_cpu_count()
@@ -74,14 +74,20 @@ def resolve(name: str) -> Target:
         return Target(name, name, 0, cpus)
     if name == "local_gpu":
         if not gpus:
-            raise TargetError("target 'local_gpu' needs an NVIDIA GPU and `nvidia-smi`, and this machine has none. "
-                              "Use target='local' (GPU when present, else CPU) or 'local_cpu'.")
+            raise TargetError(
+                "target 'local_gpu' needs an NVIDIA GPU and `nvidia-smi`, and this machine has none. "
+                "Use target='local' (GPU when present, else CPU) or 'local_cpu'."
+            )
         return Target(name, name, gpus, cpus)
     if name == "local_container":
-        raise TargetError("target 'local_container' is SageMaker's Docker local mode (the training image on this "
-                          "machine's Docker): run it with helpers.jobs.run_job(job, 'local_container') on a machine "
-                          "with a Docker daemon, or use target='local' here.")
+        raise TargetError(
+            "target 'local_container' is SageMaker's Docker local mode (the training image on this "
+            "machine's Docker): run it with helpers.jobs.run_job(job, 'local_container') on a machine "
+            "with a Docker daemon, or use target='local' here."
+        )
     close = difflib.get_close_matches(name, LOCAL_TARGETS, n=2)
     hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-    raise TargetError(f"unknown target {name!r}.{hint} Choose one of {', '.join(LOCAL_TARGETS)} or a SageMaker "
-                      f"instance type such as 'ml.g5.2xlarge'.")
+    raise TargetError(
+        f"unknown target {name!r}.{hint} Choose one of {', '.join(LOCAL_TARGETS)} or a SageMaker "
+        f"instance type such as 'ml.g5.2xlarge'."
+    )

@@ -1,4 +1,5 @@
 """Shared fixtures: a small catalogue built once per session, and helpers to run the training script."""
+
 from __future__ import annotations
 
 import os
@@ -45,9 +46,11 @@ def probe_dir(tmp_path, request):
 TINY = {"model_size": "tiny", "batch_size": 32, "lr": 2e-3, "dropout": 0.0, "log_every": 5, "precision": "fp32"}
 
 
-def run_script(args: list[str], env: dict | None = None, cwd: Path = SRC,
-               timeout: int = 180) -> subprocess.CompletedProcess:
+def run_script(
+    args: list[str], env: dict | None = None, cwd: Path = SRC, timeout: int = 180
+) -> subprocess.CompletedProcess:
     """Run train.py (or any script in labs/src) directly, as a user would by hand."""
     full_env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", **(env or {})}
-    return subprocess.run([sys.executable, *args], cwd=cwd, env=full_env, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout
+    )

@@ -3,6 +3,7 @@
 Each test runs inside ``fake_aws``: fake credentials, SDK telemetry off, and a network guard that fails the test if
 anything tried to open a connection (even where a library swallowed the error).
 """
+
 from __future__ import annotations
 
 import json
@@ -37,17 +38,29 @@ def fake_aws(no_studio, monkeypatch):
 @pytest.fixture
 def studio(monkeypatch, tmp_path):
     meta = tmp_path / "resource-metadata.json"
-    meta.write_text(json.dumps({
-        "ExecutionRoleArn": "arn:aws:iam::111122223333:role/service-role/AmazonSageMaker-ExecutionRole-studio",
-        "UserProfileName": "Alice Smith", "DomainId": "d-offline",
-        "ResourceArn": "arn:aws:sagemaker:eu-west-1:111122223333:space/d-offline/alice"}))
+    meta.write_text(
+        json.dumps(
+            {
+                "ExecutionRoleArn": "arn:aws:iam::111122223333:role/service-role/AmazonSageMaker-ExecutionRole-studio",
+                "UserProfileName": "Alice Smith",
+                "DomainId": "d-offline",
+                "ResourceArn": "arn:aws:sagemaker:eu-west-1:111122223333:space/d-offline/alice",
+            }
+        )
+    )
     monkeypatch.setattr(aws, "STUDIO_METADATA", meta)
     return meta
 
 
 # ------------------------------------------------------------------------------------------ checks before any call
-@pytest.mark.parametrize("role", ["arn:aws:iam::111122223333:role/service-role/AmazonSageMaker-ExecutionRole-1",
-                                  "arn:aws-cn:iam::111122223333:role/Trainer", " arn:aws:iam::111122223333:role/x "])
+@pytest.mark.parametrize(
+    "role",
+    [
+        "arn:aws:iam::111122223333:role/service-role/AmazonSageMaker-ExecutionRole-1",
+        "arn:aws-cn:iam::111122223333:role/Trainer",
+        " arn:aws:iam::111122223333:role/x ",
+    ],
+)
 def test_role_arns_are_accepted(role):
     assert aws.require_role_arn(role) == role.strip()
 
@@ -57,15 +70,22 @@ def test_a_bare_role_name_gets_its_arn_spelled_out():
         aws.require_role_arn("MySageMakerRole")
 
 
-@pytest.mark.parametrize("role, says", [("arn:aws:iam::111122223333:user/alice", "IAM user, not a role"),
-                                        ("arn:aws:iam::1234:role/x", "12-digit"), ("", "not an IAM role ARN")])
+@pytest.mark.parametrize(
+    "role, says",
+    [
+        ("arn:aws:iam::111122223333:user/alice", "IAM user, not a role"),
+        ("arn:aws:iam::1234:role/x", "12-digit"),
+        ("", "not an IAM role ARN"),
+    ],
+)
 def test_other_role_mistakes(role, says):
     with pytest.raises(aws.RoleError, match=says):
         aws.require_role_arn(role)
 
 
-@pytest.mark.parametrize("given, name", [("my-bucket", "my-bucket"), ("s3://my-bucket/some/prefix", "my-bucket"),
-                                         ("a.b-c1", "a.b-c1")])
+@pytest.mark.parametrize(
+    "given, name", [("my-bucket", "my-bucket"), ("s3://my-bucket/some/prefix", "my-bucket"), ("a.b-c1", "a.b-c1")]
+)
 def test_bucket_names(given, name):
     assert aws.require_bucket_name(given) == name
 
@@ -119,19 +139,33 @@ def test_role_and_bucket_from_the_environment_win_over_discovery(fake_aws, monke
 
 def test_without_iam_get_role_the_service_role_path_is_assumed(fake_aws):
     fake_aws.respond("GetRole", ClientErrorAnswer("AccessDenied", "not allowed", 403))
-    fake_aws.respond("GetCallerIdentity", {"Account": "111122223333", "UserId": "x",
-                                           "Arn": "arn:aws:sts::111122223333:assumed-role/"
-                                                  "AmazonSageMaker-ExecutionRole-2026/SageMaker"})
+    fake_aws.respond(
+        "GetCallerIdentity",
+        {
+            "Account": "111122223333",
+            "UserId": "x",
+            "Arn": "arn:aws:sts::111122223333:assumed-role/AmazonSageMaker-ExecutionRole-2026/SageMaker",
+        },
+    )
     ctx = aws.discover(boto_session=fake_aws.boto_session, attendee="alice")
     assert ctx.role_arn == "arn:aws:iam::111122223333:role/service-role/AmazonSageMaker-ExecutionRole-2026"
 
 
 SSO_CALLER = "arn:aws:sts::111122223333:assumed-role/AWSReservedSSO_AdministratorAccess_0a1b2c/alice@example.com"
-TRUST_SAGEMAKER = {"Version": "2012-10-17", "Statement": [
-    {"Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"}, "Action": "sts:AssumeRole"}]}
-TRUST_SSO = {"Version": "2012-10-17", "Statement": [
-    {"Effect": "Allow", "Action": ["sts:AssumeRoleWithSAML", "sts:TagSession"],
-     "Principal": {"Federated": "arn:aws:iam::111122223333:saml-provider/AWSSSO_0a1b2c_DO_NOT_DELETE"}}]}
+TRUST_SAGEMAKER = {
+    "Version": "2012-10-17",
+    "Statement": [{"Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"}, "Action": "sts:AssumeRole"}],
+}
+TRUST_SSO = {
+    "Version": "2012-10-17",
+    "Statement": [
+        {
+            "Effect": "Allow",
+            "Action": ["sts:AssumeRoleWithSAML", "sts:TagSession"],
+            "Principal": {"Federated": "arn:aws:iam::111122223333:saml-provider/AWSSSO_0a1b2c_DO_NOT_DELETE"},
+        }
+    ],
+}
 
 
 def _caller(fake, arn: str, trust: dict) -> None:
@@ -139,15 +173,28 @@ def _caller(fake, arn: str, trust: dict) -> None:
     sends it)."""
     name = arn.split(":assumed-role/")[1].split("/")[0]
     fake.respond("GetCallerIdentity", {"Account": "111122223333", "UserId": "AROA:alice", "Arn": arn})
-    fake.respond("GetRole", {"Role": {"RoleName": name, "Arn": f"arn:aws:iam::111122223333:role/{name}", "Path": "/",
-                                      "RoleId": "AROAEXAMPLE", "CreateDate": "2026-01-01T00:00:00Z",
-                                      "AssumeRolePolicyDocument": urllib.parse.quote(json.dumps(trust))}})
+    fake.respond(
+        "GetRole",
+        {
+            "Role": {
+                "RoleName": name,
+                "Arn": f"arn:aws:iam::111122223333:role/{name}",
+                "Path": "/",
+                "RoleId": "AROAEXAMPLE",
+                "CreateDate": "2026-01-01T00:00:00Z",
+                "AssumeRolePolicyDocument": urllib.parse.quote(json.dumps(trust)),
+            }
+        },
+    )
 
 
 def test_an_sso_role_that_sagemaker_cannot_assume_is_refused_before_any_upload(fake_aws):
     _caller(fake_aws, SSO_CALLER, TRUST_SSO)
-    with pytest.raises(aws.RoleError, match="AWSReservedSSO_AdministratorAccess_0a1b2c, which SageMaker cannot "
-                                            "assume.*WORKSHOP_ROLE_ARN to a SageMaker execution role"):
+    with pytest.raises(
+        aws.RoleError,
+        match="AWSReservedSSO_AdministratorAccess_0a1b2c, which SageMaker cannot "
+        "assume.*WORKSHOP_ROLE_ARN to a SageMaker execution role",
+    ):
         aws.discover(boto_session=fake_aws.boto_session, attendee="alice")
     assert list(fake_aws.summary()) == ["sts.GetCallerIdentity", "iam.GetRole"]  # refused before the bucket
     # a role given explicitly is the learner's choice: no trust lookup
@@ -158,8 +205,17 @@ def test_an_sso_role_that_sagemaker_cannot_assume_is_refused_before_any_upload(f
 def test_an_assumed_role_that_trusts_sagemaker_is_used(fake_aws):
     caller = "arn:aws:sts::111122223333:assumed-role/WorkshopTrainer/i-0123456789"
     services = ["ec2.amazonaws.com", "sagemaker.amazonaws.com"]
-    _caller(fake_aws, caller, {"Statement": {"Effect": "Allow", "Principal": {"Service": services},
-                                             "Action": ["sts:AssumeRole", "sts:SetSourceIdentity"]}})
+    _caller(
+        fake_aws,
+        caller,
+        {
+            "Statement": {
+                "Effect": "Allow",
+                "Principal": {"Service": services},
+                "Action": ["sts:AssumeRole", "sts:SetSourceIdentity"],
+            }
+        },
+    )
     assert aws.discover(boto_session=fake_aws.boto_session).role_arn == "arn:aws:iam::111122223333:role/WorkshopTrainer"
 
 
@@ -170,19 +226,48 @@ def test_an_unreadable_trust_policy_is_refused_unless_sagemaker_made_the_role(fa
         aws.discover(boto_session=fake_aws.boto_session)
 
 
-@pytest.mark.parametrize("trust, trusted", [
-    (TRUST_SAGEMAKER, True),
-    (urllib.parse.quote(json.dumps(TRUST_SAGEMAKER)), True),  # as IAM sends it
-    ({"Statement": [{"Effect": "Allow", "Principal": {"Service": ["sagemaker.amazonaws.com"]}, "Action": "sts:*"}]},
-     True),
-    (TRUST_SSO, False),
-    ({"Statement": [{"Effect": "Allow", "Principal": {"AWS": "arn:aws:iam::111122223333:root"},
-                     "Action": "sts:AssumeRole"}]}, False),
-    ({"Statement": [{"Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"},
-                     "Action": "sts:TagSession"}]}, False),
-    ({"Statement": [TRUST_SAGEMAKER["Statement"][0], {**TRUST_SAGEMAKER["Statement"][0], "Effect": "Deny"}]}, False),
-    ({}, False),
-], ids=["dict", "url-encoded", "service-list", "sso", "account", "other-action", "denied", "empty"])
+@pytest.mark.parametrize(
+    "trust, trusted",
+    [
+        (TRUST_SAGEMAKER, True),
+        (urllib.parse.quote(json.dumps(TRUST_SAGEMAKER)), True),  # as IAM sends it
+        (
+            {
+                "Statement": [
+                    {"Effect": "Allow", "Principal": {"Service": ["sagemaker.amazonaws.com"]}, "Action": "sts:*"}
+                ]
+            },
+            True,
+        ),
+        (TRUST_SSO, False),
+        (
+            {
+                "Statement": [
+                    {
+                        "Effect": "Allow",
+                        "Principal": {"AWS": "arn:aws:iam::111122223333:root"},
+                        "Action": "sts:AssumeRole",
+                    }
+                ]
+            },
+            False,
+        ),
+        (
+            {
+                "Statement": [
+                    {"Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"}, "Action": "sts:TagSession"}
+                ]
+            },
+            False,
+        ),
+        (
+            {"Statement": [TRUST_SAGEMAKER["Statement"][0], {**TRUST_SAGEMAKER["Statement"][0], "Effect": "Deny"}]},
+            False,
+        ),
+        ({}, False),
+    ],
+    ids=["dict", "url-encoded", "service-list", "sso", "account", "other-action", "denied", "empty"],
+)
 def test_which_trust_policies_let_sagemaker_assume_the_role(trust, trusted):
     assert aws.trusts_sagemaker(trust) is trusted
 
@@ -227,10 +312,14 @@ def test_an_explicit_region_overrides_the_sessions(fake_aws):
     assert fake_aws.calls_to("HeadBucket"), "the S3 client of the re-regioned session is still recorded"
 
 
-@pytest.mark.parametrize("unset, offline, error, says", [
-    (("AWS_DEFAULT_REGION", "AWS_REGION"), {"region": None}, aws.RegionError, "AWS_DEFAULT_REGION"),
-    (tuple(aws_offline.FAKE_CREDENTIALS), {"credentials": False}, aws.NoCredentials, "aws configure"),
-], ids=["no-region", "no-credentials"])
+@pytest.mark.parametrize(
+    "unset, offline, error, says",
+    [
+        (("AWS_DEFAULT_REGION", "AWS_REGION"), {"region": None}, aws.RegionError, "AWS_DEFAULT_REGION"),
+        (tuple(aws_offline.FAKE_CREDENTIALS), {"credentials": False}, aws.NoCredentials, "aws configure"),
+    ],
+    ids=["no-region", "no-credentials"],
+)
 def test_no_region_or_no_credentials_is_an_error_before_any_call(no_studio, unset, offline, error, says):
     with aws_offline.offline_environment(), aws_offline.network_guard() as attempts:
         for key in unset:  # offline_environment set each of them, and puts them back afterwards
@@ -250,8 +339,10 @@ def test_expired_credentials_say_so(fake_aws):
 
 
 def test_an_iam_user_is_not_an_execution_role(fake_aws):
-    fake_aws.respond("GetCallerIdentity", {"Account": "111122223333", "UserId": "AIDA",
-                                           "Arn": "arn:aws:iam::111122223333:user/alice"})
+    fake_aws.respond(
+        "GetCallerIdentity",
+        {"Account": "111122223333", "UserId": "AIDA", "Arn": "arn:aws:iam::111122223333:user/alice"},
+    )
     with pytest.raises(aws.RoleError, match="WORKSHOP_ROLE_ARN"):
         aws.discover(boto_session=fake_aws.boto_session)
 
@@ -272,8 +363,10 @@ def test_a_missing_or_forbidden_bucket(fake_aws, code, status, says):
 
 
 def test_console_url():
-    assert aws.console_url("eu-west-1", "alice-lab01-x") == \
-        "https://eu-west-1.console.aws.amazon.com/sagemaker/home?region=eu-west-1#/jobs/alice-lab01-x"
+    assert (
+        aws.console_url("eu-west-1", "alice-lab01-x")
+        == "https://eu-west-1.console.aws.amazon.com/sagemaker/home?region=eu-west-1#/jobs/alice-lab01-x"
+    )
 
 
 # ---------------------------------------------------------------------------------------------------- quotas
@@ -284,13 +377,15 @@ def _script_quotas(fake, defaults: dict[str, float], applied: dict[str, float] |
     """Service Quotas as AWS answers: every quota in the defaults list (two per page here, after some others), an
     applied value only for quotas that were raised. Returns name -> quota code."""
     names = [f"ml.c5.{i}xlarge for processing job usage" for i in range(3)] + list(defaults)
-    quotas = [{"ServiceCode": "sagemaker", "QuotaName": n, "QuotaCode": f"L-{i:08X}", "Value": defaults.get(n, 4.0)}
-              for i, n in enumerate(names)]
+    quotas = [
+        {"ServiceCode": "sagemaker", "QuotaName": n, "QuotaCode": f"L-{i:08X}", "Value": defaults.get(n, 4.0)}
+        for i, n in enumerate(names)
+    ]
     by_code, applied = {q["QuotaCode"]: q for q in quotas}, applied or {}
 
     def list_defaults(params):
         start = int(params.get("NextToken") or 0)
-        page = {"Quotas": quotas[start:start + 2]}
+        page = {"Quotas": quotas[start : start + 2]}
         return {**page, "NextToken": str(start + 2)} if start + 2 < len(quotas) else page
 
     def get(values):
@@ -299,6 +394,7 @@ def _script_quotas(fake, defaults: dict[str, float], applied: dict[str, float] |
             if q is None or q["QuotaName"] not in values:
                 return ClientErrorAnswer("NoSuchResourceException", "no such quota value", 400)
             return {"Quota": {**q, "Value": values[q["QuotaName"]]}}
+
         return answer
 
     fake.respond("ListAWSDefaultServiceQuotas", list_defaults)
@@ -314,8 +410,10 @@ def test_a_quota_still_at_its_aws_default_is_checked(fake_aws):
         aws.check_quota(fake_aws.boto_session, "ml.p4d.24xlarge", 1)
     msg = str(err.value)
     assert f"quota '{P4D}' is 0 and this job asks for 1 (AWS's default" in msg
-    assert f"Request an increase to at least 1 (Service Quotas console > AWS services > Amazon SageMaker > '{P4D}', " \
-           f"code {codes[P4D]})" in msg
+    assert (
+        f"Request an increase to at least 1 (Service Quotas console > AWS services > Amazon SageMaker > '{P4D}', "
+        f"code {codes[P4D]})" in msg
+    )
     assert len(fake_aws.calls_to("ListAWSDefaultServiceQuotas")) == 2  # paged until found (page 2 of 3), then stopped
     assert fake_aws.request("GetServiceQuota") == {"ServiceCode": "sagemaker", "QuotaCode": codes[P4D]}
     assert not fake_aws.calls_to("ListTrainingJobs")  # too low for an idle account: running jobs do not matter
@@ -349,12 +447,17 @@ def test_instances_held_by_running_jobs_count_against_the_quota(fake_aws):
     with pytest.raises(aws.QuotaError) as err:
         aws.check_quota(fake_aws.boto_session, "ml.p4d.24xlarge", 2)
     msg = str(err.value)
-    assert f"quota '{P4D}' is 4, 3 of them held by running training jobs in this account, and this job asks for 2." \
-        in msg
+    assert (
+        f"quota '{P4D}' is 4, 3 of them held by running training jobs in this account, and this job asks for 2." in msg
+    )
     assert "at least 5" in msg and codes[P4D] in msg and "helpers.aws.account.cleanup()" in msg
     assert fake_aws.request("ListTrainingJobs") == {"StatusEquals": "InProgress", "MaxResults": 100}
     assert {c.params["TrainingJobName"] for c in fake_aws.calls_to("DescribeTrainingJob")} == {
-        "bob-lab02-ddp", "carol-lab03-smddp", "dave-lab06-spot", "erin-lab01-single"}
+        "bob-lab02-ddp",
+        "carol-lab03-smddp",
+        "dave-lab06-spot",
+        "erin-lab01-single",
+    }
     check = aws.check_quota(fake_aws.boto_session, "ml.p4d.24xlarge", 1)
     assert check.ok and check.in_use == 3 and check.unscanned_jobs == 0
     assert aws.check_quota(fake_aws.boto_session, "ml.p4d.24xlarge", 4, spot=True).in_use == 4
@@ -378,17 +481,25 @@ def test_quota_check_without_permission_stays_silent(fake_aws, denied):
 
 
 # ---------------------------------------------------------------------------------------------------- cleanup
-def _create(session, name: str, instance_type: str = "ml.g5.2xlarge", count: int = 1, spot: bool = False,
-            attendee: str | None = None) -> None:
+def _create(
+    session,
+    name: str,
+    instance_type: str = "ml.g5.2xlarge",
+    count: int = 1,
+    spot: bool = False,
+    attendee: str | None = None,
+) -> None:
     """A training job as the helpers launch it: tagged with its attendee (the name's first word unless given)."""
     session.client("sagemaker").create_training_job(
-        TrainingJobName=name, RoleArn=aws_offline.ROLE_ARN,
+        TrainingJobName=name,
+        RoleArn=aws_offline.ROLE_ARN,
         AlgorithmSpecification={"TrainingImage": "img", "TrainingInputMode": "File"},
         OutputDataConfig={"S3OutputPath": "s3://b/out"},
         ResourceConfig={"InstanceType": instance_type, "InstanceCount": count, "VolumeSizeInGB": 30},
         StoppingCondition={"MaxRuntimeInSeconds": 60, **({"MaxWaitTimeInSeconds": 120} if spot else {})},
         EnableManagedSpotTraining=spot,
-        Tags=[{"Key": aws.ATTENDEE_TAG, "Value": attendee or name.split("-")[0]}] if attendee != "" else [])
+        Tags=[{"Key": aws.ATTENDEE_TAG, "Value": attendee or name.split("-")[0]}] if attendee != "" else [],
+    )
 
 
 def _tags_from_created_jobs(fake) -> None:
@@ -399,8 +510,14 @@ def _tags_from_created_jobs(fake) -> None:
 def test_cleanup_stops_only_this_attendees_running_jobs(fake_aws):
     _tags_from_created_jobs(fake_aws)
     running = ScriptedJob(statuses=[("InProgress", "Training")])
-    for name, owner in (("alice-lab02-a", None), ("alice-lab03-b", None), ("bob-lab02-a", None),
-                        ("malice-lab02-a", None), ("alice-smith-lab02-a", "alice-smith"), ("alice-manual-x", "")):
+    for name, owner in (
+        ("alice-lab02-a", None),
+        ("alice-lab03-b", None),
+        ("bob-lab02-a", None),
+        ("malice-lab02-a", None),
+        ("alice-smith-lab02-a", "alice-smith"),
+        ("alice-manual-x", ""),
+    ):
         fake_aws.script_job(running, name)
         _create(fake_aws.boto_session, name, attendee=owner)
     fake_aws.script_job(ScriptedJob(statuses=[("Completed", "Completed")]), "alice-lab01-done")
@@ -411,7 +528,11 @@ def test_cleanup_stops_only_this_attendees_running_jobs(fake_aws):
     assert listed == ["alice-lab02-a", "alice-lab03-b"]
     assert not fake_aws.calls_to("StopTrainingJob")
     assert {c.params["ResourceArn"].rsplit("/", 1)[-1] for c in fake_aws.calls_to("ListTags")} == {
-        "alice-lab02-a", "alice-lab03-b", "alice-smith-lab02-a", "alice-manual-x"}  # only names that could be hers
+        "alice-lab02-a",
+        "alice-lab03-b",
+        "alice-smith-lab02-a",
+        "alice-manual-x",
+    }  # only names that could be hers
 
     stopped = aws.cleanup("alice", boto_session=fake_aws.boto_session)
     assert stopped == listed
@@ -424,8 +545,9 @@ def test_cleanup_stops_nothing_when_owners_cannot_be_confirmed(fake_aws):
     fake_aws.script_job(ScriptedJob(statuses=[("InProgress", "Training")]))
     _create(fake_aws.boto_session, "alice-lab02-a")
     fake_aws.respond("ListTags", ClientErrorAnswer("AccessDeniedException", "no", 400))
-    with pytest.raises(aws.AwsSetupError, match="cannot read the tags of alice-lab02-a.*nothing was stopped.*"
-                                                "sagemaker:ListTags"):
+    with pytest.raises(
+        aws.AwsSetupError, match="cannot read the tags of alice-lab02-a.*nothing was stopped.*sagemaker:ListTags"
+    ):
         aws.cleanup("alice", boto_session=fake_aws.boto_session)
     assert not fake_aws.calls_to("StopTrainingJob")
 

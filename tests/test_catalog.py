@@ -1,4 +1,5 @@
 """The product-title generator, the catalogue files and their validation."""
+
 from __future__ import annotations
 
 import csv
@@ -98,8 +99,11 @@ def _write_csv(path, header, rows):
 
 
 def test_malformed_row_names_file_and_line_and_writes_nothing(tmp_path):
-    src = _write_csv(tmp_path / "mine.csv", ["id", "title", "category"],
-                     [["1", "블랙 원피스", "dress"], ["2", "no category here"], ["3", "x", "y"]])
+    src = _write_csv(
+        tmp_path / "mine.csv",
+        ["id", "title", "category"],
+        [["1", "블랙 원피스", "dress"], ["2", "no category here"], ["3", "x", "y"]],
+    )
     out = tmp_path / "out"
     with pytest.raises(CatalogError, match=r"mine\.csv, line 3: expected 3 fields, found 2"):
         catalog.from_csv(src, out)

@@ -1,6 +1,7 @@
 """Bad catalogue input, on both sides: ``helpers.data.catalog`` (building, loading, the pre-launch channel check)
 and the container's ``catalog_data`` — a clear error naming the file and the fix, before anything is written or
 launched."""
+
 from __future__ import annotations
 
 import csv
@@ -90,8 +91,9 @@ def test_rebuilding_a_catalogue_or_building_into_an_empty_directory_works(tmp_pa
 # ---------------------------------------------------------------------------------------------- encodings
 
 
-@pytest.mark.parametrize("encoding, title, first_bad", [("cp949", "블랙 원피스", 0), ("latin-1", "robe café", 8)],
-                         ids=["cp949", "latin-1"])
+@pytest.mark.parametrize(
+    "encoding, title, first_bad", [("cp949", "블랙 원피스", 0), ("latin-1", "robe café", 8)], ids=["cp949", "latin-1"]
+)
 def test_csv_not_in_utf8_names_file_line_byte_and_iconv(tmp_path, encoding, title, first_bad):
     src = write_csv(tmp_path / "mine.csv", [["1", "ok", "dress"], ["2", title, "dress"]], encoding=encoding)
     byte = len(b"id,title,category\r\n1,ok,dress\r\n2,") + first_bad
@@ -101,9 +103,13 @@ def test_csv_not_in_utf8_names_file_line_byte_and_iconv(tmp_path, encoding, titl
 
 def test_from_csv_command_reports_a_cp949_file_in_one_line_without_traceback(tmp_path):
     src = write_csv(tmp_path / "mine.csv", ROWS, encoding="cp949")
-    done = subprocess.run([sys.executable, "-m", "helpers.data.catalog", "from-csv", str(src),
-                           "--out", str(tmp_path / "o")],
-                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "helpers.data.catalog", "from-csv", str(src), "--out", str(tmp_path / "o")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert done.stderr.count("\n") == 1 and done.stderr.startswith(f"error: {src}, line 2 (byte 22): not UTF-8")
     assert not (tmp_path / "o").exists()
@@ -156,14 +162,18 @@ def test_a_category_listed_twice_is_refused(tmp_path):
 # ---------------------------------------------------------------------------------------------- command-line values
 
 
-@pytest.mark.parametrize("argv, complaint", [
-    (["build", "--rows", "0"], "argument --rows: 0 is too small: use at least 1"),
-    (["build", "--rows", "-5"], "argument --rows: -5 is too small"),
-    (["shards", "--rows", "100", "--shards", "0"], "argument --shards: 0 is too small"),
-    (["build", "--vocab-size", "-3"], "argument --vocab-size: -3 is too small: use at least 100"),
-    (["build", "--vocab-size", "0"], "argument --vocab-size: 0 is too small"),
-    (["shards", "--rows", "1e6"], "argument --rows: '1e6' is not a whole number"),
-], ids=["rows-0", "rows-negative", "shards-0", "vocab-negative", "vocab-0", "rows-not-whole"])
+@pytest.mark.parametrize(
+    "argv, complaint",
+    [
+        (["build", "--rows", "0"], "argument --rows: 0 is too small: use at least 1"),
+        (["build", "--rows", "-5"], "argument --rows: -5 is too small"),
+        (["shards", "--rows", "100", "--shards", "0"], "argument --shards: 0 is too small"),
+        (["build", "--vocab-size", "-3"], "argument --vocab-size: -3 is too small: use at least 100"),
+        (["build", "--vocab-size", "0"], "argument --vocab-size: 0 is too small"),
+        (["shards", "--rows", "1e6"], "argument --rows: '1e6' is not a whole number"),
+    ],
+    ids=["rows-0", "rows-negative", "shards-0", "vocab-negative", "vocab-0", "rows-not-whole"],
+)
 def test_bad_numbers_are_refused_before_anything_is_written(tmp_path, capsys, argv, complaint):
     assert cli(*argv, "--out", tmp_path / "out") == 2
     assert complaint in capsys.readouterr().err

@@ -1,4 +1,5 @@
 """Checkpoints in-process: exact round trips, atomic writes, corrupt and partial checkpoints, refused resumes."""
+
 from __future__ import annotations
 
 import argparse
@@ -61,10 +62,22 @@ class Trainer:
         self.metrics.history.append({"kind": "train", "step": step, "train_loss": loss.item()})
         return loss.item()
 
-    def checkpointer(self, directory: Path, d=None, every: int = 2, keep: int = 3, fingerprint=None,
-                     allow=frozenset()) -> Checkpointer:
-        return Checkpointer(directory, d or OneProcess(), every, keep, fingerprint or {"lr": 1e-2, "seed": 0},
-                            set(allow), self.model, self.optimizer, self.schedule, self.scaler, self.metrics)
+    def checkpointer(
+        self, directory: Path, d=None, every: int = 2, keep: int = 3, fingerprint=None, allow=frozenset()
+    ) -> Checkpointer:
+        return Checkpointer(
+            directory,
+            d or OneProcess(),
+            every,
+            keep,
+            fingerprint or {"lr": 1e-2, "seed": 0},
+            set(allow),
+            self.model,
+            self.optimizer,
+            self.schedule,
+            self.scaler,
+            self.metrics,
+        )
 
 
 @pytest.fixture(autouse=True)
@@ -146,8 +159,10 @@ def test_every_kind_of_damage_is_detected(tmp_path, damage):
 
 def edited(**changes):
     """A manifest edit: each key set to its value, or removed when the value is ``...``."""
+
     def edit(m: dict) -> dict:
         return {k: v for k, v in {**m, **changes}.items() if v is not ...}
+
     return edit
 
 
@@ -349,15 +364,33 @@ def test_checkpoints_under_a_real_smddp_process_group(tmp_path):
 
     script = tmp_path / "rank.py"
     script.write_text(SMDDP_RANK)
-    env = {**os.environ, "SRC": str(SRC), "FAKE_SMDDP": str(SRC.parent.parent / "tests" / "fake_smddp"),
-           "OMP_NUM_THREADS": "1"}
+    env = {
+        **os.environ,
+        "SRC": str(SRC),
+        "FAKE_SMDDP": str(SRC.parent.parent / "tests" / "fake_smddp"),
+        "OMP_NUM_THREADS": "1",
+    }
     runs = []
     for run in range(2):
         out = tmp_path / f"run-{run}"
         out.mkdir()
-        done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                               str(script), str(tmp_path / "ckpt"), str(out)], env=env, capture_output=True,
-                              text=True, timeout=180)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                "--standalone",
+                "--nproc_per_node",
+                "2",
+                str(script),
+                str(tmp_path / "ckpt"),
+                str(out),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         runs.append([json.loads((out / f"rank-{rank}.json").read_text()) for rank in (0, 1)])
     first, second = runs
@@ -398,8 +431,16 @@ def test_an_allowed_lr_change_is_applied_not_mixed(tmp_path):
 
 
 def args(**over) -> argparse.Namespace:
-    base = dict(checkpoint_dir="/tmp/x", checkpoint_every=5, checkpoint_keep=2, resume_allow_changes="", lr=1e-3,
-                train="/a/train", model_dir="/a/model", unknown=[])
+    base = dict(
+        checkpoint_dir="/tmp/x",
+        checkpoint_every=5,
+        checkpoint_keep=2,
+        resume_allow_changes="",
+        lr=1e-3,
+        train="/a/train",
+        model_dir="/a/model",
+        unknown=[],
+    )
     return argparse.Namespace(**{**base, **over})
 
 
@@ -410,22 +451,31 @@ def test_from_args_off_is_a_no_op(tmp_path):
 
 def test_from_args_fingerprint_leaves_out_paths_and_refuses_unadjustable_overrides(tmp_path):
     t = Trainer()
-    ckpt = Checkpointer.from_args(args(checkpoint_dir=str(tmp_path)), OneProcess(), {"world": 1, "labels": ("a",)},
-                                  model=t.model, optimizer=t.optimizer, schedule=t.schedule, scaler=t.scaler,
-                                  metrics=t.metrics)
+    ckpt = Checkpointer.from_args(
+        args(checkpoint_dir=str(tmp_path)),
+        OneProcess(),
+        {"world": 1, "labels": ("a",)},
+        model=t.model,
+        optimizer=t.optimizer,
+        schedule=t.schedule,
+        scaler=t.scaler,
+        metrics=t.metrics,
+    )
     assert ckpt.fingerprint == {"lr": 1e-3, "world": 1, "labels": ["a"]}
     with pytest.raises(SystemExit, match="model_size needs a fresh --checkpoint_dir"):
         Checkpointer.from_args(args(resume_allow_changes="lr,model_size"), OneProcess(), {})
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--repeats", "0"], "--repeats 0: must be at least 1"),
-    (["--every", "50", "0"], "--every 50 0: must be at least 1"),
-    (["--tmp", "{missing}"], "--tmp {missing}: not a writable directory; create it"),
-    (["--tmp", "{a_file}"], "--tmp {a_file}: not a writable directory; create it"),
-])
-def test_overhead_benchmark_refuses_bad_arguments_before_building_a_model(tmp_path, monkeypatch, capsys, argv,
-                                                                          message):
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--repeats", "0"], "--repeats 0: must be at least 1"),
+        (["--every", "50", "0"], "--every 50 0: must be at least 1"),
+        (["--tmp", "{missing}"], "--tmp {missing}: not a writable directory; create it"),
+        (["--tmp", "{a_file}"], "--tmp {a_file}: not a writable directory; create it"),
+    ],
+)
+def test_overhead_benchmark_refuses_bad_arguments_before_building_a_model(tmp_path, monkeypatch, capsys, argv, message):
     import checkpoint_overhead
 
     monkeypatch.setattr(checkpoint_overhead, "measure", lambda *a: pytest.fail("built and trained before refusing"))

@@ -1,4 +1,5 @@
 """CloudWatch training-job metrics, offline: recorded answers through OfflineAWS, requests validated by botocore."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -31,21 +32,31 @@ RECORDED = {
 
 
 def describe(params, start: dt.datetime = T0):
-    return {"TrainingJobName": params["TrainingJobName"], "TrainingJobArn": f"arn:aws:sagemaker:us-east-1:"
-            f"111122223333:training-job/{params['TrainingJobName']}", "TrainingJobStatus": "Completed",
-            "SecondaryStatus": "Completed", "CreationTime": start - dt.timedelta(minutes=3),
-            "TrainingStartTime": start, "TrainingEndTime": start + dt.timedelta(minutes=4),
-            "ResourceConfig": {"InstanceType": "ml.g5.12xlarge", "InstanceCount": 2, "VolumeSizeInGB": 50},
-            "AlgorithmSpecification": {"TrainingInputMode": "File", "TrainingImage": "img"},
-            "ModelArtifacts": {"S3ModelArtifacts": "s3://b/m.tar.gz"}, "RoleArn": aws_offline.ROLE_ARN,
-            "StoppingCondition": {"MaxRuntimeInSeconds": 3600}, "OutputDataConfig": {"S3OutputPath": "s3://b/o"}}
+    return {
+        "TrainingJobName": params["TrainingJobName"],
+        "TrainingJobArn": f"arn:aws:sagemaker:us-east-1:111122223333:training-job/{params['TrainingJobName']}",
+        "TrainingJobStatus": "Completed",
+        "SecondaryStatus": "Completed",
+        "CreationTime": start - dt.timedelta(minutes=3),
+        "TrainingStartTime": start,
+        "TrainingEndTime": start + dt.timedelta(minutes=4),
+        "ResourceConfig": {"InstanceType": "ml.g5.12xlarge", "InstanceCount": 2, "VolumeSizeInGB": 50},
+        "AlgorithmSpecification": {"TrainingInputMode": "File", "TrainingImage": "img"},
+        "ModelArtifacts": {"S3ModelArtifacts": "s3://b/m.tar.gz"},
+        "RoleArn": aws_offline.ROLE_ARN,
+        "StoppingCondition": {"MaxRuntimeInSeconds": 3600},
+        "OutputDataConfig": {"S3OutputPath": "s3://b/o"},
+    }
 
 
 def list_metrics(params):
     host = params["Dimensions"][0]["Value"]
     names = sorted({m for (h, m) in RECORDED if f"{JOB}/{h}" == host})
-    return {"Metrics": [{"Namespace": params["Namespace"], "MetricName": n, "Dimensions": params["Dimensions"]}
-                        for n in names]}
+    return {
+        "Metrics": [
+            {"Namespace": params["Namespace"], "MetricName": n, "Dimensions": params["Dimensions"]} for n in names
+        ]
+    }
 
 
 def get_metric_data(params, page_size: int = 0):
@@ -56,13 +67,26 @@ def get_metric_data(params, page_size: int = 0):
         stat = q["MetricStat"]
         host = stat["Metric"]["Dimensions"][0]["Value"].split("/")[-1]
         values = RECORDED.get((host, stat["Metric"]["MetricName"]), [])
-        results.append({"Id": q["Id"], "Label": q["Label"], "Timestamps": MINUTES[:len(values)],
-                        "Values": list(values), "StatusCode": "Complete"})
+        results.append(
+            {
+                "Id": q["Id"],
+                "Label": q["Label"],
+                "Timestamps": MINUTES[: len(values)],
+                "Values": list(values),
+                "StatusCode": "Complete",
+            }
+        )
     if not page_size:
         return {"MetricDataResults": results}
     token = int(params.get("NextToken") or 0)
-    page = [{**r, "Timestamps": r["Timestamps"][token:token + page_size],
-             "Values": r["Values"][token:token + page_size]} for r in results]
+    page = [
+        {
+            **r,
+            "Timestamps": r["Timestamps"][token : token + page_size],
+            "Values": r["Values"][token : token + page_size],
+        }
+        for r in results
+    ]
     more = any(len(r["Values"]) > token + page_size for r in results)
     return {"MetricDataResults": page, **({"NextToken": str(token + page_size)} if more else {})}
 
@@ -132,8 +156,9 @@ def test_a_job_without_metrics_says_why(recorded):
     assert not recorded.calls_to("GetMetricData")
 
 
-@pytest.mark.parametrize("age, period_s", [(dt.timedelta(hours=2), 60), (dt.timedelta(days=20), 300),
-                                           (dt.timedelta(days=100), 3600)])
+@pytest.mark.parametrize(
+    "age, period_s", [(dt.timedelta(hours=2), 60), (dt.timedelta(days=20), 300), (dt.timedelta(days=100), 3600)]
+)
 def test_the_period_follows_the_jobs_age(recorded, age, period_s):
     # CloudWatch keeps 1-minute values 15 days, 5-minute ones 63 days, 1-hour ones 15 months
     recorded.respond("DescribeTrainingJob", lambda p: describe(p, start=NOW - age))

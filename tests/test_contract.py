@@ -1,4 +1,5 @@
 """The local runner's container contract, held against the installed SageMaker SDK's own container driver."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -10,8 +11,15 @@ import pytest
 
 from helpers.local.contract import HostConfig, Layout, container_env, hyperparameter_args, sdk_driver_dir
 
-HPS = {"epochs": 2, "lr": 0.001, "model_size": "tiny", "precision": "bf16", "smoke": False, "layers": [1, 2],
-       "mp_parameters": {"tensor_parallel_degree": 2}}
+HPS = {
+    "epochs": 2,
+    "lr": 0.001,
+    "model_size": "tiny",
+    "precision": "bf16",
+    "smoke": False,
+    "layers": [1, 2],
+    "mp_parameters": {"tensor_parallel_degree": 2},
+}
 
 
 def _sdk_module(name: str, relative: str):
@@ -31,16 +39,24 @@ def _exports(path) -> dict[str, str]:
     out = {}
     for line in path.read_text().splitlines():
         assert line.startswith("export ")
-        key, _, value = line[len("export "):].partition("=")
+        key, _, value = line[len("export ") :].partition("=")
         out[key] = shlex.split(value)[0] if value not in ("''",) else ""
     return out
 
 
-@pytest.mark.parametrize("hosts,distributed", [(["algo-1"], None),
-                                                (["algo-2", "algo-1"], {"process_count_per_node": 4, "smp": None})])
+@pytest.mark.parametrize(
+    "hosts,distributed", [(["algo-1"], None), (["algo-2", "algo-1"], {"process_count_per_node": 4, "smp": None})]
+)
 def test_env_matches_the_sdk_container_driver(tmp_path, monkeypatch, sdk_env, hosts, distributed):
-    cfg = HostConfig("lab-job-1", "algo-2" if len(hosts) > 1 else "algo-1", hosts, "ml.g5.12xlarge",
-                     {"train": "File", "validation": "FastFile"}, HPS, network_interface="eth0")
+    cfg = HostConfig(
+        "lab-job-1",
+        "algo-2" if len(hosts) > 1 else "algo-1",
+        hosts,
+        "ml.g5.12xlarge",
+        {"train": "File", "validation": "FastFile"},
+        HPS,
+        network_interface="eth0",
+    )
     monkeypatch.setenv("TRAINING_JOB_NAME", cfg.job_name)
     monkeypatch.setattr(sdk_env, "read_source_code_json", lambda: {"entry_script": "train.py"})
     monkeypatch.setattr(sdk_env, "read_distributed_json", lambda: distributed or {})
@@ -50,8 +66,14 @@ def test_env_matches_the_sdk_container_driver(tmp_path, monkeypatch, sdk_env, ho
     theirs = _exports(exported)
 
     root = tmp_path / "opt-ml"
-    ours = container_env(Layout(root), cfg, num_gpus=0, num_cpus=multiprocessing.cpu_count(),
-                         entry_script="train.py", distributed=distributed)
+    ours = container_env(
+        Layout(root),
+        cfg,
+        num_gpus=0,
+        num_cpus=multiprocessing.cpu_count(),
+        entry_script="train.py",
+        distributed=distributed,
+    )
     ours.pop("TRAINING_JOB_NAME")  # the platform sets it, not the driver
     # the only difference allowed: the job's /opt/ml lives under a run directory
     ours = {k: v.replace(str(root), "/opt/ml") for k, v in ours.items()}

@@ -1,4 +1,5 @@
 """Cost: the estimate before launch, the budget guard, and the bill with spot savings after."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,5 +1,6 @@
 """Data parallelism in the training script: loss parity across world sizes and topologies, and the SMDDP backend
 (used where importable, a logged fallback elsewhere, a clear error under mpirun without it)."""
+
 from __future__ import annotations
 
 import json
@@ -17,9 +18,14 @@ PARITY = {**TINY, "subset": 384, "eval_subset": 191, "epochs": 2, "log_every": 4
 
 
 def _run(runner, small_catalog, name, procs=1, nodes=1, **extra):
-    job = jobs.Job(name=name, hyperparameters={**PARITY, **extra.pop("hyperparameters", {})},
-                   channels=jobs.catalog_channels(small_catalog), processes_per_host=procs, instance_count=nodes,
-                   **extra)
+    job = jobs.Job(
+        name=name,
+        hyperparameters={**PARITY, **extra.pop("hyperparameters", {})},
+        channels=jobs.catalog_channels(small_catalog),
+        processes_per_host=procs,
+        instance_count=nodes,
+        **extra,
+    )
     return runner.run(job, targets.resolve("local_cpu"))
 
 
@@ -84,8 +90,14 @@ def test_two_nodes_with_smddp_requested_fall_back_and_still_match(single, runner
 @pytest.mark.slow
 def test_smddp_backend_is_used_where_the_library_imports(single, runner, small_catalog):
     """With a stand-in library on the path the script initialises backend "smddp" itself, not the fallback."""
-    smddp = _run(runner, small_catalog, "smddp2", procs=2, hyperparameters={"backend": "smddp"},
-                 environment={"PYTHONPATH": str(FAKE_SMDDP)})
+    smddp = _run(
+        runner,
+        small_catalog,
+        "smddp2",
+        procs=2,
+        hyperparameters={"backend": "smddp"},
+        environment={"PYTHONPATH": str(FAKE_SMDDP)},
+    )
     assert _setup(smddp)["backend"] == "smddp"
     assert not any("[warn]" in line for line in smddp.log_tail)
     _assert_parity(single, smddp)
@@ -96,10 +108,26 @@ def test_smddp_under_mpirun_without_the_library_stops_with_a_clear_error(small_c
     nothing to fall back on, so a missing or mismatched library must fail at once, saying what to change."""
     for name in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK"):
         monkeypatch.delenv(name, raising=False)
-    done = run_script(["train.py", "--train", str(small_catalog / "train"), "--validation",
-                       str(small_catalog / "validation"), "--backend", "smddp"],
-                      env={"SM_OUTPUT_DIR": str(tmp_path), "OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "1",
-                           "OMPI_COMM_WORLD_LOCAL_RANK": "0", "CUDA_VISIBLE_DEVICES": ""}, cwd=SRC, timeout=120)
+    done = run_script(
+        [
+            "train.py",
+            "--train",
+            str(small_catalog / "train"),
+            "--validation",
+            str(small_catalog / "validation"),
+            "--backend",
+            "smddp",
+        ],
+        env={
+            "SM_OUTPUT_DIR": str(tmp_path),
+            "OMPI_COMM_WORLD_RANK": "0",
+            "OMPI_COMM_WORLD_SIZE": "1",
+            "OMPI_COMM_WORLD_LOCAL_RANK": "0",
+            "CUDA_VISIBLE_DEVICES": "",
+        },
+        cwd=SRC,
+        timeout=120,
+    )
     assert done.returncode != 0
     failure = (tmp_path / "failure").read_text()
     assert "--backend smddp under mpirun" in failure and "distribution='torchrun'" in failure

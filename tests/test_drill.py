@@ -1,4 +1,5 @@
 """The interruption drill end to end (slow: it launches jobs), the spot calculator and the spot job's dry run."""
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,15 @@ sys.path.insert(0, str(SRC))
 from checkpointing import EXIT_STOPPED  # noqa: E402
 
 # 1,200 rows in batches of 32: 37 steps, a checkpoint every 8, two evaluations
-DRILL = {**TINY, "subset": 1200, "epochs": 1, "eval_subset": 300, "evals_per_epoch": 2, "checkpoint_every": 8,
-         "threads": 1}
+DRILL = {
+    **TINY,
+    "subset": 1200,
+    "epochs": 1,
+    "eval_subset": 300,
+    "evals_per_epoch": 2,
+    "checkpoint_every": 8,
+    "threads": 1,
+}
 
 
 def check_segments(d: drill.Drill, every: int, forwarded: bool = False) -> None:
@@ -59,11 +67,14 @@ def test_sigterm_and_sigkill_at_random_steps_resume_bit_identically(small_catalo
 
     # the same checkpoints under another learning rate: refused, with the difference named, before any training
     changed = Job("drill-one", {**d.job.hyperparameters, "lr": 1e-3}, job.channels, processes_per_host=1)
-    refused = LocalRunner(tmp_path / "refused", echo=False, check=False,
-                          checkpoint_dir=d.checkpoint_dir).run(changed, resolve("local_cpu"))
+    refused = LocalRunner(tmp_path / "refused", echo=False, check=False, checkpoint_dir=d.checkpoint_dir).run(
+        changed, resolve("local_cpu")
+    )
     assert refused.status == "Failed"
-    assert "refusing to resume" in refused.failure_reason and "lr: 0.002 in the checkpoint, 0.001 now" in \
-        refused.failure_reason
+    assert (
+        "refusing to resume" in refused.failure_reason
+        and "lr: 0.002 in the checkpoint, 0.001 now" in refused.failure_reason
+    )
     assert not [h for h in refused.history if h["kind"] == "train"]
 
 
@@ -75,9 +86,8 @@ def test_ddp_run_with_a_forwarded_sigterm_resumes_bit_identically(small_catalog,
     d = drill.run_drill(job, "local_cpu", plan=plan, runs_dir=tmp_path, forward_sigterm=True)
     check_segments(d, DRILL["checkpoint_every"], forwarded=True)
     assert len(d.segments) == 3
-    manifest = (d.checkpoint_dir / next(p.name for p in d.checkpoint_dir.iterdir() if p.name.startswith("step-")))
-    assert sorted(p.name for p in manifest.iterdir()) == ["manifest.json", "rank-00000.pt", "rank-00001.pt",
-                                                          "state.pt"]
+    manifest = d.checkpoint_dir / next(p.name for p in d.checkpoint_dir.iterdir() if p.name.startswith("step-"))
+    assert sorted(p.name for p in manifest.iterdir()) == ["manifest.json", "rank-00000.pt", "rank-00001.pt", "state.pt"]
     assert d.comparison.identical, d.comparison.differences
 
 
@@ -88,8 +98,9 @@ def test_two_ranks_killed_three_times_mid_run_resume_bit_identically(small_catal
     each launch stops where it was interrupted and the next resumes from an earlier checkpoint."""
     hp = {**DRILL, "batch_size": 16, "subset": 1280, "checkpoint_every": 5}
     job = Job("drill-kill", hp, catalog_channels(small_catalog), processes_per_host=2)
-    d = drill.run_drill(job, "local_cpu", interruptions=3, seed=20261123, runs_dir=tmp_path,
-                        kinds=("SIGKILL", "SIGTERM"))
+    d = drill.run_drill(
+        job, "local_cpu", interruptions=3, seed=20261123, runs_dir=tmp_path, kinds=("SIGKILL", "SIGTERM")
+    )
     assert len(d.interruptions) == 3 and len(d.segments) == 4
     check_segments(d, hp["checkpoint_every"])
     assert sum(s.lost_steps for s in d.segments) > 0  # no notice reached the script: work was redone
@@ -111,8 +122,7 @@ def _worker_of_rank(launcher_pid: int, rank: int):
     """torchrun's worker process for ``rank`` (its direct child with that RANK in its environment)."""
     import psutil
 
-    workers = [p for p in psutil.Process(launcher_pid).children(recursive=True)
-               if p.environ().get("RANK") == str(rank)]
+    workers = [p for p in psutil.Process(launcher_pid).children(recursive=True) if p.environ().get("RANK") == str(rank)]
     assert len(workers) == 1, f"expected one worker of rank {rank} under torchrun, found {workers}"
     return workers[0]
 
@@ -152,10 +162,12 @@ def test_sigterm_to_one_rank_stops_every_rank_at_the_same_step(small_catalog, tm
             events.append(("saved", row["step"], row["reason"]))
 
     ckpt_dir = tmp_path / "checkpoints"
-    runner = LocalRunner(tmp_path / "jobs", echo=False, check=False, on_line=signal_rank_1_once_training_runs,
-                         checkpoint_dir=ckpt_dir)
-    live = runner.start(Job("one-rank-sigterm", hp, catalog_channels(small_catalog), processes_per_host=2),
-                        resolve("local_cpu"))
+    runner = LocalRunner(
+        tmp_path / "jobs", echo=False, check=False, on_line=signal_rank_1_once_training_runs, checkpoint_dir=ckpt_dir
+    )
+    live = runner.start(
+        Job("one-rank-sigterm", hp, catalog_channels(small_catalog), processes_per_host=2), resolve("local_cpu")
+    )
     try:
         result = live.wait()
     finally:
@@ -225,8 +237,9 @@ def test_rework_table_prices_the_catalogue_and_spot_can_lose_its_discount():
     never = rows[-1]
     assert never["checkpoint every"] == "never" and never["spot $"] > never["on-demand $"]  # spot costs MORE
     assert min(r["spot $"] for r in rows) < rows[0]["on-demand $"]
-    table = spot.compare_instances({"ml.g5.2xlarge": 10, "ml.p4d.24xlarge": 1},
-                                   instance_types=("ml.g5.2xlarge", "ml.p4d.24xlarge"))
+    table = spot.compare_instances(
+        {"ml.g5.2xlarge": 10, "ml.p4d.24xlarge": 1}, instance_types=("ml.g5.2xlarge", "ml.p4d.24xlarge")
+    )
     assert [r["instance"] for r in table] == ["ml.g5.2xlarge", "ml.p4d.24xlarge"]
     assert table[0]["on-demand $"] == pytest.approx(15.2) and table[0]["price as of"]
     with pytest.raises(ValueError, match="saving"):
@@ -237,8 +250,15 @@ def test_rework_table_prices_the_catalogue_and_spot_can_lose_its_discount():
 def test_spot_job_dry_run_has_managed_spot_stopping_condition_and_checkpoint_config():
     from helpers.aws import sagemaker_jobs
 
-    job = Job("lab06-spot", {**TINY, "checkpoint_every": 200}, catalog_channels(), spot=True, checkpoints=True,
-              max_runtime_s=3600, max_wait_s=7200)
+    job = Job(
+        "lab06-spot",
+        {**TINY, "checkpoint_every": 200},
+        catalog_channels(),
+        spot=True,
+        checkpoints=True,
+        max_runtime_s=3600,
+        max_wait_s=7200,
+    )
     dry = sagemaker_jobs.dry_run_offline(job, "ml.g5.2xlarge", echo=False)
     r = dry.request
     assert r["EnableManagedSpotTraining"] is True

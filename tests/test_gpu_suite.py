@@ -2,6 +2,7 @@
 
 No timing is asserted: on a CPU the suite's figures are real but its goals are never claimed.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,10 +23,11 @@ def by_name(steps):
 def has(command, *args):
     """``args`` appear in ``command`` side by side, in order."""
     n = len(args)
-    return any(command[i:i + n] == list(args) for i in range(len(command) - n + 1))
+    return any(command[i : i + n] == list(args) for i in range(len(command) - n + 1))
 
 
 # --- the plan --------------------------------------------------------------------------------------------------------
+
 
 def test_one_gpu_plan_has_every_step_the_issue_asks_for(tmp_path):
     steps = by_name(gpu_suite.plan(tiny=False, gpus=1, out=tmp_path))
@@ -61,8 +63,24 @@ def test_tiny_plan_is_the_same_commands_with_cpu_parameters(tmp_path):
         assert step.command[:3] == gpu[name].command[:3]  # same runner or benchmark: only parameters differ
         assert "local_gpu" not in step.command and "cuda" not in step.command
     bench = tiny["bench_random"].command
-    smoke = ["--device", "cpu", "--model_size", "tiny", "--steps", "4", "--warmup_steps", "1", "--batch_sizes", "8",
-             "--title_rows", "256", "--title_batch", "32", "--compile", "false"]  # single_gpu.py's documented smoke
+    smoke = [
+        "--device",
+        "cpu",
+        "--model_size",
+        "tiny",
+        "--steps",
+        "4",
+        "--warmup_steps",
+        "1",
+        "--batch_sizes",
+        "8",
+        "--title_rows",
+        "256",
+        "--title_batch",
+        "32",
+        "--compile",
+        "false",
+    ]  # single_gpu.py's documented smoke
     assert has(bench, *smoke) and has(tiny["lab01"].command, "--target", "local_cpu")
     chosen = gpu_suite.select(list(tiny.values()), None, tiny=True, extra=[])
     assert [s.name for s in chosen] == list(gpu_suite.TINY_DEFAULT)
@@ -91,12 +109,15 @@ def test_gpu_mode_without_a_gpu_refuses_and_step_names_are_checked(tmp_path, mon
 
 # --- failures --------------------------------------------------------------------------------------------------------
 
+
 def test_a_failing_step_is_recorded_and_the_suite_goes_on(tmp_path):
     py = sys.executable
-    steps = [gpu_suite.Step("boom", "fails", [py, "-c", "raise SystemExit('boom: a bad parameter')"]),
-             gpu_suite.Step("hang", "outlives its timeout", [py, "-c", "import time; time.sleep(60)"]),
-             gpu_suite.Step("fine", "passes", [py, "-c", "print('fine')"]),
-             gpu_suite.Step("two_gpus", "needs two GPUs", reason="one GPU here")]
+    steps = [
+        gpu_suite.Step("boom", "fails", [py, "-c", "raise SystemExit('boom: a bad parameter')"]),
+        gpu_suite.Step("hang", "outlives its timeout", [py, "-c", "import time; time.sleep(60)"]),
+        gpu_suite.Step("fine", "passes", [py, "-c", "print('fine')"]),
+        gpu_suite.Step("two_gpus", "needs two GPUs", reason="one GPU here"),
+    ]
     report, code = gpu_suite.run_suite(steps, tmp_path, tiny=True, timeout_s=5, whole_suite=False)
     assert code == 1 and report["failed"] == ["boom", "hang"]
     rows = {s["name"]: s for s in report["steps"]}
@@ -117,6 +138,7 @@ def test_a_step_given_a_bad_parameter_fails_with_its_message_and_a_non_zero_exit
 
 
 # --- a real run, tiny, on the CPU ------------------------------------------------------------------------------------
+
 
 @pytest.mark.slow
 def test_tiny_run_measures_for_real_and_claims_no_goal_on_a_cpu(tmp_path):

@@ -1,5 +1,6 @@
-"""The habits of a maintained project, kept from rotting by the test suite: ruff's lint passes, the CI workflow is
-valid and runs the README's two commands, and the pre-commit configuration is valid."""
+"""The habits of a maintained project, kept from rotting by the test suite: ruff's lint and format pass, the CI
+workflow is valid and runs the README's two commands, and the pre-commit configuration is valid."""
+
 from __future__ import annotations
 
 import subprocess
@@ -18,6 +19,11 @@ def run(*args: str) -> subprocess.CompletedProcess:
 def test_ruff_finds_nothing():
     done = run("ruff", "check", "--no-cache", ".")
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+
+
+def test_ruff_format_leaves_every_file_as_it_is():
+    done = run("ruff", "format", "--check", "--no-cache", ".")
+    assert done.returncode == 0, "run `ruff format .`:\n" + done.stdout[-4000:] + done.stderr[-2000:]
 
 
 def test_the_ci_workflow_is_valid_and_runs_the_readme_s_two_commands():

@@ -1,5 +1,6 @@
 """A job's hyperparameters against the options its entry script declares (as labs/src/options.py publishes them),
 checked before launch."""
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,11 @@ def test_the_options_a_script_takes_are_what_its_parser_declares():
     assert train["profile"] == hp.Option("bool") and "profile_dir" in train  # profiling's flags are train.py's
     assert train["lr"] == hp.Option("float") and train["lr"].default == 1e-3 and train["compile_backend"].type == "str"
     assert train["train"].default == "/opt/ml/input/data/train"  # the container's default, not this machine's
-    assert "strategy" in lm and "tokenize" not in lm and lm["model_size"].choices == ("1b", "7b", "medium", "small",
-                                                                                      "tiny")
+    assert (
+        "strategy" in lm
+        and "tokenize" not in lm
+        and lm["model_size"].choices == ("1b", "7b", "medium", "small", "tiny")
+    )
     assert hp.options(SOURCE_DIR / "read_channel.py")["access"].choices == ("sequential", "random")
     assert hp.options(SOURCE_DIR / "sampling.py") is None  # a module, not an entry script: not described
     assert hp.options(SOURCE_DIR.parent.parent / "helpers" / "report.py") is None  # no options.py beside it
@@ -31,12 +35,20 @@ def test_the_options_a_script_takes_are_what_its_parser_declares():
 
 def test_the_schema_is_the_parsers_own_and_needs_no_torch(monkeypatch):
     """options.py --schema answers from the very parsers the scripts use, without importing torch (milliseconds)."""
-    probe = ("import json, runpy, sys; sys.argv = ['options.py', '--schema', 'train.py']; "
-             "runpy.run_path('options.py', run_name='__main__'); "
-             "sys.stderr.write(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
-             "('torch', 'transformers', 'numpy'))))")
-    done = subprocess.run([sys.executable, "-B", "-c", probe], cwd=SOURCE_DIR, capture_output=True, text=True,
-                          timeout=60, env={"PATH": ""})
+    probe = (
+        "import json, runpy, sys; sys.argv = ['options.py', '--schema', 'train.py']; "
+        "runpy.run_path('options.py', run_name='__main__'); "
+        "sys.stderr.write(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('torch', 'transformers', 'numpy'))))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-B", "-c", probe],
+        cwd=SOURCE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": ""},
+    )
     assert done.returncode == 0 and json.loads(done.stderr) == [], done.stderr
     published = json.loads(done.stdout)
     assert set(published["scripts"]) == {"train.py"} and published["booleans"]["false"][-1] == ""
@@ -77,31 +89,51 @@ def test_a_broken_options_module_is_said_before_launch(tmp_path):
         hp.check(Job("x", {"lr": 1}, source_dir=tmp_path, entry_point="train.py"))
 
 
-@pytest.mark.parametrize("hyperparameters, says", [
-    ({"bucket_by_lenght": True}, "no option 'bucket_by_lenght' (did you mean 'bucket_by_length'?)"),
-    ({"epochs": None}, "epochs=None is not a float"),
-    ({"batch_size": 6.5}, "batch_size=6.5 is not an int"),
-    ({"compile": "maybe"}, "compile='maybe' is not true or false"),
-    ({"model_size": "large"}, "model_size='large' is not one of base, small, tiny"),
-])
+@pytest.mark.parametrize(
+    "hyperparameters, says",
+    [
+        ({"bucket_by_lenght": True}, "no option 'bucket_by_lenght' (did you mean 'bucket_by_length'?)"),
+        ({"epochs": None}, "epochs=None is not a float"),
+        ({"batch_size": 6.5}, "batch_size=6.5 is not an int"),
+        ({"compile": "maybe"}, "compile='maybe' is not true or false"),
+        ({"model_size": "large"}, "model_size='large' is not one of base, small, tiny"),
+    ],
+)
 def test_each_problem_is_named_with_its_fix(hyperparameters, says):
     problem = hp.check(Job("x", hyperparameters))
     assert says in problem and "python train.py --help" in problem
 
 
 def test_values_as_the_script_receives_them_pass():
-    good = {"epochs": 1, "batch_size": "64", "lr": 2e-3, "compile": False, "fused_adamw": "True", "pad_to": 0,
-            "precision": "bf16", "model_size": "tiny", "profile_schedule": "2,2,5", "profile_dir": ""}
+    good = {
+        "epochs": 1,
+        "batch_size": "64",
+        "lr": 2e-3,
+        "compile": False,
+        "fused_adamw": "True",
+        "pad_to": 0,
+        "precision": "bf16",
+        "model_size": "tiny",
+        "profile_schedule": "2,2,5",
+        "profile_dir": "",
+    }
     assert hp.check(Job("x", good)) is None
 
 
-
-@pytest.mark.parametrize("name, means", [
-    ("learning_rate", "lr"), ("num_train_epochs", "epochs"), ("per_device_train_batch_size", "batch_size"),
-    ("max_seq_length", "max_length"), ("logging_steps", "log_every"), ("nb_epoch", "epochs"),  # HF Trainer, Keras
-    ("Learning-Rate", "lr"), ("learnig_rate", "lr"),  # other case and dashes; a misspelt synonym
-    ("bucket_by_lenght", "bucket_by_length"),  # a plain typo still goes to difflib
-])
+@pytest.mark.parametrize(
+    "name, means",
+    [
+        ("learning_rate", "lr"),
+        ("num_train_epochs", "epochs"),
+        ("per_device_train_batch_size", "batch_size"),
+        ("max_seq_length", "max_length"),
+        ("logging_steps", "log_every"),
+        ("nb_epoch", "epochs"),  # HF Trainer, Keras
+        ("Learning-Rate", "lr"),
+        ("learnig_rate", "lr"),  # other case and dashes; a misspelt synonym
+        ("bucket_by_lenght", "bucket_by_length"),  # a plain typo still goes to difflib
+    ],
+)
 def test_another_frameworks_name_gets_the_scripts_name(name, means):
     """difflib alone finds nothing near 'learning_rate' among train.py's options: a synonym table comes first."""
     problem = hp.check(Job("x", {name: 1}))

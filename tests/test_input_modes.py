@@ -1,4 +1,5 @@
 """File, FastFile and FSx channels from the loopback object store: what each presents, fetches and keeps."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -22,7 +23,7 @@ CPU = Target("local_cpu", "local_cpu", 0, 2)
 BUCKET = "modes-data"
 
 # reads the train channel as a training script would (plain files, no idea of the mode) and reports what it saw
-PROBE = textwrap.dedent('''
+PROBE = textwrap.dedent("""
     import hashlib, json, os, socket, sys
     root = os.environ["SM_CHANNEL_TRAIN"]
     names = sorted(os.listdir(root))
@@ -47,7 +48,7 @@ PROBE = textwrap.dedent('''
         json.dump({"sizes": sizes, "holding": holding, "digests": digests, "guard": guard,
                    "channel_is_link": os.path.islink(root)}, f)
     print("[final] probe=1")
-''')
+""")
 
 
 def sha(path: Path) -> str:
@@ -66,10 +67,19 @@ def data(tmp_path_factory):
         yield store, shards
 
 
-def probe_job(store, mode: str, probe_dir: Path, read: str = "all", uri: str = f"s3://{BUCKET}/shards/train/",
-              **kw) -> Job:
-    return Job(f"probe-{mode.lower()}", {"read": read}, {"train": uri}, input_mode=mode, s3_endpoint=store.endpoint,
-               entry_point="probe.py", source_dir=probe_dir, **kw)
+def probe_job(
+    store, mode: str, probe_dir: Path, read: str = "all", uri: str = f"s3://{BUCKET}/shards/train/", **kw
+) -> Job:
+    return Job(
+        f"probe-{mode.lower()}",
+        {"read": read},
+        {"train": uri},
+        input_mode=mode,
+        s3_endpoint=store.endpoint,
+        entry_point="probe.py",
+        source_dir=probe_dir,
+        **kw,
+    )
 
 
 def seen(result) -> dict:
@@ -154,14 +164,20 @@ def test_the_training_script_runs_unchanged_on_fastfile(data, runner):
     """train.py reads labels, tokenizer (from Rust) and the first shard; the rest is never fetched."""
     store, _ = data
     channels = {s: f"s3://{BUCKET}/shards/{s}/" for s in ("train", "validation")}
-    job = Job("fastfile-train", {**TINY, "subset": 400, "eval_subset": 100, "max_steps": 4}, channels,
-              input_mode="FastFile", s3_endpoint=store.endpoint)
+    job = Job(
+        "fastfile-train",
+        {**TINY, "subset": 400, "eval_subset": 100, "max_steps": 4},
+        channels,
+        input_mode="FastFile",
+        s3_endpoint=store.endpoint,
+    )
     result = runner.run(job, CPU)
     assert result.status == "Completed" and result.metrics["val_accuracy"] >= 0
     io = input_modes.job_io(result)
     assert io["bytes_before_start"] == 0 and 0 < io["bytes_from_store"] < io["bytes_in_channels"]
-    assert (result.model_dir / "tokenizer.json").read_bytes() == \
-        store.client().get_object(Bucket=BUCKET, Key="shards/train/tokenizer.json")["Body"].read()
+    assert (result.model_dir / "tokenizer.json").read_bytes() == store.client().get_object(
+        Bucket=BUCKET, Key="shards/train/tokenizer.json"
+    )["Body"].read()
 
 
 def test_fastfile_job_stays_on_loopback_under_the_network_guard(data, runner, probe_dir, tmp_path):
@@ -173,8 +189,7 @@ def test_fastfile_job_stays_on_loopback_under_the_network_guard(data, runner, pr
     site.mkdir()
     (site / "sitecustomize.py").write_text(GUARD)
     log = tmp_path / "network.log"
-    job = probe_job(store, "FastFile", probe_dir, environment={"PYTHONPATH": str(site),
-                                                               "NETWORK_GUARD_LOG": str(log)})
+    job = probe_job(store, "FastFile", probe_dir, environment={"PYTHONPATH": str(site), "NETWORK_GUARD_LOG": str(log)})
     job.hyperparameters["probe_network"] = "1"
     saw = seen(runner.run(job, CPU))
     assert "network guard" in saw["guard"]  # the guard ran in the job...
@@ -184,11 +199,14 @@ def test_fastfile_job_stays_on_loopback_under_the_network_guard(data, runner, pr
 
 
 # ---------------------------------------------------------------------------------------------- bad input
-@pytest.mark.parametrize("uri, match", [
-    ("s3://no-such-bucket/x/", "bucket 'no-such-bucket' does not exist"),
-    (f"s3://{BUCKET}/shards/tarin/", r"no objects under s3://modes-data/shards/tarin/.*shards/train/"),
-    (f"s3://{BUCKET}/shards/train/missing.csv", "no object s3://modes-data/shards/train/missing.csv"),
-])
+@pytest.mark.parametrize(
+    "uri, match",
+    [
+        ("s3://no-such-bucket/x/", "bucket 'no-such-bucket' does not exist"),
+        (f"s3://{BUCKET}/shards/tarin/", r"no objects under s3://modes-data/shards/tarin/.*shards/train/"),
+        (f"s3://{BUCKET}/shards/train/missing.csv", "no object s3://modes-data/shards/train/missing.csv"),
+    ],
+)
 def test_missing_bucket_prefix_or_object_is_named_before_anything_is_written(data, runner, probe_dir, uri, match):
     store, _ = data
     with pytest.raises(InputModeError, match=match):
@@ -205,8 +223,7 @@ def test_an_empty_channel_is_refused(data, runner, probe_dir):
 
 def test_one_object_can_be_a_channel_but_not_an_fsx_one(data, runner, probe_dir):
     store, shards = data
-    result = runner.run(probe_job(store, "FastFile", probe_dir, uri=f"s3://{BUCKET}/shards/train/labels.json"),
-                        CPU)
+    result = runner.run(probe_job(store, "FastFile", probe_dir, uri=f"s3://{BUCKET}/shards/train/labels.json"), CPU)
     assert seen(result)["digests"] == {"labels.json": sha(shards / "train" / "labels.json")}
     with pytest.raises(InputModeError, match="an FSx channel is a directory"):
         runner.prepare(probe_job(store, "FSx", probe_dir, uri=f"s3://{BUCKET}/shards/train/labels.json"), CPU)
@@ -216,14 +233,33 @@ def test_unreachable_or_unset_endpoint_is_refused(data, runner, probe_dir):
     store, _ = data
     dead = f"http://127.0.0.1:{objectstore._free_ports(1)[0]}"
     with pytest.raises(InputModeError, match=f"cannot reach the object store at {dead}"):
-        runner.prepare(Job("x", {}, {"train": f"s3://{BUCKET}/shards/train/"}, s3_endpoint=dead,
-                           entry_point="probe.py", source_dir=probe_dir), CPU)
+        runner.prepare(
+            Job(
+                "x",
+                {},
+                {"train": f"s3://{BUCKET}/shards/train/"},
+                s3_endpoint=dead,
+                entry_point="probe.py",
+                source_dir=probe_dir,
+            ),
+            CPU,
+        )
     with pytest.raises(InputModeError, match="Job.s3_endpoint is not set"):
-        runner.prepare(Job("x", {}, {"train": f"s3://{BUCKET}/shards/train/"}, entry_point="probe.py",
-                           source_dir=probe_dir), CPU)
+        runner.prepare(
+            Job("x", {}, {"train": f"s3://{BUCKET}/shards/train/"}, entry_point="probe.py", source_dir=probe_dir), CPU
+        )
     with pytest.raises(InputModeError, match="not a local object store endpoint"):
-        runner.prepare(Job("x", {}, {"train": f"s3://{BUCKET}/shards/train/"}, s3_endpoint="https://s3.amazonaws.com",
-                           entry_point="probe.py", source_dir=probe_dir), CPU)
+        runner.prepare(
+            Job(
+                "x",
+                {},
+                {"train": f"s3://{BUCKET}/shards/train/"},
+                s3_endpoint="https://s3.amazonaws.com",
+                entry_point="probe.py",
+                source_dir=probe_dir,
+            ),
+            CPU,
+        )
     assert not runner.runs_dir.exists()
 
 
@@ -232,8 +268,17 @@ def test_modes_other_than_the_three_and_local_directories_in_lazy_modes_are_refu
     with pytest.raises(InputModeError, match="Pipe mode is legacy"):
         runner.prepare(probe_job(store, "Pipe", probe_dir), CPU)
     with pytest.raises(JobSetupError, match="needs an s3:// channel"):
-        runner.prepare(Job("x", {}, {"train": shards / "train"}, input_mode="FastFile", entry_point="probe.py",
-                           source_dir=probe_dir), CPU)
+        runner.prepare(
+            Job(
+                "x",
+                {},
+                {"train": shards / "train"},
+                input_mode="FastFile",
+                entry_point="probe.py",
+                source_dir=probe_dir,
+            ),
+            CPU,
+        )
 
 
 # ---------------------------------------------------------------------------------------------- SageMaker
@@ -241,39 +286,69 @@ def _transitions(*phases: tuple[str, int, str]) -> list[dict]:
     t = dt.datetime(2026, 11, 20, 9, 0, tzinfo=dt.timezone.utc)
     out = []
     for status, seconds, message in phases:
-        out.append({"Status": status, "StartTime": t, "EndTime": t + dt.timedelta(seconds=seconds),
-                    "StatusMessage": message})
+        out.append(
+            {"Status": status, "StartTime": t, "EndTime": t + dt.timedelta(seconds=seconds), "StatusMessage": message}
+        )
         t += dt.timedelta(seconds=seconds)
     return out
 
 
 # DescribeTrainingJob responses in the service's shape (300 GB in File mode, then the same job on FSx)
-FILE_JOB = {"TrainingJobName": "seg-file", "TrainingJobStatus": "Completed", "BillableTimeInSeconds": 9300,
-            "InputDataConfig": [{"ChannelName": "train", "InputMode": "File", "DataSource": {"S3DataSource": {
-                "S3DataType": "S3Prefix", "S3Uri": "s3://b/seg/train/"}}}],
-            "SecondaryStatusTransitions": _transitions(
-                ("Starting", 95, "Preparing the instances for training"),
-                ("Downloading", 3540, "Downloading input data"),
-                ("Training", 5580, "Training image download completed. Training in progress."),
-                ("Uploading", 60, "Uploading generated training model"),
-                ("Completed", 0, "Training job completed"))}
-FSX_JOB = {"TrainingJobName": "seg-fsx", "TrainingJobStatus": "Completed", "BillableTimeInSeconds": 5760,
-           "InputDataConfig": [{"ChannelName": "train", "DataSource": {"FileSystemDataSource": {
-               "FileSystemId": "fs-0123456789abcdef0", "FileSystemType": "FSxLustre",
-               "DirectoryPath": "/abcdef12/seg/train", "FileSystemAccessMode": "ro"}}}],
-           "SecondaryStatusTransitions": _transitions(
-               ("Starting", 110, "Preparing the instances for training"),
-               ("Downloading", 12, "Downloading input data"),
-               ("Training", 5580, "Training in progress."),
-               ("Uploading", 58, "Uploading generated training model"),
-               ("Completed", 0, "Training job completed"))}
+FILE_JOB = {
+    "TrainingJobName": "seg-file",
+    "TrainingJobStatus": "Completed",
+    "BillableTimeInSeconds": 9300,
+    "InputDataConfig": [
+        {
+            "ChannelName": "train",
+            "InputMode": "File",
+            "DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": "s3://b/seg/train/"}},
+        }
+    ],
+    "SecondaryStatusTransitions": _transitions(
+        ("Starting", 95, "Preparing the instances for training"),
+        ("Downloading", 3540, "Downloading input data"),
+        ("Training", 5580, "Training image download completed. Training in progress."),
+        ("Uploading", 60, "Uploading generated training model"),
+        ("Completed", 0, "Training job completed"),
+    ),
+}
+FSX_JOB = {
+    "TrainingJobName": "seg-fsx",
+    "TrainingJobStatus": "Completed",
+    "BillableTimeInSeconds": 5760,
+    "InputDataConfig": [
+        {
+            "ChannelName": "train",
+            "DataSource": {
+                "FileSystemDataSource": {
+                    "FileSystemId": "fs-0123456789abcdef0",
+                    "FileSystemType": "FSxLustre",
+                    "DirectoryPath": "/abcdef12/seg/train",
+                    "FileSystemAccessMode": "ro",
+                }
+            },
+        }
+    ],
+    "SecondaryStatusTransitions": _transitions(
+        ("Starting", 110, "Preparing the instances for training"),
+        ("Downloading", 12, "Downloading input data"),
+        ("Training", 5580, "Training in progress."),
+        ("Uploading", 58, "Uploading generated training model"),
+        ("Completed", 0, "Training job completed"),
+    ),
+}
 
 
 def test_recorded_responses_have_the_service_shape():
     import botocore.session
 
-    shape = botocore.session.get_session().get_service_model("sagemaker").operation_model(
-        "DescribeTrainingJob").output_shape
+    shape = (
+        botocore.session.get_session()
+        .get_service_model("sagemaker")
+        .operation_model("DescribeTrainingJob")
+        .output_shape
+    )
     transition = shape.members["SecondaryStatusTransitions"].member
     for response in (FILE_JOB, FSX_JOB):
         assert set(response) <= set(shape.members)
@@ -290,13 +365,21 @@ def test_startup_cost_reads_the_secondary_status_transitions():
     assert file_share["download_share"] == pytest.approx(3540 / 9120)
     assert fsx_share["downloading_s"] == 12 and fsx_share["input_mode"] == "train=FSx"
     assert file_share["input_mode"] == "train=File"
-    running = {"SecondaryStatusTransitions": [{"Status": "Downloading", "StartTime": FILE_JOB[
-        "SecondaryStatusTransitions"][1]["StartTime"]}]}
+    running = {
+        "SecondaryStatusTransitions": [
+            {"Status": "Downloading", "StartTime": FILE_JOB["SecondaryStatusTransitions"][1]["StartTime"]}
+        ]
+    }
     assert math.isnan(input_modes.startup_cost(running)[0]["seconds"])  # still running: no end time yet
 
 
-FSX = {"file_system_id": "fs-0123456789abcdef0", "mount_name": "abcdef12", "path": "lab05/shards",
-       "subnets": ["subnet-0a1b2c3d"], "security_group_ids": ["sg-0a1b2c3d"]}
+FSX = {
+    "file_system_id": "fs-0123456789abcdef0",
+    "mount_name": "abcdef12",
+    "path": "lab05/shards",
+    "subnets": ["subnet-0a1b2c3d"],
+    "security_group_ids": ["sg-0a1b2c3d"],
+}
 
 
 def test_real_channel_definitions_per_mode_in_the_dry_run(small_catalog):
@@ -310,10 +393,15 @@ def test_real_channel_definitions_per_mode_in_the_dry_run(small_catalog):
     assert {r["InputMode"] for r in rows["File"]} == {"File"}
     assert [r["InputMode"] for r in rows["FastFile"]] == ["FastFile", "FastFile"]  # explicit on every channel
     assert rows["FastFile"][0]["source"] == data["train"]
-    fsx_sources = [c["DataSource"]["FileSystemDataSource"] for c in requests["FSx"]["InputDataConfig"]
-                   if "FileSystemDataSource" in c["DataSource"]]
-    assert [s["DirectoryPath"] for s in fsx_sources] == ["/abcdef12/lab05/shards/train",
-                                                         "/abcdef12/lab05/shards/validation"]
+    fsx_sources = [
+        c["DataSource"]["FileSystemDataSource"]
+        for c in requests["FSx"]["InputDataConfig"]
+        if "FileSystemDataSource" in c["DataSource"]
+    ]
+    assert [s["DirectoryPath"] for s in fsx_sources] == [
+        "/abcdef12/lab05/shards/train",
+        "/abcdef12/lab05/shards/validation",
+    ]
     assert all(s["FileSystemType"] == "FSxLustre" and s["FileSystemAccessMode"] == "ro" for s in fsx_sources)
     assert requests["FSx"]["VpcConfig"] == {"Subnets": ["subnet-0a1b2c3d"], "SecurityGroupIds": ["sg-0a1b2c3d"]}
     assert "VpcConfig" not in requests["FastFile"]

@@ -1,4 +1,5 @@
 """The instance catalogue: lookups with suggestions, feature support, dated prices, agreement with the SDK's tables."""
+
 from __future__ import annotations
 
 import re
@@ -20,8 +21,10 @@ def test_lookup_gives_the_hardware():
     assert instances.lookup("ML.G5.2XLARGE").name == "ml.g5.2xlarge"
 
 
-@pytest.mark.parametrize("typo, suggestion", [("ml.p4d.24xlarg", "ml.p4d.24xlarge"), ("ml.g5.2xlarg", "ml.g5.2xlarge"),
-                                              ("ml.p4.24xlarge", "ml.p4d.24xlarge")])
+@pytest.mark.parametrize(
+    "typo, suggestion",
+    [("ml.p4d.24xlarg", "ml.p4d.24xlarge"), ("ml.g5.2xlarg", "ml.g5.2xlarge"), ("ml.p4.24xlarge", "ml.p4d.24xlarge")],
+)
 def test_unknown_type_suggests_close_ones(typo, suggestion):
     with pytest.raises(instances.UnknownInstanceType, match=re.escape(repr(suggestion))):
         instances.lookup(typo)
@@ -64,8 +67,11 @@ def _sdk_list(name: str) -> set[str]:
     import ast
 
     tree = ast.parse((sdk_driver_dir() / "common" / "utils.py").read_text())
-    found = [ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
-             and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)]
+    found = [
+        ast.literal_eval(node.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
+    ]
     assert len(found) == 1, f"{name} not found once in the SDK's container drivers: the SDK changed, re-check EFA"
     return set(found[0])
 
@@ -87,8 +93,12 @@ def test_efa_types_are_where_the_sdks_drivers_turn_efa_on_for_nccl():
 
 
 def test_smp_types():
-    assert set(instances.supporting("smp")) == {"ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.p5.48xlarge",
-                                                "ml.p5e.48xlarge"}
+    assert set(instances.supporting("smp")) == {
+        "ml.p4d.24xlarge",
+        "ml.p4de.24xlarge",
+        "ml.p5.48xlarge",
+        "ml.p5e.48xlarge",
+    }
 
 
 def test_supporting_is_cheapest_first_with_unpriced_last():
@@ -117,8 +127,9 @@ def test_every_price_is_dated_with_a_source():
         assert "us-east-1" in spec.price_source or "US East" in spec.price_source
         assert spec.price_per_hour is None or spec.price_per_hour > 0
     # bigger sizes of a family cost more per hour
-    g5 = [instances.lookup(f"ml.g5.{s}").price_per_hour for s in ("xlarge", "2xlarge", "4xlarge", "12xlarge",
-                                                                   "48xlarge")]
+    g5 = [
+        instances.lookup(f"ml.g5.{s}").price_per_hour for s in ("xlarge", "2xlarge", "4xlarge", "12xlarge", "48xlarge")
+    ]
     assert g5 == sorted(g5)
 
 
@@ -128,8 +139,10 @@ def test_non_gpu_accelerators_are_named():
 
 
 def test_describe_and_table():
-    assert instances.lookup("ml.p4d.24xlarge").describe() == \
-        "ml.p4d.24xlarge: 8 x A100 40 GiB, 96 vCPU, 1152 GiB, 400 Gb/s EFA, $25.25/h"
+    assert (
+        instances.lookup("ml.p4d.24xlarge").describe()
+        == "ml.p4d.24xlarge: 8 x A100 40 GiB, 96 vCPU, 1152 GiB, 400 Gb/s EFA, $25.25/h"
+    )
     assert "no price on file" in instances.lookup("ml.p5e.48xlarge").describe()
     rows = instances.table(["ml.g5.2xlarge", "ml.p4d.24xlarge"])
     assert [r["instance_type"] for r in rows] == ["ml.g5.2xlarge", "ml.p4d.24xlarge"]

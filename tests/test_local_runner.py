@@ -1,4 +1,5 @@
 """The Docker-free local runner: layout, environment, launching, failures and stopping."""
+
 from __future__ import annotations
 
 import json
@@ -19,7 +20,7 @@ from helpers.targets import Target, TargetError, resolve
 
 CPU = Target("local_cpu", "local_cpu", 0, 2)
 
-PROBE = textwrap.dedent('''
+PROBE = textwrap.dedent("""
     import json, os, sys
     seen = {"argv": sys.argv[1:], "cwd": os.getcwd(), "env": dict(os.environ),
             "train_files": sorted(os.listdir(os.environ["SM_CHANNEL_TRAIN"]))}
@@ -27,7 +28,7 @@ PROBE = textwrap.dedent('''
     with open(os.path.join(os.environ["SM_MODEL_DIR"], "probe.json"), "w") as f:
         json.dump(seen, f)
     print("[final] probe=1")
-''')
+""")
 
 
 def test_job_sees_the_container_contract(runner, probe_dir, small_catalog, monkeypatch):
@@ -35,8 +36,13 @@ def test_job_sees_the_container_contract(runner, probe_dir, small_catalog, monke
     monkeypatch.setenv("PYTHONPATH", "/somewhere/the/notebook/added")
     monkeypatch.setenv("PWD", "/a/stale/directory")
     monkeypatch.setenv("NOTEBOOK_ONLY", "1")
-    job = Job("probe", {"epochs": 3, "lr": 0.01, "smoke": True}, catalog_channels(small_catalog),
-              entry_point="probe.py", source_dir=probe_dir)
+    job = Job(
+        "probe",
+        {"epochs": 3, "lr": 0.01, "smoke": True},
+        catalog_channels(small_catalog),
+        entry_point="probe.py",
+        source_dir=probe_dir,
+    )
     result = runner.run(job, CPU)
     host = result.run_dir / "algo-1"
     seen = json.loads((result.model_dir / "probe.json").read_text())
@@ -51,10 +57,22 @@ def test_job_sees_the_container_contract(runner, probe_dir, small_catalog, monke
     # the container starts clean: nothing of the notebook's environment but what is documented
     assert not {"AWS_SECRET_ACCESS_KEY", "PYTHONPATH", "NOTEBOOK_ONLY"} & set(env)
     assert env["PWD"] == seen["cwd"]
-    local_additions = {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "GLOO_SOCKET_IFNAME", "CUDA_VISIBLE_DEVICES",
-                       "PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE", "TOKENIZERS_PARALLELISM", "TRAINING_JOB_NAME"}
-    unexplained = {k for k in env if not k.startswith(("SM_", "HF_", "TRANSFORMERS_", "LC_"))} - local_additions - \
-        set(local_runner._INHERITED) - {"PWD"}
+    local_additions = {
+        "OMP_NUM_THREADS",
+        "MKL_NUM_THREADS",
+        "GLOO_SOCKET_IFNAME",
+        "CUDA_VISIBLE_DEVICES",
+        "PYTHONUNBUFFERED",
+        "PYTHONDONTWRITEBYTECODE",
+        "TOKENIZERS_PARALLELISM",
+        "TRAINING_JOB_NAME",
+    }
+    unexplained = (
+        {k for k in env if not k.startswith(("SM_", "HF_", "TRANSFORMERS_", "LC_"))}
+        - local_additions
+        - set(local_runner._INHERITED)
+        - {"PWD"}
+    )
     assert not unexplained, f"variables a SageMaker container would not have: {sorted(unexplained)}"
     assert {"part-00000.csv", "labels.json", "tokenizer.json"} <= set(seen["train_files"])
     config = json.loads((host / "input" / "config" / "hyperparameters.json").read_text())
@@ -63,8 +81,16 @@ def test_job_sees_the_container_contract(runner, probe_dir, small_catalog, monke
 
 
 def test_two_hosts_get_their_own_directories_and_ranks(runner, probe_dir, small_catalog):
-    job = Job("probe2", {}, catalog_channels(small_catalog), entry_point="probe.py", source_dir=probe_dir,
-              instance_count=2, processes_per_host=1, environment={"PROBE": "1"})
+    job = Job(
+        "probe2",
+        {},
+        catalog_channels(small_catalog),
+        entry_point="probe.py",
+        source_dir=probe_dir,
+        instance_count=2,
+        processes_per_host=1,
+        environment={"PROBE": "1"},
+    )
     run_dir, commands = runner.prepare(job, CPU)
     assert [c[0] for c in commands] == ["algo-1", "algo-2"]
     env2 = commands[1][2]
@@ -83,8 +109,11 @@ def test_missing_channel_fails_before_anything_is_written(runner, tmp_path):
 
 def test_bad_hyperparameters_are_refused_before_anything_is_written(runner, small_catalog, tmp_path):
     job = Job("typo", {"epochs": 1, "bucket_by_lenght": True, "precision": "bf32"}, catalog_channels(small_catalog))
-    with pytest.raises(JobSetupError, match="train.py: no option 'bucket_by_lenght' .did you mean 'bucket_by_length'.."
-                                            ": it would be ignored; precision='bf32' is not one of auto, fp32"):
+    with pytest.raises(
+        JobSetupError,
+        match="train.py: no option 'bucket_by_lenght' .did you mean 'bucket_by_length'.."
+        ": it would be ignored; precision='bf32' is not one of auto, fp32",
+    ):
         runner.run(job, CPU)
     assert not (tmp_path / "jobs").exists()
 
@@ -95,8 +124,16 @@ def test_more_processes_than_gpus_is_refused(runner, small_catalog):
         runner.run(job, Target("local_gpu", "local_gpu", 1, 8))
 
 
-@pytest.mark.parametrize("name,hint", [("locl", "'local'"), ("gpu", "local_gpu"), ("", "Choose one of"),
-                                       ("p4d.24xlarge", "did you mean 'ml.p4d.24xlarge'"), (5, "must be a string")])
+@pytest.mark.parametrize(
+    "name,hint",
+    [
+        ("locl", "'local'"),
+        ("gpu", "local_gpu"),
+        ("", "Choose one of"),
+        ("p4d.24xlarge", "did you mean 'ml.p4d.24xlarge'"),
+        (5, "must be a string"),
+    ],
+)
 def test_unknown_target_says_what_to_use(name, hint):
     with pytest.raises(TargetError, match=hint):
         resolve(name)
@@ -165,17 +202,24 @@ def test_a_forwarded_sigterm_reaches_the_script(small_catalog, tmp_path):
 
 
 def test_run_job_dispatches_local_targets(small_catalog, tmp_path, probe_dir):
-    result = run_job(Job("dispatch", {}, catalog_channels(small_catalog), entry_point="probe.py",
-                         source_dir=probe_dir), "local_cpu", runs_dir=tmp_path / "jobs", echo=False)
+    result = run_job(
+        Job("dispatch", {}, catalog_channels(small_catalog), entry_point="probe.py", source_dir=probe_dir),
+        "local_cpu",
+        runs_dir=tmp_path / "jobs",
+        echo=False,
+    )
     assert result.status == "Completed"
 
 
-@pytest.mark.parametrize("fields, error, says", [
-    (dict(name="../escaped"), ValueError, "use letters, digits"),
-    (dict(name="has space"), ValueError, "use letters, digits"),
-    (dict(name="ok", instance_count="2"), TypeError, "instance_count must be a whole number, got '2'"),
-    (dict(name="ok", max_runtime_s=3600.5), TypeError, "max_runtime_s must be a whole number"),
-])
+@pytest.mark.parametrize(
+    "fields, error, says",
+    [
+        (dict(name="../escaped"), ValueError, "use letters, digits"),
+        (dict(name="has space"), ValueError, "use letters, digits"),
+        (dict(name="ok", instance_count="2"), TypeError, "instance_count must be a whole number, got '2'"),
+        (dict(name="ok", max_runtime_s=3600.5), TypeError, "max_runtime_s must be a whole number"),
+    ],
+)
 def test_a_job_refuses_a_bad_name_or_count_when_it_is_made(fields, error, says):
     with pytest.raises(error, match=says):
         Job(**fields)
@@ -197,8 +241,11 @@ def test_a_checkpointing_job_keeps_its_checkpoints_in_its_own_run_directory(runn
     SageMaker job does: never the machine's /opt/ml/checkpoints, never another job's."""
     outside = Path("/opt/ml/checkpoints")
     before = sorted(outside.iterdir()) if outside.is_dir() else None
-    job = Job("ckpt", {**TINY, "subset": 320, "epochs": 1, "checkpoint_every": 4, "eval_subset": 64},
-              catalog_channels(small_catalog))
+    job = Job(
+        "ckpt",
+        {**TINY, "subset": 320, "epochs": 1, "checkpoint_every": 4, "eval_subset": 64},
+        catalog_channels(small_catalog),
+    )
     first = runner.run(job, CPU)
     assert sorted(p.name for p in (first.run_dir / "algo-1" / "checkpoints").iterdir() if p.name.startswith("step-"))
     second = runner.run(job, CPU)

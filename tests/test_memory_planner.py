@@ -1,6 +1,7 @@
 """The memory planner: its arithmetic against published numbers, its estimates against train_lm.py's measured
 bytes (bf16 FSDP policy with activation checkpointing), the shapes train_lm.py builds and the FSDP sharding it picks
 for the planner's SMP degrees, and SMP v2 degrees that cannot run refused before launch."""
+
 from __future__ import annotations
 
 import sys
@@ -79,8 +80,11 @@ def test_train_lm_shards_as_the_planner_plans_under_smp():
 
 
 def test_recommendations_for_real_cases():
-    rows = {(name, it): memory.recommend(name, it) for name in ("llama-1b", "llama-7b", "llama-13b")
-            for it in ("ml.p4d.24xlarge", "ml.p5.48xlarge")}
+    rows = {
+        (name, it): memory.recommend(name, it)
+        for name in ("llama-1b", "llama-7b", "llama-13b")
+        for it in ("ml.p4d.24xlarge", "ml.p5.48xlarge")
+    }
     assert rows["llama-1b", "ml.p4d.24xlarge"].chosen.label == "ddp"  # 1B: plain data parallel fits in 40 GB
     assert rows["llama-7b", "ml.p4d.24xlarge"].chosen.label == "fsdp"  # 7B: 108 GB of state must be sharded
     assert rows["llama-13b", "ml.p4d.24xlarge"].chosen.label == "fsdp+ckpt"  # 13B on 40 GB: and checkpointing
@@ -97,13 +101,16 @@ def test_a_model_too_big_for_one_instance_needs_more():
     assert memory.recommend(huge, "ml.p4d.24xlarge", instance_count=8).chosen is not None
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    (dict(strategy="pp"), "choose one of"),
-    (dict(strategy="fsdp", world=8, tp=3), "must divide the 8 GPUs"),
-    (dict(strategy="ddp", world=8, tp=2), "combine tensor parallel with 'fsdp'"),
-    (dict(strategy="fsdp", world=8, shard=3), "sharding group 3"),
-    (dict(strategy="fsdp", precision="fp8"), "precision"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(strategy="pp"), "choose one of"),
+        (dict(strategy="fsdp", world=8, tp=3), "must divide the 8 GPUs"),
+        (dict(strategy="ddp", world=8, tp=2), "combine tensor parallel with 'fsdp'"),
+        (dict(strategy="fsdp", world=8, shard=3), "sharding group 3"),
+        (dict(strategy="fsdp", precision="fp8"), "precision"),
+    ],
+)
 def test_impossible_plans_say_why(kwargs, match):
     with pytest.raises(memory.PlanError, match=match):
         memory.estimate("llama-7b", **kwargs)
@@ -118,8 +125,9 @@ def test_a_gpu_plan_needs_a_gpu_instance():
 def test_estimate_matches_the_measured_bf16_fsdp_run_with_checkpointing(small_catalog, tmp_path):
     from test_model_parallel import launch
 
-    metrics, _ = launch(small_catalog, tmp_path, "--strategy", "fsdp", "--precision", "bf16",
-                        "--activation_checkpointing", "true")
+    metrics, _ = launch(
+        small_catalog, tmp_path, "--strategy", "fsdp", "--precision", "bf16", "--activation_checkpointing", "true"
+    )
     rows = memory.compare(metrics, tmp_path / "model" / "config.json")
     assert [r["component"] for r in rows] == ["params", "grads", "optimizer", "activations"]
     for r in rows:
@@ -127,17 +135,26 @@ def test_estimate_matches_the_measured_bf16_fsdp_run_with_checkpointing(small_ca
 
 
 def smp_job(**smp):
-    return jobs.Job(name="lab04-smp", entry_point="train_lm.py", channels=jobs.catalog_channels(),
-                    hyperparameters={"strategy": "fsdp"}, distribution="smp", smp=smp)
+    return jobs.Job(
+        name="lab04-smp",
+        entry_point="train_lm.py",
+        channels=jobs.catalog_channels(),
+        hyperparameters={"strategy": "fsdp"},
+        distribution="smp",
+        smp=smp,
+    )
 
 
-@pytest.mark.parametrize("smp,target,error,match", [
-    ({"tensor_parallel_degree": 3}, "ml.p4d.24xlarge", sagemaker_jobs.ProcessCountError, "must divide the 8"),
-    ({"tensor_parallel_degree": 16}, "ml.p5.48xlarge", sagemaker_jobs.ProcessCountError, "must divide the 8"),
-    ({"hybrid_shard_degree": 3}, "ml.p4d.24xlarge", sagemaker_jobs.ProcessCountError, "hybrid_shard_degree=3"),
-    ({"pipeline_parallel_degree": 2}, "ml.p4d.24xlarge", sagemaker_jobs.ProcessCountError, "unknown SMP"),
-    ({"hybrid_shard_degree": 8}, "ml.g5.48xlarge", sagemaker_jobs.UnsupportedFeature, "SMP v2 does not run"),
-])
+@pytest.mark.parametrize(
+    "smp,target,error,match",
+    [
+        ({"tensor_parallel_degree": 3}, "ml.p4d.24xlarge", sagemaker_jobs.ProcessCountError, "must divide the 8"),
+        ({"tensor_parallel_degree": 16}, "ml.p5.48xlarge", sagemaker_jobs.ProcessCountError, "must divide the 8"),
+        ({"hybrid_shard_degree": 3}, "ml.p4d.24xlarge", sagemaker_jobs.ProcessCountError, "hybrid_shard_degree=3"),
+        ({"pipeline_parallel_degree": 2}, "ml.p4d.24xlarge", sagemaker_jobs.ProcessCountError, "unknown SMP"),
+        ({"hybrid_shard_degree": 8}, "ml.g5.48xlarge", sagemaker_jobs.UnsupportedFeature, "SMP v2 does not run"),
+    ],
+)
 def test_smp_degrees_that_cannot_run_are_refused_before_launch(smp, target, error, match):
     with pytest.raises(error, match=match):
         sagemaker_jobs.preflight(smp_job(**smp), target)

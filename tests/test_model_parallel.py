@@ -1,6 +1,7 @@
 """train_lm.py: every strategy trains the same model to the same losses, shards what it claims, and its sharded
 checkpoints load back into one plain process. One 2-rank gloo launch runs all six strategies (pipeline parallel on
 the GPipe schedule); a second runs the 1F1B schedule."""
+
 from __future__ import annotations
 
 import json
@@ -20,11 +21,33 @@ STRATEGIES = ["single", "ddp", "zero", "fsdp", "tp", "pp"]
 
 
 def launch(catalog, out, *extra, ranks=2):
-    args = ["-m", "torch.distributed.run", f"--nproc_per_node={ranks}", "--master_addr=127.0.0.1",
-            f"--master_port={free_port()}", "train_lm.py", "--train", str(catalog / "train"),
-            "--validation", str(catalog / "validation"), "--model_dir", str(out / "model"),
-            "--output_data_dir", str(out / "data"), "--subset", "1500", "--max_steps", "4", "--log_every", "2",
-            "--eval_blocks", "16", "--generate_tokens", "4", *extra]
+    args = [
+        "-m",
+        "torch.distributed.run",
+        f"--nproc_per_node={ranks}",
+        "--master_addr=127.0.0.1",
+        f"--master_port={free_port()}",
+        "train_lm.py",
+        "--train",
+        str(catalog / "train"),
+        "--validation",
+        str(catalog / "validation"),
+        "--model_dir",
+        str(out / "model"),
+        "--output_data_dir",
+        str(out / "data"),
+        "--subset",
+        "1500",
+        "--max_steps",
+        "4",
+        "--log_every",
+        "2",
+        "--eval_blocks",
+        "16",
+        "--generate_tokens",
+        "4",
+        *extra,
+    ]
     done = run_script(args, env={"SM_OUTPUT_DIR": str(out / "output"), "GLOO_SOCKET_IFNAME": "lo"})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return json.loads((out / "data" / "metrics.json").read_text()), done.stdout
@@ -82,8 +105,18 @@ def test_each_strategy_shards_what_it_claims(five):
 @pytest.mark.slow
 def test_pipeline_1f1b_matches_the_single_process_losses(five, small_catalog, tmp_path):
     _, runs, _, _ = five
-    metrics, _ = launch(small_catalog, tmp_path, "--strategy", "pp", "--pp_schedule", "1f1b", "--microbatches", "8",
-                        "--precision", "fp32")
+    metrics, _ = launch(
+        small_catalog,
+        tmp_path,
+        "--strategy",
+        "pp",
+        "--pp_schedule",
+        "1f1b",
+        "--microbatches",
+        "8",
+        "--precision",
+        "fp32",
+    )
     pp = metrics["strategies"][0]
     # micro-batch mean losses, averaged, are the batch's mean loss: only summation order differs from one process
     assert pp["losses"] == pytest.approx(runs["single"]["losses"], rel=2e-4)
@@ -136,9 +169,14 @@ def test_tp_refuses_heads_that_do_not_split():
 def test_two_hosts_keep_their_shards_and_skip_the_single_process_reload(small_catalog, runner):
     from helpers import jobs, targets
 
-    job = jobs.Job("lm-2hosts", {"strategy": "fsdp", "subset": 600, "max_steps": 2, "log_every": 1, "eval_blocks": 4,
-                                 "precision": "fp32"}, jobs.catalog_channels(small_catalog), entry_point="train_lm.py",
-                   processes_per_host=1, instance_count=2)
+    job = jobs.Job(
+        "lm-2hosts",
+        {"strategy": "fsdp", "subset": 600, "max_steps": 2, "log_every": 1, "eval_blocks": 4, "precision": "fp32"},
+        jobs.catalog_channels(small_catalog),
+        entry_point="train_lm.py",
+        processes_per_host=1,
+        instance_count=2,
+    )
     result = runner.run(job, targets.resolve("local_cpu"))
     assert result.status == "Completed"
     assert any("reload skipped: the shards are spread over 2 hosts" in line for line in result.log_tail)

@@ -1,4 +1,5 @@
 """The system monitor: samples a real process tree in the background, finds its roles, stops cleanly."""
+
 from __future__ import annotations
 
 import subprocess
@@ -76,9 +77,15 @@ def synthetic(times, busy):
     """A monitor with made-up samples, ``interval`` 0.5 s: core 0 ``busy[i]`` % busy, the trainer as busy."""
     mon = monitor.Monitor(gpus=False)
     for t, b in zip(times, busy):
-        mon.samples.append(monitor.Sample(t, [b, 0.0], {"launcher": 0.0, "trainer": b, "loader workers": 0.0},
-                                          {"launcher": 0.0, "trainer": 100.0 + b, "loader workers": 0.0},
-                                          {"launcher": 0, "trainer": 1, "loader workers": 0}))
+        mon.samples.append(
+            monitor.Sample(
+                t,
+                [b, 0.0],
+                {"launcher": 0.0, "trainer": b, "loader workers": 0.0},
+                {"launcher": 0.0, "trainer": 100.0 + b, "loader workers": 0.0},
+                {"launcher": 0, "trainer": 1, "loader workers": 0},
+            )
+        )
     return mon
 
 
@@ -107,14 +114,19 @@ def test_a_window_on_another_clock_is_shifted_onto_the_samples():
 
 
 def test_the_training_window_comes_from_the_job_log():
-    history = [{"kind": "train", "t": 6.0, "step": 10}, {"kind": "train", "t": 7.5, "step": 20},
-               {"kind": "eval", "t": 8.0, "val_loss": 1.0}, {"kind": "final", "t": 9.0, "train_seconds": 3.0}]
+    history = [
+        {"kind": "train", "t": 6.0, "step": 10},
+        {"kind": "train", "t": 7.5, "step": 20},
+        {"kind": "eval", "t": 8.0, "val_loss": 1.0},
+        {"kind": "final", "t": 9.0, "train_seconds": 3.0},
+    ]
     assert monitor.training_window(history) == (5.0, 8.0)  # ends with the last train/eval line, lasts train_seconds
     assert monitor.training_window(history[:-1]) is None  # no summary line: no window
 
 
 def test_gpu_rows_come_from_nvml_when_present(monkeypatch, busy_job):
     """With NVML answering (a stand-in module here: this machine has no GPU), every sample carries each GPU."""
+
     class Util:
         gpu = 87
 
@@ -122,9 +134,14 @@ def test_gpu_rows_come_from_nvml_when_present(monkeypatch, busy_job):
         used = 5e9
 
     fake = types.SimpleNamespace(
-        nvmlInit=lambda: None, nvmlShutdown=lambda: None, nvmlDeviceGetCount=lambda: 2,
-        nvmlDeviceGetHandleByIndex=lambda i: i, nvmlDeviceGetName=lambda h: b"NVIDIA H100 80GB HBM3",
-        nvmlDeviceGetUtilizationRates=lambda h: Util, nvmlDeviceGetMemoryInfo=lambda h: Mem)
+        nvmlInit=lambda: None,
+        nvmlShutdown=lambda: None,
+        nvmlDeviceGetCount=lambda: 2,
+        nvmlDeviceGetHandleByIndex=lambda i: i,
+        nvmlDeviceGetName=lambda h: b"NVIDIA H100 80GB HBM3",
+        nvmlDeviceGetUtilizationRates=lambda h: Util,
+        nvmlDeviceGetMemoryInfo=lambda h: Mem,
+    )
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     with monitor.watch(busy_job, interval=0.2) as mon:
         busy_job.procs["algo-1"].wait(timeout=60)

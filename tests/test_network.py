@@ -4,6 +4,7 @@ Two independent checks on a real 2-process job: every Python-level connect/looku
 hook that blocks and records non-loopback destinations (installed through ``sitecustomize``), and the job's process
 tree is sampled for TCP connections (gloo's C++ sockets do not pass Python's hooks).
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -20,7 +21,7 @@ from helpers.job import Job, catalog_channels
 from helpers.local.runner import LocalRunner
 from helpers.targets import Target
 
-GUARD = textwrap.dedent('''
+GUARD = textwrap.dedent("""
     import ipaddress, json, os, sys
     _log = os.environ["NETWORK_GUARD_LOG"]
 
@@ -49,7 +50,7 @@ GUARD = textwrap.dedent('''
             raise PermissionError(f"network guard: {event} to {host} blocked")
 
     sys.addaudithook(_hook)
-''')
+""")
 
 
 @pytest.fixture
@@ -63,8 +64,9 @@ def guard(tmp_path):
 
 def test_the_guard_catches_and_blocks_a_non_loopback_connect(guard):
     env, log = guard
-    code = ("import socket\ntry:\n    socket.create_connection(('192.0.2.1', 80), timeout=1)\n"
-            "except PermissionError: pass")
+    code = (
+        "import socket\ntry:\n    socket.create_connection(('192.0.2.1', 80), timeout=1)\nexcept PermissionError: pass"
+    )
     subprocess.run([sys.executable, "-c", code], env={**env, "PATH": ""}, check=True, timeout=60)
     assert "192.0.2.1" in log.read_text()
 
@@ -88,13 +90,20 @@ def _remote_addresses(root: psutil.Process, seen: set, stop: threading.Event):
 def test_two_process_job_stays_on_loopback(small_catalog, tmp_path, guard):
     env, log = guard
     runner = LocalRunner(runs_dir=tmp_path / "jobs", echo=False)
-    job = Job("offline", {**TINY, "subset": 800, "eval_subset": 200}, catalog_channels(small_catalog),
-              processes_per_host=2, environment=env)
+    job = Job(
+        "offline",
+        {**TINY, "subset": 800, "eval_subset": 200},
+        catalog_channels(small_catalog),
+        processes_per_host=2,
+        environment=env,
+    )
     running = runner.start(job, Target("local_cpu", "local_cpu", 0, 2))
     seen: set = set()
     stop = threading.Event()
-    watchers = [threading.Thread(target=_remote_addresses, args=(psutil.Process(p.pid), seen, stop), daemon=True)
-                for p in running.procs.values()]
+    watchers = [
+        threading.Thread(target=_remote_addresses, args=(psutil.Process(p.pid), seen, stop), daemon=True)
+        for p in running.procs.values()
+    ]
     for w in watchers:
         w.start()
     try:

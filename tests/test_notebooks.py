@@ -1,4 +1,5 @@
 """The labs as committed, and every lab run headless through papermill in smoke size."""
+
 from __future__ import annotations
 
 import json
@@ -58,10 +59,21 @@ def _notebook(path: Path, cells: list[tuple[str, str]]) -> Path:
 def test_runner_names_the_failing_cell_and_exits_non_zero(tmp_path, capsys):
     labs = tmp_path / "labs"
     labs.mkdir()
-    _notebook(labs / "01_fine.ipynb", [("params", "target = 'x'\nsmoke = True"),
-                                        ("code", "from helpers import report\nreport.record(seen_target=target)")])
-    _notebook(labs / "02_broken.ipynb", [("params", "target = 'x'\nsmoke = True"), ("code", "x = 1"),
-                                          ("code", "raise ValueError('the data went missing')")])
+    _notebook(
+        labs / "01_fine.ipynb",
+        [
+            ("params", "target = 'x'\nsmoke = True"),
+            ("code", "from helpers import report\nreport.record(seen_target=target)"),
+        ],
+    )
+    _notebook(
+        labs / "02_broken.ipynb",
+        [
+            ("params", "target = 'x'\nsmoke = True"),
+            ("code", "x = 1"),
+            ("code", "raise ValueError('the data went missing')"),
+        ],
+    )
     code = run_labs.main(["--labs-dir", str(labs), "--out", str(tmp_path / "out"), "--target", "local_cpu"])
     assert code == 1
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
@@ -74,18 +86,26 @@ def test_runner_names_the_failing_cell_and_exits_non_zero(tmp_path, capsys):
 def test_runner_accepts_a_relative_output_folder(tmp_path, monkeypatch):
     labs = tmp_path / "labs"
     labs.mkdir()
-    _notebook(labs / "01_fine.ipynb", [("params", "target = 'x'\nsmoke = True"),
-                                        ("code", "from helpers import report\nreport.record(seen_target=target)")])
+    _notebook(
+        labs / "01_fine.ipynb",
+        [
+            ("params", "target = 'x'\nsmoke = True"),
+            ("code", "from helpers import report\nreport.record(seen_target=target)"),
+        ],
+    )
     monkeypatch.chdir(tmp_path)  # the kernel runs in labs/, so a relative socket path would point elsewhere
     assert run_labs.main(["--labs-dir", "labs", "--out", "out/relative", "--target", "local_cpu"]) == 0
 
 
-@pytest.mark.parametrize("args, says", [
-    (["-p", "epoch", "3"], "-p epoch: no chosen lab has that parameter; did you mean 'epochs'?"),
-    (["--target", "ml.p4d.24xlarg"], "Did you mean 'ml.p4d.24xlarge'"),
-    (["--target", "locl"], "Did you mean 'local'"),
-    (["--out", "README.md"], "is a file"),
-])
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["-p", "epoch", "3"], "-p epoch: no chosen lab has that parameter; did you mean 'epochs'?"),
+        (["--target", "ml.p4d.24xlarg"], "Did you mean 'ml.p4d.24xlarge'"),
+        (["--target", "locl"], "Did you mean 'local'"),
+        (["--out", "README.md"], "is a file"),
+    ],
+)
 def test_runner_refuses_bad_options_before_any_kernel_starts(tmp_path, monkeypatch, capsys, args, says):
     labs = tmp_path / "labs"
     labs.mkdir()
@@ -103,11 +123,20 @@ def test_a_dry_run_of_every_lab_stays_offline_unless_asked_to_launch(tmp_path, m
     monkeypatch.delenv("WORKSHOP_AWS_OFFLINE", raising=False)  # restored (unset) after the test
     labs = tmp_path / "labs"
     labs.mkdir()
-    _notebook(labs / "01_fine.ipynb", [("params", "target = 'x'\nsmoke = True\nlaunch = False"),
-                                        ("code", "import os\nfrom helpers import report\n"
-                                                 "report.record(offline=os.environ.get('WORKSHOP_AWS_OFFLINE'))")])
-    assert run_labs.main(["--labs-dir", str(labs), "--out", str(tmp_path / "out"), "--target", "ml.g5.2xlarge",
-                          *extra]) == 0
+    _notebook(
+        labs / "01_fine.ipynb",
+        [
+            ("params", "target = 'x'\nsmoke = True\nlaunch = False"),
+            (
+                "code",
+                "import os\nfrom helpers import report\nreport.record(offline=os.environ.get('WORKSHOP_AWS_OFFLINE'))",
+            ),
+        ],
+    )
+    assert (
+        run_labs.main(["--labs-dir", str(labs), "--out", str(tmp_path / "out"), "--target", "ml.g5.2xlarge", *extra])
+        == 0
+    )
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["labs"][0]["figures"] == {"offline": offline}
 
@@ -143,12 +172,20 @@ def test_a_target_given_with_p_is_the_one_checked_and_kept_offline(tmp_path, mon
     monkeypatch.delenv("WORKSHOP_AWS_OFFLINE", raising=False)
     labs = tmp_path / "labs"
     labs.mkdir()
-    _notebook(labs / "01_fine.ipynb", [("params", "target = 'x'\nsmoke = True"),
-                                        ("code", "import os\nfrom helpers import report\n"
-                                                 "report.record(offline=os.environ.get('WORKSHOP_AWS_OFFLINE'))")])
+    _notebook(
+        labs / "01_fine.ipynb",
+        [
+            ("params", "target = 'x'\nsmoke = True"),
+            (
+                "code",
+                "import os\nfrom helpers import report\nreport.record(offline=os.environ.get('WORKSHOP_AWS_OFFLINE'))",
+            ),
+        ],
+    )
     with pytest.raises(SystemExit):  # the -p target is resolved too
         run_labs.main(["--labs-dir", str(labs), "--out", str(tmp_path / "bad"), "-p", "target", "ml.p4d.24xlarg"])
-    assert run_labs.main(["--labs-dir", str(labs), "--out", str(tmp_path / "out"), "-p", "target",
-                          "ml.g5.2xlarge"]) == 0
+    assert (
+        run_labs.main(["--labs-dir", str(labs), "--out", str(tmp_path / "out"), "-p", "target", "ml.g5.2xlarge"]) == 0
+    )
     assert json.loads((tmp_path / "out" / "summary.json").read_text())["labs"][0]["figures"] == {"offline": "1"}
     assert "WORKSHOP_AWS_OFFLINE" not in os.environ  # set for the labs' kernels only

@@ -7,6 +7,7 @@ show its request, and build requests that botocore accepts for the target instan
 distribution settings, spot, checkpoints, VPC).
 No training happens in a dry run, so this stays fast.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,9 +34,10 @@ def _lab01(requests: list[dict]) -> None:
     assert set(jobs) == {"lab01-single", "lab01-fast"}
     one, fast = jobs["lab01-single"], jobs["lab01-fast"]
     # the fast path: every switch on, on one GPU (single-device speed, not scaling)
-    assert fast["world_size"] == 1 and {k: fast["request"]["HyperParameters"].get(k) for k in (
-        "precision", "fused_adamw", "compile", "bucket_by_length")} == {
-        "precision": "bf16", "fused_adamw": "true", "compile": "true", "bucket_by_length": "true"}
+    assert fast["world_size"] == 1 and {
+        k: fast["request"]["HyperParameters"].get(k)
+        for k in ("precision", "fused_adamw", "compile", "bucket_by_length")
+    } == {"precision": "bf16", "fused_adamw": "true", "compile": "true", "bucket_by_length": "true"}
     r = one["request"]
     assert one["lab_job"] == "lab01-single"
     assert r["AlgorithmSpecification"]["TrainingImage"] == DLC
@@ -108,8 +110,12 @@ def _lab06(requests: list[dict]) -> None:
     sc = r["StoppingCondition"]
     assert sc["MaxWaitTimeInSeconds"] >= sc["MaxRuntimeInSeconds"]  # the service rejects anything else
     # the checkpoint prefix outlives the job, one per launch, under the attendee's prefix
-    assert re.fullmatch(rf"s3://{BUCKET}/{ATTENDEE}/checkpoints/lab06-spot/\d{{8}}-\d{{6}}/",
-                        r["CheckpointConfig"]["S3Uri"]) and r["CheckpointConfig"]["LocalPath"] == "/opt/ml/checkpoints"
+    assert (
+        re.fullmatch(
+            rf"s3://{BUCKET}/{ATTENDEE}/checkpoints/lab06-spot/\d{{8}}-\d{{6}}/", r["CheckpointConfig"]["S3Uri"]
+        )
+        and r["CheckpointConfig"]["LocalPath"] == "/opt/ml/checkpoints"
+    )
 
 
 def _lab07(requests: list[dict]) -> None:
@@ -123,8 +129,15 @@ def _lab07(requests: list[dict]) -> None:
 
 
 # lab stem -> checks on its saved requests (each: the plan's summary plus the CreateTrainingJob request)
-EXPECTED = {"01_single_gpu": _lab01, "02_ddp": _lab02, "03_smddp": _lab03, "04_model_parallel": _lab04,
-            "05_input_modes": _lab05, "06_spot_checkpoints": _lab06, "07_profiling": _lab07}
+EXPECTED = {
+    "01_single_gpu": _lab01,
+    "02_ddp": _lab02,
+    "03_smddp": _lab03,
+    "04_model_parallel": _lab04,
+    "05_input_modes": _lab05,
+    "06_spot_checkpoints": _lab06,
+    "07_profiling": _lab07,
+}
 
 
 @pytest.fixture(scope="module")
@@ -157,7 +170,11 @@ def test_lab_dry_runs_its_sagemaker_jobs_offline(notebook, tmp_path, monkeypatch
     if notebook.stem in EXPECTED:
         EXPECTED[notebook.stem](requests)
     executed = nbformat.read(run.notebook, as_version=4)
-    shown = "".join(str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", ""))
-                    for c in executed.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    shown = "".join(
+        str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", ""))
+        for c in executed.cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+    )
     # shown as it was built, and once only even where the lab also displays what run_job returned
     assert 1 <= shown.count("DRY RUN - nothing launched") <= len(requests) and "CreateTrainingJob request" in shown

@@ -1,4 +1,5 @@
 """The loopback object store: it starts, serves S3, stays on loopback, and every process goes when it should."""
+
 from __future__ import annotations
 
 import csv
@@ -60,8 +61,11 @@ def test_store_serves_s3_on_loopback_only(store, tmp_path):
     assert got == (src / "a.bin").read_bytes()[10:20]
     assert store.endpoint.startswith("http://127.0.0.1:")
     # every socket of the store listens on, and talks to, loopback only
-    conns = [c for p in [psutil.Process(store.proc.pid), *psutil.Process(store.proc.pid).children(recursive=True)]
-             for c in p.net_connections(kind="inet")]
+    conns = [
+        c
+        for p in [psutil.Process(store.proc.pid), *psutil.Process(store.proc.pid).children(recursive=True)]
+        for c in p.net_connections(kind="inet")
+    ]
     assert conns and all(_loopback(c.laddr.ip) for c in conns)
     assert all(_loopback(c.raddr.ip) for c in conns if c.raddr)
     assert (store.root / "data").is_dir() and store.log_path.is_file()
@@ -82,7 +86,7 @@ def test_stop_ends_the_process_and_removes_its_sockets(tmp_path):
         s.endpoint
 
 
-STARTER = textwrap.dedent('''
+STARTER = textwrap.dedent("""
     import sys, time
     from helpers.local.objectstore import ObjectStore
     store = ObjectStore(sys.argv[1]).start()
@@ -90,14 +94,19 @@ STARTER = textwrap.dedent('''
     if sys.argv[2] == "raise":
         raise RuntimeError("a cell failed")
     time.sleep(600)
-''')
+""")
 
 
 @pytest.mark.parametrize("how", ["raise", "killed"])
 def test_store_goes_with_the_python_process_that_started_it(tmp_path, how):
     """A failing notebook ends its kernel (exit handlers run); a kernel killed outright takes the store along too."""
-    proc = subprocess.Popen([sys.executable, "-c", STARTER, str(tmp_path / "store"), how], cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", STARTER, str(tmp_path / "store"), how],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     ports: list[int] = []
     try:
         pid, *ports = map(int, proc.stdout.readline().split())
@@ -130,8 +139,10 @@ def test_missing_binary_says_how_to_install(monkeypatch, tmp_path):
         objectstore.weed_binary()
 
 
-@pytest.mark.parametrize("script, match", [("echo 'bad flag -s3.port' >&2; exit 3", "exited with code 3"),
-                                           ("exec sleep 600", "did not become ready")])
+@pytest.mark.parametrize(
+    "script, match",
+    [("echo 'bad flag -s3.port' >&2; exit 3", "exited with code 3"), ("exec sleep 600", "did not become ready")],
+)
 def test_a_store_that_fails_to_start_is_a_clear_error_and_leaves_nothing(monkeypatch, tmp_path, script, match):
     fake = tmp_path / "weed"
     fake.write_text(f"#!/bin/sh\n{script}\n")
@@ -146,8 +157,9 @@ def test_a_store_that_fails_to_start_is_a_clear_error_and_leaves_nothing(monkeyp
     assert _gone(s.proc.pid, 5)
 
 
-@pytest.mark.parametrize("endpoint", ["http://10.1.2.3:9000", "https://s3.amazonaws.com", "http://localhost",
-                                      "ftp://127.0.0.1:21"])
+@pytest.mark.parametrize(
+    "endpoint", ["http://10.1.2.3:9000", "https://s3.amazonaws.com", "http://localhost", "ftp://127.0.0.1:21"]
+)
 def test_only_loopback_endpoints_are_accepted(endpoint):
     with pytest.raises(ObjectStoreError, match="not a local object store endpoint"):
         objectstore.s3_client(endpoint)

@@ -3,6 +3,7 @@
 A SageMaker host is a container: whatever the job started ends with it. torchrun starts its workers in sessions of
 their own and a script may start anything, so these tests look for every process by PID afterwards.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,7 +25,7 @@ from helpers.targets import Target
 CPU = Target("local_cpu", "local_cpu", 0, 2)
 
 # a script that leaves a daemon behind (double fork, its own session), says its PID, then fails
-PROBE = textwrap.dedent('''
+PROBE = textwrap.dedent("""
     import os, sys, time
     if os.fork() == 0:
         os.setsid()
@@ -34,7 +35,7 @@ PROBE = textwrap.dedent('''
         os._exit(0)
     time.sleep(1)
     sys.exit("failing on purpose")
-''')
+""")
 
 
 def alive(pids) -> list[int]:
@@ -57,17 +58,21 @@ def wait_gone(pids, seconds: float = 30) -> list[int]:
 
 def test_a_failed_job_leaves_no_process_behind(probe_dir, small_catalog, tmp_path):
     orphans = []
-    runner = LocalRunner(tmp_path / "jobs", echo=False, check=False,
-                         on_line=lambda host, line: orphans.append(int(line.split("=")[1]))
-                         if line.startswith("[orphan]") else None)
-    result = runner.run(Job("leaves-a-daemon", {}, catalog_channels(small_catalog), entry_point="probe.py",
-                            source_dir=probe_dir), CPU)
+    runner = LocalRunner(
+        tmp_path / "jobs",
+        echo=False,
+        check=False,
+        on_line=lambda host, line: orphans.append(int(line.split("=")[1])) if line.startswith("[orphan]") else None,
+    )
+    result = runner.run(
+        Job("leaves-a-daemon", {}, catalog_channels(small_catalog), entry_point="probe.py", source_dir=probe_dir), CPU
+    )
     assert result.status == "Failed" and "failing on purpose" in "\n".join(result.log_tail)
     assert len(orphans) == 1
     assert not wait_gone(orphans, 5), "the script's daemon outlived the job"
 
 
-KERNEL = textwrap.dedent('''
+KERNEL = textwrap.dedent("""
     import json, sys, time
     from pathlib import Path
     from helpers.job import Job, catalog_channels
@@ -91,7 +96,7 @@ KERNEL = textwrap.dedent('''
     except KeyboardInterrupt:
         print("interrupted", flush=True)
         store.stop()
-''')
+""")
 
 
 @pytest.mark.slow
@@ -99,8 +104,13 @@ KERNEL = textwrap.dedent('''
 def test_a_notebook_killed_or_interrupted_leaves_no_process_behind(how, small_catalog, tmp_path):
     """The kernel is killed outright (its containers see their launcher go and end everything; the object store
     dies with it), or interrupted (the runner kills the job before the KeyboardInterrupt goes on)."""
-    kernel = subprocess.Popen([sys.executable, "-c", KERNEL, str(small_catalog), str(tmp_path), how], cwd=REPO,
-                              stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    kernel = subprocess.Popen(
+        [sys.executable, "-c", KERNEL, str(small_catalog), str(tmp_path), how],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     try:
         seen = json.loads(kernel.stdout.readline())
         job = seen["job"]

@@ -1,4 +1,5 @@
 """Profiling in the training script: the trace and top-operators table, the data-pipeline knobs, the step clock."""
+
 from __future__ import annotations
 
 import gzip
@@ -32,12 +33,38 @@ def profiled(small_catalog, tmp_path_factory):
     """One by-hand run with the starved pipeline's knobs and --profile, across an epoch boundary: its output
     directory, summary and log."""
     out = tmp_path_factory.mktemp("profiled")
-    args = ["train.py", "--train", str(small_catalog / "train"), "--validation", str(small_catalog / "validation"),
-            "--model_dir", str(out / "model"), "--output_data_dir", str(out / "data"), "--subset", "640",
-            "--eval_subset", "200", "--max_steps", "26", "--epochs", "2",
-            *[x for k, v in TINY.items() for x in (f"--{k}", str(v))],
-            "--tokenize", "on_the_fly", "--num_workers", "2", "--persistent_workers", "true", "--threads", "1",
-            "--profile", "true", "--profile_schedule", "2,1,3"]
+    args = [
+        "train.py",
+        "--train",
+        str(small_catalog / "train"),
+        "--validation",
+        str(small_catalog / "validation"),
+        "--model_dir",
+        str(out / "model"),
+        "--output_data_dir",
+        str(out / "data"),
+        "--subset",
+        "640",
+        "--eval_subset",
+        "200",
+        "--max_steps",
+        "26",
+        "--epochs",
+        "2",
+        *[x for k, v in TINY.items() for x in (f"--{k}", str(v))],
+        "--tokenize",
+        "on_the_fly",
+        "--num_workers",
+        "2",
+        "--persistent_workers",
+        "true",
+        "--threads",
+        "1",
+        "--profile",
+        "true",
+        "--profile_schedule",
+        "2,1,3",
+    ]
     done = run_script(args, env={"SM_OUTPUT_DIR": str(out / "output")})
     assert done.returncode == 0, done.stdout + done.stderr
     return out, json.loads((out / "data" / "metrics.json").read_text())["summary"], done.stdout + done.stderr
@@ -81,14 +108,21 @@ def _datasets(catalog, rows=300):
     labels = read_labels(catalog / "train")
     tokenizer = load_tokenizer(str(catalog / "train" / "tokenizer.json"))
     titles, targets = read_channel(catalog / "train", labels, rows)
-    return (TokenizedTitles(titles, targets, tokenizer, 24), TitlesTokenizedOnTheFly(titles, targets, tokenizer, 24),
-            PadCollator(tokenizer.pad_token_id))
+    return (
+        TokenizedTitles(titles, targets, tokenizer, 24),
+        TitlesTokenizedOnTheFly(titles, targets, tokenizer, 24),
+        PadCollator(tokenizer.pad_token_id),
+    )
 
 
 def _batches(dataset, collate, workers=0):
-    loader = torch.utils.data.DataLoader(dataset, batch_sampler=GlobalBatchPlan(len(dataset), 32, seed=3),
-                                         collate_fn=collate, num_workers=workers,
-                                         generator=torch.Generator().manual_seed(3))
+    loader = torch.utils.data.DataLoader(
+        dataset,
+        batch_sampler=GlobalBatchPlan(len(dataset), 32, seed=3),
+        collate_fn=collate,
+        num_workers=workers,
+        generator=torch.Generator().manual_seed(3),
+    )
     return list(loader)
 
 
@@ -117,8 +151,9 @@ def test_bad_schedules_are_refused(text):
 
 
 def test_a_schedule_longer_than_the_run_is_refused_before_training(tmp_path):
-    args = types.SimpleNamespace(profile=True, profile_schedule="2,2,5", profile_dir="", output_data_dir=str(tmp_path),
-                                 num_workers=0)
+    args = types.SimpleNamespace(
+        profile=True, profile_schedule="2,2,5", profile_dir="", output_data_dir=str(tmp_path), num_workers=0
+    )
     with pytest.raises(SystemExit, match="needs 9 steps but this run has 6"):
         profiling.start(args, types.SimpleNamespace(device=torch.device("cpu"), rank=0), total_steps=6)
     assert not any(tmp_path.iterdir())  # nothing written
@@ -153,8 +188,11 @@ class WarnsOnIter:
     """A loader that warns as DataLoader does when asked for more workers than cores, and a second, other warning."""
 
     def __iter__(self):
-        warnings.warn("This DataLoader will create 4 worker processes in total. Our suggested max number of worker "
-                      "in current system is 2", UserWarning)
+        warnings.warn(
+            "This DataLoader will create 4 worker processes in total. Our suggested max number of worker "
+            "in current system is 2",
+            UserWarning,
+        )
         warnings.warn("something else", UserWarning)
         return iter([1, 2])
 

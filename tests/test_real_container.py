@@ -8,6 +8,7 @@ environment keeps the driver's ``pip install`` out of it, and pip gets no index:
 
 Needs root and util-linux's ``unshare`` (skipped with the reason where that is not permitted).
 """
+
 from __future__ import annotations
 
 import json
@@ -41,8 +42,22 @@ def _unshare_problem() -> str | None:
         return "needs Linux and util-linux's unshare"
     if os.geteuid() != 0:
         return "needs root to mount a private /opt/ml"
-    probe = subprocess.run(["unshare", "-m", "-p", "-f", "--mount-proc", "--propagation", "private", "sh", "-c",
-                            "mount -t tmpfs tmpfs /opt"], capture_output=True, text=True)
+    probe = subprocess.run(
+        [
+            "unshare",
+            "-m",
+            "-p",
+            "-f",
+            "--mount-proc",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            "mount -t tmpfs tmpfs /opt",
+        ],
+        capture_output=True,
+        text=True,
+    )
     return f"unshare is not permitted here: {probe.stderr.strip()}" if probe.returncode else None
 
 
@@ -56,8 +71,16 @@ def lab01_job(catalog: Path, tmp_path: Path, **overrides) -> Job:
     source = tmp_path / "src"
     shutil.copytree(SRC, source, ignore=shutil.ignore_patterns("__pycache__"))
     (source / "requirements.txt").write_text("transformers\n")
-    hp = {**TINY, "epochs": 1, "subset": 640, "eval_subset": 128, "evals_per_epoch": 1, "threads": 1,
-          "checkpoint_every": 1000, **overrides}  # checkpointing on: the script listens for SIGTERM
+    hp = {
+        **TINY,
+        "epochs": 1,
+        "subset": 640,
+        "eval_subset": 128,
+        "evals_per_epoch": 1,
+        "threads": 1,
+        "checkpoint_every": 1000,
+        **overrides,
+    }  # checkpointing on: the script listens for SIGTERM
     return Job("lab01-single", hp, catalog_channels(catalog), source_dir=source)
 
 
@@ -73,18 +96,23 @@ def lay_out(request: dict, bodies: dict[tuple[str, str], bytes], opt_ml: Path) -
     config.mkdir(parents=True)
     default_mode = request["AlgorithmSpecification"]["TrainingInputMode"]
     channels = {c["ChannelName"]: c for c in request["InputDataConfig"]}
-    host = HostConfig(request["TrainingJobName"], "algo-1", ["algo-1"], request["ResourceConfig"]["InstanceType"],
-                      {n: c.get("InputMode", default_mode) for n, c in channels.items()},
-                      network_interface="lo")
+    host = HostConfig(
+        request["TrainingJobName"],
+        "algo-1",
+        ["algo-1"],
+        request["ResourceConfig"]["InstanceType"],
+        {n: c.get("InputMode", default_mode) for n, c in channels.items()},
+        network_interface="lo",
+    )
     (config / "hyperparameters.json").write_text(json.dumps(request["HyperParameters"]))
     (config / "resourceconfig.json").write_text(json.dumps(host.resource_config()))
     (config / "inputdataconfig.json").write_text(json.dumps(host.input_data_config()))
     for name, channel in channels.items():
-        bucket, _, prefix = channel["DataSource"]["S3DataSource"]["S3Uri"][len("s3://"):].partition("/")
+        bucket, _, prefix = channel["DataSource"]["S3DataSource"]["S3Uri"][len("s3://") :].partition("/")
         found = [(k, v) for (b, k), v in bodies.items() if b == bucket and k.startswith(prefix)]
         assert found, f"nothing was staged for channel {name} under {prefix}"
         for key, body in found:
-            path = opt_ml / "input" / "data" / name / key[len(prefix):].lstrip("/")
+            path = opt_ml / "input" / "data" / name / key[len(prefix) :].lstrip("/")
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(body)
     for d in ("model", "output/data", "checkpoints"):
@@ -95,14 +123,22 @@ def container(request: dict, opt_ml: Path, scratch: Path) -> subprocess.Popen:
     """The request's entrypoint as PID 1 of fresh PID and mount namespaces, /opt/ml bound to ``opt_ml``."""
     spec = request["AlgorithmSpecification"]
     command = spec["ContainerEntrypoint"] + spec["ContainerArguments"]
-    setup = (f"mount -t tmpfs tmpfs /opt && mkdir -p /opt/ml /opt/.up /opt/.work && mount --bind {opt_ml} /opt/ml && "
-             f"mount -t overlay overlay -o lowerdir={VENV},upperdir=/opt/.up,workdir=/opt/.work {VENV} && "
-             f'exec env -i PATH={VENV}/bin:/usr/local/bin:/usr/bin:/bin HOME={scratch} LANG=C.UTF-8 PIP_NO_INDEX=1 '
-             f'PIP_DISABLE_PIP_VERSION_CHECK=1 TRAINING_JOB_NAME={request["TrainingJobName"]} "$@"')
-    return subprocess.Popen(["unshare", "-m", "-p", "-f", "--mount-proc", "--propagation", "private",
-                             "sh", "-c", setup, "sh", *command], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, errors="replace", start_new_session=True,
-                            cwd="/")
+    setup = (
+        f"mount -t tmpfs tmpfs /opt && mkdir -p /opt/ml /opt/.up /opt/.work && mount --bind {opt_ml} /opt/ml && "
+        f"mount -t overlay overlay -o lowerdir={VENV},upperdir=/opt/.up,workdir=/opt/.work {VENV} && "
+        f"exec env -i PATH={VENV}/bin:/usr/local/bin:/usr/bin:/bin HOME={scratch} LANG=C.UTF-8 PIP_NO_INDEX=1 "
+        f'PIP_DISABLE_PIP_VERSION_CHECK=1 TRAINING_JOB_NAME={request["TrainingJobName"]} "$@"'
+    )
+    return subprocess.Popen(
+        ["unshare", "-m", "-p", "-f", "--mount-proc", "--propagation", "private", "sh", "-c", setup, "sh", *command],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        start_new_session=True,
+        cwd="/",
+    )
 
 
 class Log:
@@ -142,8 +178,11 @@ def start_container(job: Job, tmp_path: Path) -> tuple[dict, Path, subprocess.Po
 
 
 def train_py(root_pid: int) -> psutil.Process:
-    procs = [p for p in psutil.Process(root_pid).children(recursive=True)
-             if any(a.endswith("train.py") for a in p.cmdline()) and "torch.distributed.run" not in p.cmdline()]
+    procs = [
+        p
+        for p in psutil.Process(root_pid).children(recursive=True)
+        if any(a.endswith("train.py") for a in p.cmdline()) and "torch.distributed.run" not in p.cmdline()
+    ]
     assert len(procs) == 1, procs
     return procs[0]
 
@@ -200,15 +239,19 @@ def test_lab01_request_trains_in_the_real_container_with_the_local_runner_s_envi
         if not seen and line.startswith("[train]"):
             seen.update(sm_variables(train_py(live.procs["algo-1"].pid), str(live.run_dir / "algo-1")))
 
-    live = LocalRunner(tmp_path / "jobs", echo=False, on_line=capture,
-                       job_name=request["TrainingJobName"]).start(job, resolve("local_cpu"))
+    live = LocalRunner(tmp_path / "jobs", echo=False, on_line=capture, job_name=request["TrainingJobName"]).start(
+        job, resolve("local_cpu")
+    )
     local = live.wait()
     assert local.status == "Completed"
     # documented differences: the SDK's own channels (code, sm_drivers), the instance type (the local target names
     # itself) and the rendezvous (a free port on loopback instead of algo-1:7777)
     assert set(real_env) - set(seen) == {"SM_CHANNEL_CODE", "SM_CHANNEL_SM_DRIVERS"}, sorted(set(real_env) ^ set(seen))
-    assert (seen["SM_MASTER_ADDR"], real_env["SM_MASTER_ADDR"], real_env["SM_MASTER_PORT"]) == ("127.0.0.1", "algo-1",
-                                                                                               7777)
+    assert (seen["SM_MASTER_ADDR"], real_env["SM_MASTER_ADDR"], real_env["SM_MASTER_PORT"]) == (
+        "127.0.0.1",
+        "algo-1",
+        7777,
+    )
     real_env = _comparable(_without_driver_channels(_named(real_env, TARGET, "local_cpu")))
     differing = {k: (real_env.get(k), v) for k, v in _comparable(seen).items() if real_env.get(k) != v}
     assert not differing, differing
@@ -221,12 +264,16 @@ def sigterm_effect(log: Log, first_process: int, alive) -> dict:
     before = len(log.rows("train"))
     os.kill(first_process, signal.SIGTERM)
     log.wait_for_steps(before + 5, timeout=60)
-    return {"trained on": len(log.rows("train")) >= before + 5, "still running": alive(),
-            "saved on the signal": any(r.get("reason") == "signal" for r in log.rows("checkpoint"))}
+    return {
+        "trained on": len(log.rows("train")) >= before + 5,
+        "still running": alive(),
+        "saved on the signal": any(r.get("reason") == "signal" for r in log.rows("checkpoint")),
+    }
 
 
 def test_sigterm_to_the_first_process_has_the_same_effect_in_the_real_container_and_the_local_runner(
-        small_catalog, tmp_path):
+    small_catalog, tmp_path
+):
     job = lab01_job(small_catalog, tmp_path, epochs=50, subset=2000, log_every=1)
     _, _, real, log = start_container(job, tmp_path)
     log.wait_for_steps(2)
@@ -239,12 +286,14 @@ def test_sigterm_to_the_first_process_has_the_same_effect_in_the_real_container_
     real.wait(timeout=30)
 
     lines = Log()
-    live = LocalRunner(tmp_path / "jobs", echo=False, check=False,
-                       on_line=lambda host, line: lines.feed(line)).start(job, resolve("local_cpu"))
+    live = LocalRunner(tmp_path / "jobs", echo=False, check=False, on_line=lambda host, line: lines.feed(line)).start(
+        job, resolve("local_cpu")
+    )
     threading.Thread(target=live.wait, daemon=True).start()
     try:
-        local_effect = sigterm_effect(lines, live.procs["algo-1"].pid,
-                                      lambda: train_py(live.procs["algo-1"].pid).is_running())
+        local_effect = sigterm_effect(
+            lines, live.procs["algo-1"].pid, lambda: train_py(live.procs["algo-1"].pid).is_running()
+        )
         pids = live.processes()
     finally:
         live.kill()

@@ -6,6 +6,7 @@ The SDK's driver (sagemaker/core/utils/install_requirements.py) and the images' 
 installs one only where none does. The first tests hold the lines to each image by that rule; the last asks pip itself,
 offline, in a bare environment with a stand-in for an installed transformers.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,13 +35,15 @@ OLDEST_THE_SCRIPTS_RUN_ON = "4.44.2"  # train_lm.py as is, train.py with attn_im
 
 
 def _lines() -> list[Requirement]:
-    return [Requirement(line) for line in REQUIREMENTS.read_text().splitlines() if line.strip()
-            and not line.startswith("#")]
+    return [
+        Requirement(line) for line in REQUIREMENTS.read_text().splitlines() if line.strip() and not line.startswith("#")
+    ]
 
 
 def _applies(req: Requirement, python: str) -> bool:
-    return req.marker is None or req.marker.evaluate({**default_environment(), "python_version": python,
-                                                     "python_full_version": f"{python}.0"})
+    return req.marker is None or req.marker.evaluate(
+        {**default_environment(), "python_version": python, "python_full_version": f"{python}.0"}
+    )
 
 
 def _pip(python: str, installed: str | None) -> tuple[str, str]:
@@ -99,10 +102,28 @@ def test_pip_itself_keeps_an_installed_transformers_and_installs_a_missing_one(t
         info.mkdir()
         (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: transformers\nVersion: {installed}\n")
     report = tmp_path / "report.json"
-    done = subprocess.run([sys.executable, "-m", "pip", "--python", str(env / "bin" / "python"), "install",
-                           "--dry-run", "--no-index", "--find-links", str(index), "--report", str(report),
-                           "--disable-pip-version-check", "-r", str(REQUIREMENTS)],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(env / "bin" / "python"),
+            "install",
+            "--dry-run",
+            "--no-index",
+            "--find-links",
+            str(index),
+            "--report",
+            str(report),
+            "--disable-pip-version-check",
+            "-r",
+            str(REQUIREMENTS),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     wanted = [(i["metadata"]["name"], i["metadata"]["version"]) for i in json.loads(report.read_text())["install"]]
     assert wanted == ([] if expected is None else [("transformers", expected)])

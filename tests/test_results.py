@@ -1,5 +1,6 @@
 """One result shape wherever a job ran: the local runner's JobResult, a SageMaker job's result and a dry run share
 ``curve()`` and a repr built from status and final metrics."""
+
 from __future__ import annotations
 
 from helpers.aws import sagemaker_jobs
@@ -10,30 +11,38 @@ from helpers.local.runner import JobResult
 from helpers.planning import cost
 from helpers.results import RunResult
 
-HISTORY = [{"kind": "train", "step": 10, "loss": 2.0}, {"kind": "val", "step": 10, "val_loss": 1.5},
-           {"kind": "train", "step": 20, "loss": 1.0}]
+HISTORY = [
+    {"kind": "train", "step": 10, "loss": 2.0},
+    {"kind": "val", "step": 10, "val_loss": 1.5},
+    {"kind": "train", "step": 20, "loss": 1.0},
+]
 
 
 def test_local_and_sagemaker_results_share_curve_and_repr(tmp_path):
-    local = JobResult("lab01-x", "Completed", 0, tmp_path, {"val_accuracy": 0.91234, "steps": 20}, HISTORY,
-                      {"total": 12.34})
+    local = JobResult(
+        "lab01-x", "Completed", 0, tmp_path, {"val_accuracy": 0.91234, "steps": 20}, HISTORY, {"total": 12.34}
+    )
     bill = cost.job_cost("ml.g5.2xlarge", 1, 100, 120)
-    remote = SageMakerJobResult("alice-lab01-x", "Completed", {"val_accuracy": 0.91234}, HISTORY, bill,
-                                "https://console/x", None)
+    remote = SageMakerJobResult(
+        "alice-lab01-x", "Completed", {"val_accuracy": 0.91234}, HISTORY, bill, "https://console/x", None
+    )
     for result in (local, remote):
         assert isinstance(result, RunResult)
         assert result.curve("train", "loss") == ([10, 20], [2.0, 1.0])
         assert result.curve("val", "val_loss") == ([10], [1.5])
     assert repr(local) == "JobResult(lab01-x: Completed in 12.3s; val_accuracy=0.9123)"
-    assert repr(remote) == f"SageMakerJobResult(alice-lab01-x: Completed; {bill}; val_accuracy=0.9123; https://console/x)"
+    assert (
+        repr(remote) == f"SageMakerJobResult(alice-lab01-x: Completed; {bill}; val_accuracy=0.9123; https://console/x)"
+    )
 
 
 def test_a_dry_run_is_a_result_with_nothing_trained(tmp_path):
     for split in ("train", "validation"):
         (tmp_path / split).mkdir()
         (tmp_path / split / "part-00000.csv").write_text("id,title,category\n1,a title,c\n")
-    dry = sagemaker_jobs.dry_run_offline(Job("lab01-single", {}, {s: tmp_path / s for s in ("train", "validation")}),
-                                         "ml.g5.2xlarge", echo=False)
+    dry = sagemaker_jobs.dry_run_offline(
+        Job("lab01-single", {}, {s: tmp_path / s for s in ("train", "validation")}), "ml.g5.2xlarge", echo=False
+    )
     assert isinstance(dry, DryRun) and isinstance(dry, RunResult)
     assert (dry.name, dry.status, dry.metrics, dry.history) == (dry.job_name, "not launched", {}, [])
     assert dry.curve("train", "loss") == ([], [])

@@ -1,5 +1,6 @@
 """The three rooms keep their arrows one way: the container's code imports only what the training image has (plus
 what its requirements.txt installs), and the notebook-side helpers never import the container's code."""
+
 from __future__ import annotations
 
 import ast
@@ -24,8 +25,11 @@ def _imports(path: Path) -> set[str]:
 
 def _required() -> set[str]:
     lines = (SRC / "requirements.txt").read_text().splitlines()
-    return {line.split(";")[0].split("<")[0].split(">")[0].split("=")[0].strip() for line in lines
-            if line.strip() and not line.startswith("#")}
+    return {
+        line.split(";")[0].split("<")[0].split(">")[0].split("=")[0].strip()
+        for line in lines
+        if line.strip() and not line.startswith("#")
+    }
 
 
 def test_the_container_code_imports_only_the_image_the_stdlib_its_siblings_and_its_requirements():

@@ -4,6 +4,7 @@ Every request below is the one the SDK really produced: botocore validated it ag
 and ``helpers.aws.offline`` answered it instead of sending it. Each test runs inside a block that fails the test if
 anything tried the network (even where a library swallowed the error), with SDK telemetry off.
 """
+
 from __future__ import annotations
 
 import io
@@ -44,8 +45,14 @@ def data(tmp_path):
 @pytest.fixture
 def no_studio(monkeypatch, tmp_path):
     monkeypatch.setattr(aws, "STUDIO_METADATA", tmp_path / "no-such-metadata.json")
-    for name in (aws.ATTENDEE_ENV, aws.BUCKET_ENV, *aws.ROLE_ENV, cost.BUDGET_ENV, REQUESTS_ENV,
-                 aws_offline.OFFLINE_ENV_FLAG):
+    for name in (
+        aws.ATTENDEE_ENV,
+        aws.BUCKET_ENV,
+        *aws.ROLE_ENV,
+        cost.BUDGET_ENV,
+        REQUESTS_ENV,
+        aws_offline.OFFLINE_ENV_FLAG,
+    ):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -60,8 +67,11 @@ def offline(no_studio):
 def fake_aws(no_studio, monkeypatch):
     """The launch path: a boto3 session with (fake) credentials that sagemaker_jobs treats as real AWS."""
     monkeypatch.setattr(aws, "_quota_codes", {})  # quota codes a test scripted stay in that test
-    with aws_offline.offline_environment(), aws_offline.network_guard() as attempts, \
-            aws_offline.config_validated_once():
+    with (
+        aws_offline.offline_environment(),
+        aws_offline.network_guard() as attempts,
+        aws_offline.config_validated_once(),
+    ):
         yield aws_offline.OfflineAWS()
     assert not attempts, f"something tried the network: {attempts}"
 
@@ -86,8 +96,10 @@ def test_single_process_script(offline, data):
     d = dry(job, "ml.g5.2xlarge")
     r = d.request
     assert d.plan.launcher == "script" and d.plan.world_size == 1
-    assert r["AlgorithmSpecification"]["TrainingImage"] == \
-        "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.10.0-gpu-py313"
+    assert (
+        r["AlgorithmSpecification"]["TrainingImage"]
+        == "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.10.0-gpu-py313"
+    )
     assert r["ResourceConfig"] == {"InstanceType": "ml.g5.2xlarge", "InstanceCount": 1, "VolumeSizeInGB": 30}
     assert r["RoleArn"] == ROLE and r["TrainingJobName"].startswith("alice-lab01-single-")
     # every hyperparameter reaches the script as --key value: strings in the request
@@ -98,7 +110,8 @@ def test_single_process_script(offline, data):
     assert [c["ChannelName"] for c in r["InputDataConfig"]] == ["train", "validation", "code", "sm_drivers"]
     train = channel(r, "train")
     assert train["InputMode"] == "File" and train["DataSource"]["S3DataSource"]["S3Uri"].startswith(
-        f"s3://{BUCKET}/alice/inputs/")
+        f"s3://{BUCKET}/alice/inputs/"
+    )
     assert train["DataSource"]["S3DataSource"]["S3Uri"].endswith("/")  # a prefix that cannot match "train-big/"
     assert offline.read(train["DataSource"]["S3DataSource"]["S3Uri"] + "part-00000.csv").startswith(b"id,title")
     assert r["OutputDataConfig"]["S3OutputPath"] == f"s3://{BUCKET}/alice/output"
@@ -121,7 +134,7 @@ def test_torchrun_on_two_multi_gpu_instances(offline, data):
     assert r["ResourceConfig"]["InstanceCount"] == 2 and r["ResourceConfig"]["InstanceType"] == "ml.g5.12xlarge"
     # process_count_per_node unset: the SDK's torchrun driver starts one process per GPU it finds
     assert uploaded_json(offline, r, "distributed.json") == {"process_count_per_node": None, "smp": None}
-    drivers = channel(r, "sm_drivers")["DataSource"]["S3DataSource"]["S3Uri"][len(f"s3://{BUCKET}/"):]
+    drivers = channel(r, "sm_drivers")["DataSource"]["S3DataSource"]["S3Uri"][len(f"s3://{BUCKET}/") :]
     assert f"{drivers}/distributed_drivers/torchrun_driver.py" in offline.objects[BUCKET]
 
     two = dry(Job("lab02-ddp", {}, data, processes_per_host=2), "ml.g5.12xlarge")
@@ -133,8 +146,10 @@ def test_smddp_through_the_images_training_toolkit(offline, data):
     d = dry(job, "ml.p4d.24xlarge")
     r, hps = d.request, d.request["HyperParameters"]
     assert d.plan.launcher == "smddp" and d.plan.world_size == 16
-    assert r["AlgorithmSpecification"]["TrainingImage"] == \
-        "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.3.0-gpu-py311"
+    assert (
+        r["AlgorithmSpecification"]["TrainingImage"]
+        == "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.3.0-gpu-py311"
+    )
     assert images.image_has_smddp(r["AlgorithmSpecification"]["TrainingImage"])
     # no SDK driver: the image's own entrypoint (the training toolkit) runs mpirun ... smddprun
     assert "ContainerEntrypoint" not in r["AlgorithmSpecification"]
@@ -161,14 +176,21 @@ def test_the_source_tarball_is_reproducible(tmp_path):
 
 
 def test_smp_v2_on_the_smp_image(offline, data):
-    job = Job("lab07-smp", {"epochs": 1}, data, distribution="smp", instance_count=2,
-              smp={"hybrid_shard_degree": 8, "tensor_parallel_degree": 2})
+    job = Job(
+        "lab07-smp",
+        {"epochs": 1},
+        data,
+        distribution="smp",
+        instance_count=2,
+        smp={"hybrid_shard_degree": 8, "tensor_parallel_degree": 2},
+    )
     d = dry(job, "ml.p4d.24xlarge")
     r = d.request
-    assert r["AlgorithmSpecification"]["TrainingImage"] == \
-        "658645717510.dkr.ecr.us-east-1.amazonaws.com/smdistributed-modelparallel:2.5.1-gpu-py311-cu124"
-    assert json.loads(r["HyperParameters"]["mp_parameters"]) == {"hybrid_shard_degree": 8,
-                                                                 "tensor_parallel_degree": 2}
+    assert (
+        r["AlgorithmSpecification"]["TrainingImage"]
+        == "658645717510.dkr.ecr.us-east-1.amazonaws.com/smdistributed-modelparallel:2.5.1-gpu-py311-cu124"
+    )
+    assert json.loads(r["HyperParameters"]["mp_parameters"]) == {"hybrid_shard_degree": 8, "tensor_parallel_degree": 2}
     assert uploaded_json(offline, r, "distributed.json")["smp"]["tensor_parallel_degree"] == 2
     assert images.image_has_smddp(r["AlgorithmSpecification"]["TrainingImage"])  # SMP images bundle SMDDP
 
@@ -178,7 +200,8 @@ def test_the_image_comes_from_the_job_s_own_region(no_studio, data):
     with aws_offline.offline(region="eu-west-1") as off:
         d = dry(Job("lab01-single", {}, data), "ml.g5.2xlarge", session=off)
     assert d.request["AlgorithmSpecification"]["TrainingImage"].startswith(
-        "763104351884.dkr.ecr.eu-west-1.amazonaws.com/pytorch-training:")
+        "763104351884.dkr.ecr.eu-west-1.amazonaws.com/pytorch-training:"
+    )
 
 
 def test_bf16_on_a_gpu_without_it_is_a_note_the_script_runs_fp16(offline, data):
@@ -215,8 +238,11 @@ def test_spot_with_max_wait_and_checkpoints(offline, data):
     assert any("max_wait_s not set" in n for n in d.plan.notes)
     assert d.estimate.spot and d.estimate.max_usd == pytest.approx(1.52)  # AWS guarantees no spot saving
 
-    given = dry(Job("lab04-spot", {}, data, spot=True, checkpoints=True, max_runtime_s=3600, max_wait_s=5400),
-                "ml.g5.2xlarge", checkpoint_s3_uri="s3://team-bucket/ckpt/run-7/")
+    given = dry(
+        Job("lab04-spot", {}, data, spot=True, checkpoints=True, max_runtime_s=3600, max_wait_s=5400),
+        "ml.g5.2xlarge",
+        checkpoint_s3_uri="s3://team-bucket/ckpt/run-7/",
+    )
     assert given.request["StoppingCondition"]["MaxWaitTimeInSeconds"] == 5400
     assert given.request["CheckpointConfig"]["S3Uri"] == "s3://team-bucket/ckpt/run-7/"
 
@@ -228,8 +254,13 @@ def test_checkpoints_without_spot(offline, data):
 
 
 def test_fastfile_channels_are_fastfile_in_the_request(offline, data):
-    job = Job("lab05-fastfile", {}, {**data, "extra": "s3://shared-data/catalog/big/"}, input_mode="FastFile",
-              channel_modes={"validation": "File"})
+    job = Job(
+        "lab05-fastfile",
+        {},
+        {**data, "extra": "s3://shared-data/catalog/big/"},
+        input_mode="FastFile",
+        channel_modes={"validation": "File"},
+    )
     d = dry(job, "ml.g5.2xlarge")
     r = d.request
     assert channel(r, "train")["InputMode"] == "FastFile"
@@ -244,16 +275,22 @@ def test_the_sdk_pitfall_a_plain_string_source_is_file_mode(offline):
     from sagemaker.core.training.configs import Compute, InputData
     from sagemaker.train import ModelTrainer
 
-    trainer = ModelTrainer(sagemaker_session=offline.sagemaker_session(), role=ROLE, training_image="img:1",
-                           training_input_mode="FastFile", compute=Compute(instance_type="ml.g5.2xlarge"),
-                           input_data_config=[InputData(channel_name="train", data_source="s3://b/train/")])
+    trainer = ModelTrainer(
+        sagemaker_session=offline.sagemaker_session(),
+        role=ROLE,
+        training_image="img:1",
+        training_input_mode="FastFile",
+        compute=Compute(instance_type="ml.g5.2xlarge"),
+        input_data_config=[InputData(channel_name="train", data_source="s3://b/train/")],
+    )
     with aws_offline.config_validated_once():
         trainer.train(wait=False, logs=False)
     assert channel(offline.request("CreateTrainingJob"), "train")["InputMode"] == "File"
 
 
-@pytest.mark.parametrize("module", ["sagemaker.pytorch", "sagemaker.estimator", "sagemaker.inputs",
-                                    "sagemaker.debugger"])
+@pytest.mark.parametrize(
+    "module", ["sagemaker.pytorch", "sagemaker.estimator", "sagemaker.inputs", "sagemaker.debugger"]
+)
 def test_the_v2_api_is_gone_from_the_installed_sdk(module):
     import importlib
 
@@ -270,15 +307,25 @@ def test_model_trainer_takes_no_v2_distribution_argument():
 
 
 def test_fsx_channel_with_its_vpc(offline, data):
-    fsx = {"file_system_id": "fs-0123456789abcdef0", "directory_path": "/abcdef12/catalog",
-           "subnets": ["subnet-0aa"], "security_group_ids": ["sg-0bb"]}
-    job = Job("lab05-fsx", {}, {"train": "train", "validation": data["validation"]}, fsx=fsx,
-              channel_modes={"train": "FSx"})
+    fsx = {
+        "file_system_id": "fs-0123456789abcdef0",
+        "directory_path": "/abcdef12/catalog",
+        "subnets": ["subnet-0aa"],
+        "security_group_ids": ["sg-0bb"],
+    }
+    job = Job(
+        "lab05-fsx", {}, {"train": "train", "validation": data["validation"]}, fsx=fsx, channel_modes={"train": "FSx"}
+    )
     d = dry(job, "ml.p4d.24xlarge")
     r = d.request
-    assert channel(r, "train")["DataSource"] == {"FileSystemDataSource": {
-        "FileSystemId": "fs-0123456789abcdef0", "FileSystemType": "FSxLustre",
-        "DirectoryPath": "/abcdef12/catalog/train", "FileSystemAccessMode": "ro"}}
+    assert channel(r, "train")["DataSource"] == {
+        "FileSystemDataSource": {
+            "FileSystemId": "fs-0123456789abcdef0",
+            "FileSystemType": "FSxLustre",
+            "DirectoryPath": "/abcdef12/catalog/train",
+            "FileSystemAccessMode": "ro",
+        }
+    }
     assert channel(r, "validation")["DataSource"]["S3DataSource"]
     assert r["VpcConfig"] == {"SecurityGroupIds": ["sg-0bb"], "Subnets": ["subnet-0aa"]}
     # in the VPC, S3 is reached only through an endpoint or NAT: the code channels too, not only pip's PyPI
@@ -291,10 +338,13 @@ def test_fsx_channel_with_its_vpc(offline, data):
 
 
 def test_tensorboard_output_when_the_script_writes_there(offline, data):
-    r = dry(Job("lab07-tb", {"profile": True, "profile_dir": "/opt/ml/output/tensorboard/profile"}, data),
-            "ml.g5.2xlarge").request
-    assert r["TensorBoardOutputConfig"] == {"LocalPath": "/opt/ml/output/tensorboard",
-                                            "S3OutputPath": f"s3://{BUCKET}/alice/tensorboard/lab07-tb/"}
+    r = dry(
+        Job("lab07-tb", {"profile": True, "profile_dir": "/opt/ml/output/tensorboard/profile"}, data), "ml.g5.2xlarge"
+    ).request
+    assert r["TensorBoardOutputConfig"] == {
+        "LocalPath": "/opt/ml/output/tensorboard",
+        "S3OutputPath": f"s3://{BUCKET}/alice/tensorboard/lab07-tb/",
+    }
 
 
 def test_telemetry_is_off(offline, data, monkeypatch):
@@ -317,13 +367,24 @@ def test_secret_looking_hyperparameters_are_refused_before_any_call(offline, dat
 
 
 def test_the_dry_run_shows_request_cost_and_uploads(offline, data, capsys):
-    job = Job("lab01-single", {"epochs": 1, "tokenize": "on_the_fly"}, data,
-              environment={"WANDB_API_KEY": "k-1", "AWS_SECRET_ACCESS_KEY": "s-2"})
+    job = Job(
+        "lab01-single",
+        {"epochs": 1, "tokenize": "on_the_fly"},
+        data,
+        environment={"WANDB_API_KEY": "k-1", "AWS_SECRET_ACCESS_KEY": "s-2"},
+    )
     d = sj.run(job, "ml.g5.2xlarge", attendee="alice", budget_usd=1.0)
     printed = capsys.readouterr().out
     assert printed.startswith("DRY RUN - nothing launched")
-    for text in ("1 x ml.g5.2xlarge", "CreateTrainingJob request:", '"TrainingJobName": "alice-lab01-single-',
-                 "on-demand, at most  $3.04", "OVER BUDGET", "upload     1 file(s)", "launch=True"):
+    for text in (
+        "1 x ml.g5.2xlarge",
+        "CreateTrainingJob request:",
+        '"TrainingJobName": "alice-lab01-single-',
+        "on-demand, at most  $3.04",
+        "OVER BUDGET",
+        "upload     1 file(s)",
+        "launch=True",
+    ):
         assert text in printed, text
     assert not {"k-1", "s-2"} & set(printed.replace('"', " ").split())  # secret-looking values hidden
     assert '"tokenize": "on_the_fly"' in printed  # a name that only contains "token" is shown
@@ -349,12 +410,32 @@ def test_a_dry_run_with_an_account_not_ready_to_launch_still_shows_the_request(f
     """SSO admin credentials: no role SageMaker can assume. The dry run says so and shows the request anyway."""
     caller = "arn:aws:sts::111122223333:assumed-role/AWSReservedSSO_Admin_1/alice"
     fake_aws.respond("GetCallerIdentity", {"Account": "111122223333", "UserId": "AROA:alice", "Arn": caller})
-    fake_aws.respond("GetRole", {"Role": {"RoleName": "AWSReservedSSO_Admin_1", "Path": "/", "RoleId": "AROAEXAMPLE",
-                                          "Arn": "arn:aws:iam::111122223333:role/AWSReservedSSO_Admin_1",
-                                          "CreateDate": "2026-01-01T00:00:00Z", "AssumeRolePolicyDocument":
-                                              urllib.parse.quote(json.dumps({"Version": "2012-10-17", "Statement": [{
-                                                  "Effect": "Allow", "Action": "sts:AssumeRoleWithSAML",
-                                                  "Principal": {"Federated": "arn:aws:iam::111122223333:saml"}}]}))}})
+    fake_aws.respond(
+        "GetRole",
+        {
+            "Role": {
+                "RoleName": "AWSReservedSSO_Admin_1",
+                "Path": "/",
+                "RoleId": "AROAEXAMPLE",
+                "Arn": "arn:aws:iam::111122223333:role/AWSReservedSSO_Admin_1",
+                "CreateDate": "2026-01-01T00:00:00Z",
+                "AssumeRolePolicyDocument": urllib.parse.quote(
+                    json.dumps(
+                        {
+                            "Version": "2012-10-17",
+                            "Statement": [
+                                {
+                                    "Effect": "Allow",
+                                    "Action": "sts:AssumeRoleWithSAML",
+                                    "Principal": {"Federated": "arn:aws:iam::111122223333:saml"},
+                                }
+                            ],
+                        }
+                    )
+                ),
+            }
+        },
+    )
     d = dry(Job("lab01-single", {}, data), "ml.g5.2xlarge", session=fake_aws.boto_session)
     assert d.request["RoleArn"] == ROLE and "not ready to launch (RoleError)" in d.where
     assert any("SageMaker cannot assume" in n and "Placeholders are shown" in n for n in d.notes)
@@ -376,51 +457,132 @@ def test_headless_without_credentials_the_dry_run_uses_placeholders(no_studio, d
 ERRORS = [
     ("unknown type", dict(), "ml.p4d.24xlarg", {}, instances.UnknownInstanceType, "'ml.p4d.24xlarge'"),
     ("no ml prefix", dict(), "p4d.24xlarge", {}, instances.UnknownInstanceType, "start with 'ml.'"),
-    ("smddp on p5", dict(distribution="smddp"), "ml.p5.48xlarge", {}, sj.UnsupportedFeature,
-     "supports only ml.p4d.24xlarge, ml.p4de.24xlarge, ml.p3dn.24xlarge"),
-    ("smddp on g5", dict(distribution="smddp"), "ml.g5.48xlarge", {}, sj.UnsupportedFeature,
-     "distribution='torchrun'"),
-    ("smddp, image without it", dict(distribution="smddp", image_uri=(
-        "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.10.0-gpu-py313")), "ml.p4d.24xlarge", {},
-     sj.UnsupportedFeature, "does not ship SMDDP"),
-    ("smp, image without it", dict(distribution="smp", image_uri="123.dkr.ecr.us-east-1.amazonaws.com/mine:1"),
-     "ml.p4d.24xlarge", {}, sj.UnsupportedFeature, "SMP image"),
+    (
+        "smddp on p5",
+        dict(distribution="smddp"),
+        "ml.p5.48xlarge",
+        {},
+        sj.UnsupportedFeature,
+        "supports only ml.p4d.24xlarge, ml.p4de.24xlarge, ml.p3dn.24xlarge",
+    ),
+    ("smddp on g5", dict(distribution="smddp"), "ml.g5.48xlarge", {}, sj.UnsupportedFeature, "distribution='torchrun'"),
+    (
+        "smddp, image without it",
+        dict(
+            distribution="smddp",
+            image_uri=("763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.10.0-gpu-py313"),
+        ),
+        "ml.p4d.24xlarge",
+        {},
+        sj.UnsupportedFeature,
+        "does not ship SMDDP",
+    ),
+    (
+        "smp, image without it",
+        dict(distribution="smp", image_uri="123.dkr.ecr.us-east-1.amazonaws.com/mine:1"),
+        "ml.p4d.24xlarge",
+        {},
+        sj.UnsupportedFeature,
+        "SMP image",
+    ),
     ("smp on g5", dict(distribution="smp"), "ml.g5.48xlarge", {}, sj.UnsupportedFeature, "ml.p4d.24xlarge"),
-    ("smp degrees", dict(distribution="smp", smp={"tensor_parallel_degree": 3}), "ml.p4d.24xlarge", {},
-     sj.ProcessCountError, "must divide the 8 GPUs of the cluster"),
-    ("fsx without subnets", dict(channel_modes={"train": "FSx"}, fsx={
-        "file_system_id": "fs-0123456789abcdef0", "directory_path": "/mnt/x", "security_group_ids": ["sg-1"]}),
-     "ml.p4d.24xlarge", {}, sj.FSxConfigError, "needs subnets.*ports 988 and 1018-1023.*S3 VPC endpoint or NAT "
-                                                 "for everything.*code channels.*sm_drivers"),
-    ("fsx without security groups", dict(channel_modes={"train": "FSx"}, fsx={
-        "file_system_id": "fs-0123456789abcdef0", "directory_path": "/mnt/x", "subnets": ["subnet-1"]}),
-     "ml.p4d.24xlarge", {}, sj.FSxConfigError, "needs security_group_ids"),
-    ("max wait below max runtime", dict(spot=True, checkpoints=True, max_runtime_s=3600, max_wait_s=1800),
-     "ml.g5.2xlarge", {}, sj.SpotConfigError, "max_wait_s >= 3600"),
+    (
+        "smp degrees",
+        dict(distribution="smp", smp={"tensor_parallel_degree": 3}),
+        "ml.p4d.24xlarge",
+        {},
+        sj.ProcessCountError,
+        "must divide the 8 GPUs of the cluster",
+    ),
+    (
+        "fsx without subnets",
+        dict(
+            channel_modes={"train": "FSx"},
+            fsx={"file_system_id": "fs-0123456789abcdef0", "directory_path": "/mnt/x", "security_group_ids": ["sg-1"]},
+        ),
+        "ml.p4d.24xlarge",
+        {},
+        sj.FSxConfigError,
+        "needs subnets.*ports 988 and 1018-1023.*S3 VPC endpoint or NAT for everything.*code channels.*sm_drivers",
+    ),
+    (
+        "fsx without security groups",
+        dict(
+            channel_modes={"train": "FSx"},
+            fsx={"file_system_id": "fs-0123456789abcdef0", "directory_path": "/mnt/x", "subnets": ["subnet-1"]},
+        ),
+        "ml.p4d.24xlarge",
+        {},
+        sj.FSxConfigError,
+        "needs security_group_ids",
+    ),
+    (
+        "max wait below max runtime",
+        dict(spot=True, checkpoints=True, max_runtime_s=3600, max_wait_s=1800),
+        "ml.g5.2xlarge",
+        {},
+        sj.SpotConfigError,
+        "max_wait_s >= 3600",
+    ),
     ("spot without checkpoints", dict(spot=True), "ml.g5.2xlarge", {}, sj.SpotConfigError, "checkpoints=True"),
     ("max wait without spot", dict(max_wait_s=9000), "ml.g5.2xlarge", {}, sj.SpotConfigError, "spot=True"),
-    ("more processes than gpus", dict(processes_per_host=8), "ml.g5.12xlarge", {}, sj.ProcessCountError,
-     "has 4 GPU.*at most 4"),
+    (
+        "more processes than gpus",
+        dict(processes_per_host=8),
+        "ml.g5.12xlarge",
+        {},
+        sj.ProcessCountError,
+        "has 4 GPU.*at most 4",
+    ),
     ("pipe mode", dict(input_mode="Pipe"), "ml.g5.2xlarge", {}, sj.ChannelError, "FastFile"),
     ("reserved channel", dict(channels={"code": "s3://b/c/"}), "ml.g5.2xlarge", {}, sj.ChannelError, "reserved"),
-    ("bare role name", dict(), "ml.g5.2xlarge", {"role": "MySageMakerRole"}, aws.RoleError,
-     "arn:aws:iam::<account-id>:role/MySageMakerRole"),
+    (
+        "bare role name",
+        dict(),
+        "ml.g5.2xlarge",
+        {"role": "MySageMakerRole"},
+        aws.RoleError,
+        "arn:aws:iam::<account-id>:role/MySageMakerRole",
+    ),
     ("malformed bucket", dict(), "ml.g5.2xlarge", {"bucket": "My_Bucket"}, aws.BucketError, "bucket name"),
     ("a local target", dict(), "local_cpu", {}, sj.TargetError, "run_job"),
-    ("smddp with another backend", dict(distribution="smddp", hyperparameters={"backend": "nccl"}), "ml.p4d.24xlarge",
-     {}, sj.PreflightError, "set it to 'smddp'"),
-    ("misspelt hyperparameter", dict(hyperparameters={"bucket_by_lenght": True}), "ml.g5.2xlarge", {},
-     sj.PreflightError, "no option 'bucket_by_lenght' \\(did you mean 'bucket_by_length'\\?\\): it would be ignored"),
-    ("fp16 on a CPU instance", dict(hyperparameters={"precision": "fp16"}), "ml.c5.2xlarge", {}, sj.UnsupportedFeature,
-     "needs a GPU"),
-    ("bad hyperparameter value", dict(hyperparameters={"batch_size": "lots"}), "ml.g5.2xlarge", {},
-     sj.PreflightError, "batch_size='lots' is not an int"),
+    (
+        "smddp with another backend",
+        dict(distribution="smddp", hyperparameters={"backend": "nccl"}),
+        "ml.p4d.24xlarge",
+        {},
+        sj.PreflightError,
+        "set it to 'smddp'",
+    ),
+    (
+        "misspelt hyperparameter",
+        dict(hyperparameters={"bucket_by_lenght": True}),
+        "ml.g5.2xlarge",
+        {},
+        sj.PreflightError,
+        "no option 'bucket_by_lenght' \\(did you mean 'bucket_by_length'\\?\\): it would be ignored",
+    ),
+    (
+        "fp16 on a CPU instance",
+        dict(hyperparameters={"precision": "fp16"}),
+        "ml.c5.2xlarge",
+        {},
+        sj.UnsupportedFeature,
+        "needs a GPU",
+    ),
+    (
+        "bad hyperparameter value",
+        dict(hyperparameters={"batch_size": "lots"}),
+        "ml.g5.2xlarge",
+        {},
+        sj.PreflightError,
+        "batch_size='lots' is not an int",
+    ),
 ]
 
 
 @pytest.mark.parametrize("case, fields, target, options, error, says", ERRORS, ids=[e[0] for e in ERRORS])
-def test_preflight_errors_name_the_fix_before_any_aws_call(offline, data, case, fields, target, options, error,
-                                                           says):
+def test_preflight_errors_name_the_fix_before_any_aws_call(offline, data, case, fields, target, options, error, says):
     job = Job("lab-x", fields.pop("hyperparameters", {}), fields.pop("channels", data), **fields)
     with pytest.raises(error, match=says):
         dry(job, target, **options)
@@ -457,8 +619,7 @@ def test_budget_exceeded_refuses_before_any_call(fake_aws, data):
 def test_budget_from_the_environment(fake_aws, data, monkeypatch):
     monkeypatch.setenv(cost.BUDGET_ENV, "1")
     with pytest.raises(cost.BudgetExceeded, match=r"\$3.04"):
-        sj.run(Job("lab-x", {}, data), "ml.g5.2xlarge", launch=True, session=fake_aws.boto_session,
-               attendee="alice")
+        sj.run(Job("lab-x", {}, data), "ml.g5.2xlarge", launch=True, session=fake_aws.boto_session, attendee="alice")
     assert fake_aws.calls == []
 
 
@@ -468,30 +629,53 @@ def test_no_credentials_refuses_before_any_call(no_studio, data):
             os.environ.pop(key)  # offline_environment puts them back afterwards
         off = aws_offline.OfflineAWS(credentials=False)
         with pytest.raises(aws.NoCredentials, match="aws configure"):
-            sj.run(Job("lab-x", {}, data), "ml.g5.2xlarge", launch=True, budget_usd=10, session=off.boto_session,
-                   attendee="alice")
+            sj.run(
+                Job("lab-x", {}, data),
+                "ml.g5.2xlarge",
+                launch=True,
+                budget_usd=10,
+                session=off.boto_session,
+                attendee="alice",
+            )
         assert off.calls == []
     assert not attempts
 
 
 def test_bare_role_name_refuses_a_launch_before_any_call(fake_aws, data):
     with pytest.raises(aws.RoleError, match="full ARN"):
-        sj.run(Job("lab-x", {}, data), "ml.g5.2xlarge", launch=True, budget_usd=10, role="SageMakerRole",
-               session=fake_aws.boto_session, attendee="alice")
+        sj.run(
+            Job("lab-x", {}, data),
+            "ml.g5.2xlarge",
+            launch=True,
+            budget_usd=10,
+            role="SageMakerRole",
+            session=fake_aws.boto_session,
+            attendee="alice",
+        )
     assert fake_aws.calls == []
 
 
 def test_a_missing_bucket_refuses_before_anything_is_written(fake_aws, data):
     fake_aws.respond("HeadBucket", ClientErrorAnswer("404", "Not Found", 404))
     with pytest.raises(aws.BucketError, match="aws s3 mb s3://no-such-bucket"):
-        sj.run(Job("lab-x", {}, data), "ml.g5.2xlarge", launch=True, budget_usd=10, bucket="no-such-bucket",
-               session=fake_aws.boto_session, attendee="alice")
+        sj.run(
+            Job("lab-x", {}, data),
+            "ml.g5.2xlarge",
+            launch=True,
+            budget_usd=10,
+            bucket="no-such-bucket",
+            session=fake_aws.boto_session,
+            attendee="alice",
+        )
     assert set(fake_aws.summary()) == {"sts.GetCallerIdentity", "iam.GetRole", "s3.HeadBucket"}  # reads only
 
 
 def test_a_quota_too_low_refuses_before_anything_is_written(fake_aws, data):
-    quota = {"QuotaName": "ml.p4d.24xlarge for training job usage", "QuotaCode": "L-P4DTRAIN",
-             "ServiceCode": "sagemaker"}
+    quota = {
+        "QuotaName": "ml.p4d.24xlarge for training job usage",
+        "QuotaCode": "L-P4DTRAIN",
+        "ServiceCode": "sagemaker",
+    }
     fake_aws.respond("ListAWSDefaultServiceQuotas", {"Quotas": [{**quota, "Value": 0.0}]})
     fake_aws.respond("GetServiceQuota", {"Quota": {**quota, "Value": 1.0}})  # raised from the default 0 to 1
     job = Job("lab03-smddp", {}, data, distribution="smddp", instance_count=2)
@@ -508,21 +692,35 @@ def test_a_shared_login_name_cannot_launch(fake_aws, data, monkeypatch):
 
 
 # ---------------------------------------------------------------------------------------------------- launch and follow
-LOG = ["Invoking script with the following command:", "[setup] steps=100 world_size=2 precision=bf16",
-       "[train] step=50 epoch=0 train_loss=1.2500 samples_per_sec=900.0",
-       "[1,0]<stdout>:[train] step=100 epoch=0 train_loss=0.8000 samples_per_sec=950.0",
-       "[eval] step=100 val_loss=0.7000 val_accuracy=0.8100 val_macro_f1=0.7000",
-       "[final] val_accuracy=0.8100 val_macro_f1=0.7000 samples_per_sec=940.0"]
+LOG = [
+    "Invoking script with the following command:",
+    "[setup] steps=100 world_size=2 precision=bf16",
+    "[train] step=50 epoch=0 train_loss=1.2500 samples_per_sec=900.0",
+    "[1,0]<stdout>:[train] step=100 epoch=0 train_loss=0.8000 samples_per_sec=950.0",
+    "[eval] step=100 val_loss=0.7000 val_accuracy=0.8100 val_macro_f1=0.7000",
+    "[final] val_accuracy=0.8100 val_macro_f1=0.7000 samples_per_sec=940.0",
+]
 
 
 def test_launch_follows_status_and_logs_to_the_bill(fake_aws, data, capsys):
-    fake_aws.script_job(ScriptedJob(
-        statuses=[("InProgress", "Starting"), ("InProgress", "Downloading"), ("InProgress", "Training"),
-                  ("Completed", "Completed")],
-        log_lines=LOG, training_seconds=1000, billable_seconds=300, final_metrics={"val_accuracy": 0.81}))
+    fake_aws.script_job(
+        ScriptedJob(
+            statuses=[
+                ("InProgress", "Starting"),
+                ("InProgress", "Downloading"),
+                ("InProgress", "Training"),
+                ("Completed", "Completed"),
+            ],
+            log_lines=LOG,
+            training_seconds=1000,
+            billable_seconds=300,
+            final_metrics={"val_accuracy": 0.81},
+        )
+    )
     job = Job("lab04-spot", {"epochs": 1}, data, spot=True, checkpoints=True, max_runtime_s=3600)
-    result = sj.run(job, "ml.g5.2xlarge", launch=True, budget_usd=5, session=fake_aws.boto_session,
-                    attendee="alice", poll_s=0)
+    result = sj.run(
+        job, "ml.g5.2xlarge", launch=True, budget_usd=5, session=fake_aws.boto_session, attendee="alice", poll_s=0
+    )
     out = capsys.readouterr().out
     assert result.status == "Completed" and result.name.startswith("alice-lab04-spot-")
     assert result.metrics == {"val_accuracy": 0.81, "val_macro_f1": 0.7, "samples_per_sec": 940.0}
@@ -531,25 +729,46 @@ def test_launch_follows_status_and_logs_to_the_bill(fake_aws, data, capsys):
     assert result.cost.savings == pytest.approx(0.7) and "spot saved 70%" in out
     assert result.model_artifacts.endswith(f"/{result.name}/output/model.tar.gz")
     assert result.console_url == aws.console_url("us-east-1", result.name) and result.console_url in out
-    for text in ("launched alice-lab04-spot-", "--- InProgress / Downloading", "<- step 50/100 (50%)",
-                 "--- Completed / Completed"):
+    for text in (
+        "launched alice-lab04-spot-",
+        "--- InProgress / Downloading",
+        "<- step 50/100 (50%)",
+        "--- Completed / Completed",
+    ):
         assert text in out, text
     created = fake_aws.request("CreateTrainingJob")
     assert created["EnableManagedSpotTraining"] and created["CheckpointConfig"]["S3Uri"].startswith(
-        f"s3://{BUCKET}/alice/checkpoints/")
+        f"s3://{BUCKET}/alice/checkpoints/"
+    )
     made = list(fake_aws.summary())
-    assert made.index("sts.GetCallerIdentity") < made.index("service-quotas.ListAWSDefaultServiceQuotas") < \
-        made.index("sagemaker.CreateTrainingJob")
+    assert (
+        made.index("sts.GetCallerIdentity")
+        < made.index("service-quotas.ListAWSDefaultServiceQuotas")
+        < made.index("sagemaker.CreateTrainingJob")
+    )
     assert "cloudwatch-logs.GetLogEvents" in made
 
 
 def test_a_failed_job_raises_with_its_reason_and_log_tail(fake_aws, data):
-    fake_aws.script_job(ScriptedJob(statuses=[("InProgress", "Training"), ("Failed", "Failed")],
-                                    log_lines=["[setup] steps=10", "RuntimeError: CUDA out of memory"],
-                                    training_seconds=60, failure_reason="AlgorithmError: ExitCode 1"))
+    fake_aws.script_job(
+        ScriptedJob(
+            statuses=[("InProgress", "Training"), ("Failed", "Failed")],
+            log_lines=["[setup] steps=10", "RuntimeError: CUDA out of memory"],
+            training_seconds=60,
+            failure_reason="AlgorithmError: ExitCode 1",
+        )
+    )
     with pytest.raises(sj.TrainingJobFailed) as err:
-        sj.run(Job("lab-x", {}, data), "ml.g5.2xlarge", launch=True, budget_usd=5, session=fake_aws.boto_session,
-               attendee="alice", poll_s=0, echo=False)
+        sj.run(
+            Job("lab-x", {}, data),
+            "ml.g5.2xlarge",
+            launch=True,
+            budget_usd=5,
+            session=fake_aws.boto_session,
+            attendee="alice",
+            poll_s=0,
+            echo=False,
+        )
     msg = str(err.value)
     assert "failed: AlgorithmError: ExitCode 1" in msg and "CUDA out of memory" in msg and "console" in msg
     assert err.value.result.billable_seconds == 60
@@ -557,8 +776,17 @@ def test_a_failed_job_raises_with_its_reason_and_log_tail(fake_aws, data):
 
 def test_launch_without_waiting_then_stop(fake_aws, data):
     fake_aws.script_job(ScriptedJob(statuses=[("InProgress", "Training")]))
-    launched = sj.run(Job("lab-x", {}, data), "ml.g5.2xlarge", launch=True, budget_usd=5,
-                      session=fake_aws.boto_session, attendee="alice", wait=False, echo=False, poll_s=0)
+    launched = sj.run(
+        Job("lab-x", {}, data),
+        "ml.g5.2xlarge",
+        launch=True,
+        budget_usd=5,
+        session=fake_aws.boto_session,
+        attendee="alice",
+        wait=False,
+        echo=False,
+        poll_s=0,
+    )
     assert isinstance(launched, LaunchedJob) and launched.describe()["TrainingJobStatus"] == "InProgress"
     launched.stop()
     assert fake_aws.request("StopTrainingJob") == {"TrainingJobName": launched.name}
@@ -569,10 +797,18 @@ def test_launch_without_waiting_then_stop(fake_aws, data):
 
 def test_a_dry_run_launches_with_its_own_options_and_refuses_unknown_ones(fake_aws, data):
     fake_aws.script_job(ScriptedJob(statuses=[("InProgress", "Training")]))
-    d = sj.run(Job("lab-x", {}, data), "ml.g5.2xlarge", budget_usd=5, session=fake_aws.boto_session,
-               attendee="alice", echo=False, poll_s=0)
-    assert d.launch_options == sj.LaunchOptions(budget_usd=5, attendee="alice", session=fake_aws.boto_session,
-                                                echo=False, poll_s=0)
+    d = sj.run(
+        Job("lab-x", {}, data),
+        "ml.g5.2xlarge",
+        budget_usd=5,
+        session=fake_aws.boto_session,
+        attendee="alice",
+        echo=False,
+        poll_s=0,
+    )
+    assert d.launch_options == sj.LaunchOptions(
+        budget_usd=5, attendee="alice", session=fake_aws.boto_session, echo=False, poll_s=0
+    )
     with pytest.raises(sj.UnknownOption, match="'wiat' for a SageMaker job; the options are budget_usd, attendee"):
         d.launch(wiat=False)
     launched = d.launch(wait=False)  # the dry run's options, plus this one
@@ -583,17 +819,30 @@ def test_a_dry_run_launches_with_its_own_options_and_refuses_unknown_ones(fake_a
 def test_run_job_refuses_an_unknown_sagemaker_option_naming_the_valid_ones(offline, data):
     from helpers.jobs import run_job
 
-    with pytest.raises(TypeError, match="'budget_usdd', 'echoo' for a SageMaker job; the options are budget_usd, "
-                                        "attendee, session, role, bucket, region, wait, check, echo, "):
+    with pytest.raises(
+        TypeError,
+        match="'budget_usdd', 'echoo' for a SageMaker job; the options are budget_usd, "
+        "attendee, session, role, bucket, region, wait, check, echo, ",
+    ):
         run_job(Job("lab-x", {}, data), "ml.g5.2xlarge", budget_usdd=5, echoo=False)
     assert offline.calls == []
 
 
 def test_cleanup_after_launches_stops_only_running_jobs_of_this_attendee(fake_aws, data):
     fake_aws.script_job(ScriptedJob(statuses=[("InProgress", "Training")]))
-    names = [sj.run(Job(f"lab0{i}-x", {}, data), "ml.g5.2xlarge", launch=True, budget_usd=5, wait=False,
-                    session=fake_aws.boto_session, attendee=who, echo=False).name
-             for i, who in ((1, "alice"), (2, "alice"), (3, "bob"))]
+    names = [
+        sj.run(
+            Job(f"lab0{i}-x", {}, data),
+            "ml.g5.2xlarge",
+            launch=True,
+            budget_usd=5,
+            wait=False,
+            session=fake_aws.boto_session,
+            attendee=who,
+            echo=False,
+        ).name
+        for i, who in ((1, "alice"), (2, "alice"), (3, "bob"))
+    ]
     assert aws.cleanup("alice", boto_session=fake_aws.boto_session) == names[:2]
     assert [c.params["TrainingJobName"] for c in fake_aws.calls_to("StopTrainingJob")] == names[:2]
 
@@ -601,28 +850,39 @@ def test_cleanup_after_launches_stops_only_running_jobs_of_this_attendee(fake_aw
 # ------------------------------------------------------------------------------------------- images and local mode
 def test_default_images_come_from_the_sdk():
     p4d = instances.lookup("ml.p4d.24xlarge")
-    assert images.default_image("torchrun", p4d, "eu-west-1")[0] == \
-        "763104351884.dkr.ecr.eu-west-1.amazonaws.com/pytorch-training:2.10.0-gpu-py313"
+    assert (
+        images.default_image("torchrun", p4d, "eu-west-1")[0]
+        == "763104351884.dkr.ecr.eu-west-1.amazonaws.com/pytorch-training:2.10.0-gpu-py313"
+    )
     cpu = images.default_image("script", instances.lookup("ml.m5.xlarge"))[0]
     assert cpu.endswith("pytorch-training:2.10.0-cpu-py313")
     uri, why = images.default_image("smddp", p4d)
     assert uri.endswith("pytorch-training:2.3.0-gpu-py311") and "SMDDP" in why
 
 
-@pytest.mark.parametrize("uri, has", [
-    ("763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.3.0-gpu-py311-cu121-ubuntu20.04-sagemaker",
-     True),
-    ("763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.2.0-gpu-py310", True),
-    # AWS's support table stops at 2.3.0, but the 2.4 and 2.5 images' Dockerfiles install SMDDP 2.5.0 and 2.6.0
-    ("763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.4.0-gpu-py311", True),
-    ("763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.4.0-gpu-py311-cu124-ubuntu22.04-sagemaker", True),
-    ("763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.5.1-gpu-py311", True),
-    ("763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.6.0-gpu-py312", False),  # the 2.6 image: none
-    ("763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.10.0-gpu-py313", False),
-    ("763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.4.0-gpu-py311-cu124-ubuntu22.04-ec2", False),
-    ("763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.3.0-cpu-py311", False),
-    ("658645717510.dkr.ecr.us-east-1.amazonaws.com/smdistributed-modelparallel:2.4.1-gpu-py311-cu121", True),
-    ("123456789012.dkr.ecr.us-east-1.amazonaws.com/my-own:latest", False)])
+@pytest.mark.parametrize(
+    "uri, has",
+    [
+        (
+            "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.3.0-gpu-py311-cu121-ubuntu20.04-sagemaker",
+            True,
+        ),
+        ("763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.2.0-gpu-py310", True),
+        # AWS's support table stops at 2.3.0, but the 2.4 and 2.5 images' Dockerfiles install SMDDP 2.5.0 and 2.6.0
+        ("763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.4.0-gpu-py311", True),
+        (
+            "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.4.0-gpu-py311-cu124-ubuntu22.04-sagemaker",
+            True,
+        ),
+        ("763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.5.1-gpu-py311", True),
+        ("763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.6.0-gpu-py312", False),  # the 2.6 image: none
+        ("763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.10.0-gpu-py313", False),
+        ("763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.4.0-gpu-py311-cu124-ubuntu22.04-ec2", False),
+        ("763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.3.0-cpu-py311", False),
+        ("658645717510.dkr.ecr.us-east-1.amazonaws.com/smdistributed-modelparallel:2.4.1-gpu-py311-cu121", True),
+        ("123456789012.dkr.ecr.us-east-1.amazonaws.com/my-own:latest", False),
+    ],
+)
 def test_which_images_ship_smddp(uri, has):
     assert images.image_has_smddp(uri) is has
 
@@ -640,8 +900,13 @@ def test_preflight_takes_the_images_whose_dockerfile_installs_smddp_and_says_the
 
 
 def test_the_refusal_names_every_image_that_ships_smddp(data):
-    job = Job("lab03-smddp", {}, data, distribution="smddp",
-              image_uri="763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.6.0-gpu-py312")
+    job = Job(
+        "lab03-smddp",
+        {},
+        data,
+        distribution="smddp",
+        image_uri="763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.6.0-gpu-py312",
+    )
     with pytest.raises(sj.UnsupportedFeature) as err:
         sj.preflight(job, "ml.p4d.24xlarge")
     assert "PyTorch 2.3.0 DLC" in str(err.value) and "PyTorch 2.4 or 2.5" in str(err.value)
@@ -651,8 +916,11 @@ def test_the_smddp_image_table_shows_both_sources():
     rows = {r["image"]: r for r in images.smddp_images()}
     assert rows["pytorch-training:2.3.0-gpu-py311"]["AWS support table"] == "SMDDP 2.3.0"
     assert rows["pytorch-training:2.4.0-gpu-py311"] == {
-        "image": "pytorch-training:2.4.0-gpu-py311", "AWS support table": "not listed",
-        "DLC Dockerfile installs": "SMDDP 2.5.0", "preflight": "accepted"}
+        "image": "pytorch-training:2.4.0-gpu-py311",
+        "AWS support table": "not listed",
+        "DLC Dockerfile installs": "SMDDP 2.5.0",
+        "preflight": "accepted",
+    }
     assert rows["pytorch-training:2.5.1-gpu-py311"]["DLC Dockerfile installs"] == "SMDDP 2.6.0"
     assert rows["pytorch-training:2.6.0-gpu-py312"]["preflight"] == "refused"
     assert rows[f"pytorch-training:{images.PYTORCH_DLC[0]}-gpu-{images.PYTORCH_DLC[1]}"]["preflight"] == "refused"
@@ -661,8 +929,15 @@ def test_the_smddp_image_table_shows_both_sources():
 
 def test_tensor_parallel_across_instances_is_advice_not_a_refusal(data):
     """SMP's rule: the degree divides the cluster's GPUs; keeping a group inside one instance is advice."""
-    job = Job("lab04-smp", {"strategy": "fsdp"}, data, entry_point="train_lm.py", distribution="smp",
-              instance_count=2, smp={"tensor_parallel_degree": 16})
+    job = Job(
+        "lab04-smp",
+        {"strategy": "fsdp"},
+        data,
+        entry_point="train_lm.py",
+        distribution="smp",
+        instance_count=2,
+        smp={"tensor_parallel_degree": 16},
+    )
     plan = sj.preflight(job, "ml.p4d.24xlarge")
     assert any("tensor_parallel_degree=16" in n and "span instances" in n for n in plan.notes)
     inside = sj.preflight(replace(job, smp={"tensor_parallel_degree": 8}), "ml.p4d.24xlarge")
@@ -672,8 +947,13 @@ def test_tensor_parallel_across_instances_is_advice_not_a_refusal(data):
 
 
 def test_a_custom_smddp_image_can_be_vouched_for(offline, data):
-    job = Job("lab03-smddp", {}, data, distribution="smddp", image_uri="123456789012.dkr.ecr.us-east-1.amazonaws.com/"
-                                                                     "mine:smddp")
+    job = Job(
+        "lab03-smddp",
+        {},
+        data,
+        distribution="smddp",
+        image_uri="123456789012.dkr.ecr.us-east-1.amazonaws.com/mine:smddp",
+    )
     d = dry(job, "ml.p4d.24xlarge", image_has_smddp=True)
     assert d.request["AlgorithmSpecification"]["TrainingImage"].endswith("mine:smddp")
 
@@ -694,8 +974,15 @@ def test_run_job_routes_local_container_to_the_sdk_local_mode(data, monkeypatch,
 
 def test_the_launch_button_launches_the_reviewed_job_once(fake_aws, data):
     fake_aws.script_job(ScriptedJob(statuses=[("InProgress", "Training")]))
-    d = sj.run(Job("lab-x", {}, data), "ml.g5.2xlarge", budget_usd=5, session=fake_aws.boto_session,
-               attendee="alice", echo=False, poll_s=0)
+    d = sj.run(
+        Job("lab-x", {}, data),
+        "ml.g5.2xlarge",
+        budget_usd=5,
+        session=fake_aws.boto_session,
+        attendee="alice",
+        echo=False,
+        poll_s=0,
+    )
     assert not fake_aws.calls_to("CreateTrainingJob")  # the dry run sent nothing
     box = d.launch_button()
     button = box.children[0]
@@ -706,8 +993,14 @@ def test_the_launch_button_launches_the_reviewed_job_once(fake_aws, data):
 
 
 def test_the_launch_button_is_disabled_over_budget_and_absent_offline(fake_aws, offline, data):
-    d = sj.run(Job("lab-x", {}, data), "ml.g5.2xlarge", budget_usd=0.01, session=fake_aws.boto_session,
-               attendee="alice", echo=False)
+    d = sj.run(
+        Job("lab-x", {}, data),
+        "ml.g5.2xlarge",
+        budget_usd=0.01,
+        session=fake_aws.boto_session,
+        attendee="alice",
+        echo=False,
+    )
     assert d.launch_button().children[0].disabled
     with pytest.raises(sj.LaunchRefused, match="offline"):
         dry(Job("lab-x", {}, data), "ml.g5.2xlarge").launch_button()

@@ -1,4 +1,5 @@
 """The global batch plan: the same rows at every step whatever the world size, resumable, optionally bucketed."""
+
 from __future__ import annotations
 
 import random

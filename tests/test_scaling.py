@@ -1,4 +1,5 @@
 """The scaling planner's arithmetic: ring all-reduce volume over bandwidth, overlap with backward, epochs and cost."""
+
 from __future__ import annotations
 
 import math
@@ -69,8 +70,9 @@ def test_overlap_hides_communication_behind_backward_but_not_the_last_bucket():
 
 
 def test_prediction_adds_exposed_time_to_compute_and_prices_all_instances():
-    work = scaling.Workload(samples_per_epoch=1_024_000, per_gpu_batch=64, step_compute_s=0.05,
-                            grad_bytes=200 * MB, epochs=2)
+    work = scaling.Workload(
+        samples_per_epoch=1_024_000, per_gpu_batch=64, step_compute_s=0.05, grad_bytes=200 * MB, epochs=2
+    )
     a = scaling.Assumptions(link_efficiency=1.0, intra_latency_s=0.0, inter_latency_s=0.0, overhead_s=600.0)
     p = scaling.predict(work, "ml.p4d.24xlarge", 2, a)
     comm = 2 * 15 / 16 * 200 * MB / 50e9

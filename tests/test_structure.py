@@ -6,6 +6,7 @@
   imports it at the top, where a cycle would show at once;
 - every error class the helpers define derives from ``helpers.errors.WorkshopError``.
 """
+
 from __future__ import annotations
 
 import ast
@@ -95,14 +96,23 @@ def test_the_helpers_have_no_import_cycle():
 
 
 def test_the_local_runner_never_imports_the_aws_side():
-    crossings = [f"{m} imports {t}" for m, ts in GRAPH.items() if m.startswith("helpers.local") for t in ts
-                 if t.startswith("helpers.aws")]
+    crossings = [
+        f"{m} imports {t}"
+        for m, ts in GRAPH.items()
+        if m.startswith("helpers.local")
+        for t in ts
+        if t.startswith("helpers.aws")
+    ]
     assert not crossings
 
 
 def test_helpers_import_each_other_at_the_top():
-    deferred = [f"{module_name(p)}:{line} imports {t} inside a function" for p in MODULES.values()
-                for t, line, inside in imports(p) if inside]
+    deferred = [
+        f"{module_name(p)}:{line} imports {t} inside a function"
+        for p in MODULES.values()
+        for t, line, inside in imports(p)
+        if inside
+    ]
     assert not deferred
 
 
@@ -111,7 +121,11 @@ def test_every_error_the_helpers_define_is_a_workshop_error(name):
     if name == "helpers.local.container_init":
         pytest.skip("a standalone script run as a job's first process; it raises nothing of its own")
     module = importlib.import_module(name)
-    errors = [c for _, c in inspect.getmembers(module, inspect.isclass)
-              if issubclass(c, BaseException) and c.__module__ == name]
-    assert all(issubclass(c, WorkshopError) for c in errors), [c.__name__ for c in errors
-                                                               if not issubclass(c, WorkshopError)]
+    errors = [
+        c
+        for _, c in inspect.getmembers(module, inspect.isclass)
+        if issubclass(c, BaseException) and c.__module__ == name
+    ]
+    assert all(issubclass(c, WorkshopError) for c in errors), [
+        c.__name__ for c in errors if not issubclass(c, WorkshopError)
+    ]

@@ -2,6 +2,7 @@
 (issue 14: the 7b SMP job's full check would have taken hours on one CPU thread while the other ranks waited past
 the collective timeout), and the process group's timeout is chosen, not the backend's default. No real 7b model
 is allocated: its size comes from the meta device and the planner."""
+
 from __future__ import annotations
 
 import inspect
@@ -83,10 +84,25 @@ def test_rank_0_checks_the_reloaded_model_on_the_planned_tokens(tmp_path, monkey
     """One process, the tiny model, one step: the real save, reload and scoring, full and bounded."""
     if budget is not None:
         monkeypatch.setattr(train_lm, "RELOAD_CHECK_BUDGET", budget)
-    args = train_lm.parse_args(["--model_size", "tiny", "--model_dir", str(tmp_path), "--max_steps", "1",
-                                "--batch_size", "4", "--precision", "fp32", "--log_every", "1"])
-    d = SimpleNamespace(device=torch.device("cpu"), rank=0, world=1, enabled=False, master=True, print=print,
-                        all_reduce=lambda t: t)
+    args = train_lm.parse_args(
+        [
+            "--model_size",
+            "tiny",
+            "--model_dir",
+            str(tmp_path),
+            "--max_steps",
+            "1",
+            "--batch_size",
+            "4",
+            "--precision",
+            "fp32",
+            "--log_every",
+            "1",
+        ]
+    )
+    d = SimpleNamespace(
+        device=torch.device("cpu"), rank=0, world=1, enabled=False, master=True, print=print, all_reduce=lambda t: t
+    )
     gen = torch.Generator().manual_seed(0)
     blocks = torch.randint(1, VOCAB, (8, args.block_size + 1), generator=gen)
     val_blocks = torch.randint(1, VOCAB, (4, args.block_size + 1), generator=gen)

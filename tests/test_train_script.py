@@ -1,4 +1,5 @@
 """The container-side training script, run by hand as a user would (no runner, no SM_* variables)."""
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,9 @@ import ranks  # noqa: E402  (the container's rank, device and precision)
 import train  # noqa: E402  (the container's script, imported for its argument parsing)
 
 
-@pytest.mark.parametrize("text,value", [("False", False), ("false", False), ("0", False), ("True", True),
-                                        ("true", True), ("1", True)])
+@pytest.mark.parametrize(
+    "text,value", [("False", False), ("false", False), ("0", False), ("True", True), ("true", True), ("1", True)]
+)
 def test_booleans_from_sagemaker_strings(text, value):
     assert options.str2bool(text) is value
 
@@ -70,9 +72,24 @@ def test_paths_come_from_the_contract(monkeypatch):
 @pytest.fixture(scope="module")
 def trained(small_catalog, tmp_path_factory):
     out = tmp_path_factory.mktemp("run")
-    args = ["train.py", "--train", str(small_catalog / "train"), "--validation", str(small_catalog / "validation"),
-            "--model_dir", str(out / "model"), "--output_data_dir", str(out / "data"), "--subset", "3000",
-            "--epochs", "2", *[x for k, v in TINY.items() for x in (f"--{k}", str(v))], "--log_every", "20"]
+    args = [
+        "train.py",
+        "--train",
+        str(small_catalog / "train"),
+        "--validation",
+        str(small_catalog / "validation"),
+        "--model_dir",
+        str(out / "model"),
+        "--output_data_dir",
+        str(out / "data"),
+        "--subset",
+        "3000",
+        "--epochs",
+        "2",
+        *[x for k, v in TINY.items() for x in (f"--{k}", str(v))],
+        "--log_every",
+        "20",
+    ]
     done = run_script(args, env={"SM_OUTPUT_DIR": str(out / "output")})
     assert done.returncode == 0, done.stdout + done.stderr
     return out, done.stdout
@@ -106,15 +123,25 @@ def test_saved_model_loads_for_inference(trained):
     tok = PreTrainedTokenizerFast(tokenizer_file=str(model_dir / "tokenizer.json"), pad_token="[PAD]")
     labels = json.loads((model_dir / "labels.json").read_text())
     with torch.no_grad():
-        logits = model(**tok(["[무료배송] 블랙 롱원피스", "stainless frying pan 28cm"], return_tensors="pt",
-                             padding=True)).logits
+        logits = model(
+            **tok(["[무료배송] 블랙 롱원피스", "stainless frying pan 28cm"], return_tensors="pt", padding=True)
+        ).logits
     assert logits.shape == (2, len(labels))
 
 
 def test_fp16_on_cpu_is_refused_with_a_clear_message(small_catalog, tmp_path):
-    done = run_script(["train.py", "--train", str(small_catalog / "train"), "--validation",
-                       str(small_catalog / "validation"), "--precision", "fp16"],
-                      env={"SM_OUTPUT_DIR": str(tmp_path), "CUDA_VISIBLE_DEVICES": ""})
+    done = run_script(
+        [
+            "train.py",
+            "--train",
+            str(small_catalog / "train"),
+            "--validation",
+            str(small_catalog / "validation"),
+            "--precision",
+            "fp16",
+        ],
+        env={"SM_OUTPUT_DIR": str(tmp_path), "CUDA_VISIBLE_DEVICES": ""},
+    )
     assert done.returncode != 0 and "fp16 needs a GPU" in done.stderr
     assert "fp16 needs a GPU" in (tmp_path / "failure").read_text()
 
@@ -127,20 +154,53 @@ def test_a_bad_hyperparameter_value_is_the_failure_reason_not_an_exit_code(tmp_p
 
 def test_a_rank_with_no_validation_rows_does_not_hang_the_others(small_catalog, tmp_path):
     # one validation row for two ranks: rank 1 evaluates nothing and must still meet rank 0 in every collective
-    done = run_script(["-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",
-                       f"--master_port={free_port()}", "train.py", "--train", str(small_catalog / "train"),
-                       "--validation", str(small_catalog / "validation"), "--model_dir", str(tmp_path / "model"),
-                       "--output_data_dir", str(tmp_path / "out"),
-                       *[x for k, v in TINY.items() for x in (f"--{k}", str(v))], "--subset", "64",
-                       "--eval_subset", "1", "--max_steps", "2"],
-                      env={"SM_OUTPUT_DIR": str(tmp_path), "GLOO_SOCKET_IFNAME": "lo"}, timeout=120)
+    done = run_script(
+        [
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node=2",
+            "--master_addr=127.0.0.1",
+            f"--master_port={free_port()}",
+            "train.py",
+            "--train",
+            str(small_catalog / "train"),
+            "--validation",
+            str(small_catalog / "validation"),
+            "--model_dir",
+            str(tmp_path / "model"),
+            "--output_data_dir",
+            str(tmp_path / "out"),
+            *[x for k, v in TINY.items() for x in (f"--{k}", str(v))],
+            "--subset",
+            "64",
+            "--eval_subset",
+            "1",
+            "--max_steps",
+            "2",
+        ],
+        env={"SM_OUTPUT_DIR": str(tmp_path), "GLOO_SOCKET_IFNAME": "lo"},
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "[final]" in done.stdout and "val_accuracy=" in done.stdout
 
 
 def test_global_batch_must_split_across_ranks(small_catalog, tmp_path):
-    done = run_script(["-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",
-                       f"--master_port={free_port()}", "train.py", "--train", str(small_catalog / "train"),
-                       "--validation", str(small_catalog / "validation"), "--batch_size", "33"],
-                      env={"SM_OUTPUT_DIR": str(tmp_path), "GLOO_SOCKET_IFNAME": "lo"})
+    done = run_script(
+        [
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node=2",
+            "--master_addr=127.0.0.1",
+            f"--master_port={free_port()}",
+            "train.py",
+            "--train",
+            str(small_catalog / "train"),
+            "--validation",
+            str(small_catalog / "validation"),
+            "--batch_size",
+            "33",
+        ],
+        env={"SM_OUTPUT_DIR": str(tmp_path), "GLOO_SOCKET_IFNAME": "lo"},
+    )
     assert done.returncode != 0 and "must divide by the 2 ranks" in done.stdout + done.stderr

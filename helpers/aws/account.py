@@ -9,6 +9,7 @@ Many learners can share one account: every job name starts with the attendee pre
 from ``attendee=``, then ``WORKSHOP_ATTENDEE``, then the Studio user profile, then the login name, and every job is
 tagged ``workshop-attendee=<prefix>``.
 """
+
 from __future__ import annotations
 
 import getpass
@@ -90,8 +91,11 @@ def resolve_attendee(explicit: str | None = None, metadata: dict | None = None) 
     """The attendee prefix and where it came from (see the module docstring for the order)."""
     if metadata is None:
         metadata = studio_metadata() or {}
-    candidates = [(explicit, "argument"), (os.environ.get(ATTENDEE_ENV), ATTENDEE_ENV),
-                  (metadata.get("UserProfileName"), "Studio user profile")]
+    candidates = [
+        (explicit, "argument"),
+        (os.environ.get(ATTENDEE_ENV), ATTENDEE_ENV),
+        (metadata.get("UserProfileName"), "Studio user profile"),
+    ]
     try:
         candidates.append((getpass.getuser(), "login name"))
     except (KeyError, OSError):  # no passwd entry (some containers)
@@ -100,8 +104,10 @@ def resolve_attendee(explicit: str | None = None, metadata: dict | None = None) 
         if raw and sanitize_attendee(raw):
             return Attendee(sanitize_attendee(raw), source)
         if raw and source in ("argument", ATTENDEE_ENV):
-            raise AwsSetupError(f"attendee {raw!r} ({source}) has no letters or digits to make a job-name prefix "
-                                f"from: use something like 'alice'.")
+            raise AwsSetupError(
+                f"attendee {raw!r} ({source}) has no letters or digits to make a job-name prefix "
+                f"from: use something like 'alice'."
+            )
     return Attendee("attendee", "login name")
 
 
@@ -111,12 +117,16 @@ def require_role_arn(role: str) -> str:
     if ROLE_ARN.match(role):
         return role
     if role.startswith("arn:") and ":user/" in role:
-        raise RoleError(f"{role} is an IAM user, not a role: SageMaker needs an execution role it can assume, "
-                        f"e.g. role='arn:aws:iam::<account-id>:role/service-role/AmazonSageMaker-ExecutionRole-...'.")
+        raise RoleError(
+            f"{role} is an IAM user, not a role: SageMaker needs an execution role it can assume, "
+            f"e.g. role='arn:aws:iam::<account-id>:role/service-role/AmazonSageMaker-ExecutionRole-...'."
+        )
     if "/" not in role and ":" not in role and role:
-        raise RoleError(f"role {role!r} is a bare role name; give its full ARN, "
-                        f"role='arn:aws:iam::<account-id>:role/{role}' (IAM console > Roles > {role} shows it; "
-                        f"roles created by SageMaker live under 'role/service-role/').")
+        raise RoleError(
+            f"role {role!r} is a bare role name; give its full ARN, "
+            f"role='arn:aws:iam::<account-id>:role/{role}' (IAM console > Roles > {role} shows it; "
+            f"roles created by SageMaker live under 'role/service-role/')."
+        )
     raise RoleError(f"role {role!r} is not an IAM role ARN; expected 'arn:aws:iam::<12-digit account>:role/<name>'.")
 
 
@@ -124,10 +134,12 @@ def require_bucket_name(bucket: str) -> str:
     """A bucket name (``s3://name`` accepted) checked against S3's naming rules before any call."""
     name = (bucket or "").strip()
     if name.startswith("s3://"):
-        name = name[len("s3://"):].split("/")[0]
+        name = name[len("s3://") :].split("/")[0]
     if not re.fullmatch(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", name) or ".." in name:
-        raise BucketError(f"{bucket!r} is not an S3 bucket name (3-63 lower-case letters, digits, dots and dashes): "
-                          f"pass the name of a bucket you can write, e.g. bucket='sagemaker-us-east-1-123456789012'.")
+        raise BucketError(
+            f"{bucket!r} is not an S3 bucket name (3-63 lower-case letters, digits, dots and dashes): "
+            f"pass the name of a bucket you can write, e.g. bucket='sagemaker-us-east-1-123456789012'."
+        )
     return name
 
 
@@ -155,16 +167,24 @@ class AwsContext:
         return Session(boto_session=self.boto_session, default_bucket=self.bucket, sagemaker_config=sagemaker_config)
 
     def __repr__(self) -> str:
-        return (f"AwsContext({self.where}: region={self.region}, account={self.account}, role={self.role_arn}, "
-                f"bucket={self.bucket}, attendee={self.attendee.name!r} from {self.attendee.source})")
+        return (
+            f"AwsContext({self.where}: region={self.region}, account={self.account}, role={self.role_arn}, "
+            f"bucket={self.bucket}, attendee={self.attendee.name!r} from {self.attendee.source})"
+        )
 
 
 def _client_error_code(err: Exception) -> str:
     return getattr(err, "response", {}).get("Error", {}).get("Code", "")
 
 
-def discover(role: str | None = None, bucket: str | None = None, region: str | None = None,
-             attendee: str | None = None, boto_session=None, check_bucket: bool = True) -> AwsContext:
+def discover(
+    role: str | None = None,
+    bucket: str | None = None,
+    region: str | None = None,
+    attendee: str | None = None,
+    boto_session=None,
+    check_bucket: bool = True,
+) -> AwsContext:
     """Find credentials, region, account, execution role and bucket; :class:`AwsSetupError` subclasses say what
     is missing and how to fix it.
 
@@ -181,14 +201,18 @@ def discover(role: str | None = None, bucket: str | None = None, region: str | N
     metadata = studio_metadata()
     session = boto_session or boto3.Session(region_name=region)
     if session.get_credentials() is None:
-        raise NoCredentials("no AWS credentials found. In SageMaker Studio they come with the space; on a laptop run "
-                            "`aws configure` (or `aws sso login --profile NAME` and set AWS_PROFILE=NAME), or set "
-                            "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY. For a dry run without AWS use "
-                            "helpers.aws.offline.offline().")
+        raise NoCredentials(
+            "no AWS credentials found. In SageMaker Studio they come with the space; on a laptop run "
+            "`aws configure` (or `aws sso login --profile NAME` and set AWS_PROFILE=NAME), or set "
+            "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY. For a dry run without AWS use "
+            "helpers.aws.offline.offline()."
+        )
     region = region or session.region_name or _region_from_arn((metadata or {}).get("ResourceArn", ""))
     if not region:
-        raise RegionError("no AWS region configured: set AWS_DEFAULT_REGION=us-east-1 (or your region), add "
-                          "'region = ...' to ~/.aws/config, or pass region=.")
+        raise RegionError(
+            "no AWS region configured: set AWS_DEFAULT_REGION=us-east-1 (or your region), add "
+            "'region = ...' to ~/.aws/config, or pass region=."
+        )
     if session.region_name != region:
         # The SDK's Session takes its region from the boto session, so the session gets it. Set in place: a second
         # boto3.Session over the same botocore session registers boto3's S3 handlers twice and S3 clients then fail.
@@ -196,9 +220,11 @@ def discover(role: str | None = None, bucket: str | None = None, region: str | N
     try:
         identity = session.client("sts", region_name=region).get_caller_identity()
     except (ClientError, NoCredentialsError, BotoCoreError) as err:
-        raise NoCredentials(f"AWS rejected these credentials ({_client_error_code(err) or type(err).__name__}): "
-                            f"they may have expired; refresh them (`aws sso login`, or a new session in Studio) "
-                            f"and try again.") from None
+        raise NoCredentials(
+            f"AWS rejected these credentials ({_client_error_code(err) or type(err).__name__}): "
+            f"they may have expired; refresh them (`aws sso login`, or a new session in Studio) "
+            f"and try again."
+        ) from None
     account = identity["Account"]
 
     if not role:
@@ -213,8 +239,15 @@ def discover(role: str | None = None, bucket: str | None = None, region: str | N
     bucket = require_bucket_name(bucket or os.environ.get(BUCKET_ENV) or f"sagemaker-{region}-{account}")
     if check_bucket:
         _check_bucket(session, bucket, region)
-    return AwsContext(session, region, account, role, bucket, resolve_attendee(attendee, metadata or {}),
-                      "SageMaker Studio" if metadata else "laptop")
+    return AwsContext(
+        session,
+        region,
+        account,
+        role,
+        bucket,
+        resolve_attendee(attendee, metadata or {}),
+        "SageMaker Studio" if metadata else "laptop",
+    )
 
 
 def _region_from_arn(arn: str) -> str | None:
@@ -227,9 +260,11 @@ def _role_from_caller(session, caller_arn: str, account: str) -> str:
     shows SageMaker can assume it: an SSO or admin role usually cannot, and a launch with it would fail."""
     from botocore.exceptions import ClientError
 
-    fix = (f"pass role='arn:aws:iam::{account}:role/<execution role>' or set WORKSHOP_ROLE_ARN to a SageMaker "
-           f"execution role (IAM console > Roles: one whose trust relationships name {SAGEMAKER_PRINCIPAL}, such as "
-           f"the 'AmazonSageMaker-ExecutionRole-...' that Studio creates)")
+    fix = (
+        f"pass role='arn:aws:iam::{account}:role/<execution role>' or set WORKSHOP_ROLE_ARN to a SageMaker "
+        f"execution role (IAM console > Roles: one whose trust relationships name {SAGEMAKER_PRINCIPAL}, such as "
+        f"the 'AmazonSageMaker-ExecutionRole-...' that Studio creates)"
+    )
     if ":assumed-role/" not in caller_arn:
         raise RoleError(f"these credentials belong to {caller_arn}, which is not a role SageMaker can assume: {fix}.")
     name = caller_arn.split(":assumed-role/")[1].split("/")[0]
@@ -239,12 +274,16 @@ def _role_from_caller(session, caller_arn: str, account: str) -> str:
         if name.startswith("AmazonSageMaker-ExecutionRole"):
             # created by SageMaker, so it trusts SageMaker; it lives under service-role/, as the SDK itself assumes
             return f"arn:aws:iam::{account}:role/service-role/{name}"
-        raise RoleError(f"these credentials come from role {name}, and IAM refused to show its trust policy "
-                        f"({_client_error_code(err) or 'GetRole'}), so whether SageMaker can assume it is unknown: "
-                        f"{fix}; if {name} is one, its ARN will do.") from None
+        raise RoleError(
+            f"these credentials come from role {name}, and IAM refused to show its trust policy "
+            f"({_client_error_code(err) or 'GetRole'}), so whether SageMaker can assume it is unknown: "
+            f"{fix}; if {name} is one, its ARN will do."
+        ) from None
     if not trusts_sagemaker(role.get("AssumeRolePolicyDocument") or {}):
-        raise RoleError(f"these credentials come from role {name}, which SageMaker cannot assume (its trust policy "
-                        f"does not name {SAGEMAKER_PRINCIPAL}), so a launch would fail: {fix}.")
+        raise RoleError(
+            f"these credentials come from role {name}, which SageMaker cannot assume (its trust policy "
+            f"does not name {SAGEMAKER_PRINCIPAL}), so a launch would fail: {fix}."
+        )
     return role["Arn"]
 
 
@@ -261,6 +300,7 @@ def trusts_sagemaker(policy: dict | str) -> bool:
 
 def _names_sagemaker(statement: dict) -> bool:
     """The statement is about SageMaker calling sts:AssumeRole."""
+
     def as_list(value):
         return [value] if isinstance(value, str) else list(value or [])
 
@@ -281,12 +321,16 @@ def _check_bucket(session, bucket: str, region: str) -> None:
     except ClientError as err:
         code = _client_error_code(err)
         if code in ("404", "NoSuchBucket", "NotFound"):
-            raise BucketError(f"S3 bucket {bucket!r} does not exist: create it (`aws s3 mb s3://{bucket} "
-                              f"--region {region}`), or pass bucket='<a bucket you can write>' "
-                              f"(or set {BUCKET_ENV}).") from None
+            raise BucketError(
+                f"S3 bucket {bucket!r} does not exist: create it (`aws s3 mb s3://{bucket} "
+                f"--region {region}`), or pass bucket='<a bucket you can write>' "
+                f"(or set {BUCKET_ENV})."
+            ) from None
         if code in ("403", "AccessDenied", "Forbidden"):
-            raise BucketError(f"no access to S3 bucket {bucket!r} with these credentials: pass "
-                              f"bucket='<a bucket you can write>' (or set {BUCKET_ENV}).") from None
+            raise BucketError(
+                f"no access to S3 bucket {bucket!r} with these credentials: pass "
+                f"bucket='<a bucket you can write>' (or set {BUCKET_ENV})."
+            ) from None
         raise
 
 
@@ -315,8 +359,9 @@ def quota_name(instance_type: str, spot: bool = False) -> str:
     return f"{instance_type} for {'spot ' if spot else ''}training job usage"
 
 
-def check_quota(boto_session, instance_type: str, instance_count: int, spot: bool = False,
-                region: str | None = None) -> QuotaCheck | None:
+def check_quota(
+    boto_session, instance_type: str, instance_count: int, spot: bool = False, region: str | None = None
+) -> QuotaCheck | None:
     """Compare the account's quota for this instance type with ``instance_count`` plus what its running training
     jobs already hold (a shared workshop account fills up).
 
@@ -338,8 +383,9 @@ def check_quota(boto_session, instance_type: str, instance_count: int, spot: boo
     check = QuotaCheck(wanted, limit, instance_count, quota_code=code, default=default)
     if check.ok:  # too low even for an idle account: no need to look at running jobs
         try:
-            in_use, unscanned = _instances_in_use(boto_session.client("sagemaker", region_name=region),
-                                                  instance_type, spot)
+            in_use, unscanned = _instances_in_use(
+                boto_session.client("sagemaker", region_name=region), instance_type, spot
+            )
             check = replace(check, in_use=in_use, unscanned_jobs=unscanned)
         except (ClientError, BotoCoreError):
             pass  # cannot list jobs: the quota alone is still a useful check
@@ -359,7 +405,8 @@ def _quota_value(client, wanted: str) -> tuple[float, str, bool] | None:
     code, default = _quota_codes.get(wanted), None
     if code is None:
         pages = client.get_paginator("list_aws_default_service_quotas").paginate(
-            ServiceCode=QUOTA_SERVICE, PaginationConfig={"PageSize": 100})
+            ServiceCode=QUOTA_SERVICE, PaginationConfig={"PageSize": 100}
+        )
         for page in pages:
             hit = next((q for q in page.get("Quotas", []) if q.get("QuotaName") == wanted), None)
             if hit:
@@ -374,8 +421,9 @@ def _quota_value(client, wanted: str) -> tuple[float, str, bool] | None:
         if _client_error_code(err) != "NoSuchResourceException":  # the answer when no value was ever applied
             raise
     if default is None:
-        default = float(client.get_aws_default_service_quota(ServiceCode=QUOTA_SERVICE,
-                                                             QuotaCode=code)["Quota"]["Value"])
+        default = float(
+            client.get_aws_default_service_quota(ServiceCode=QUOTA_SERVICE, QuotaCode=code)["Quota"]["Value"]
+        )
     return default, code, True
 
 
@@ -385,7 +433,8 @@ def _instances_in_use(client, instance_type: str, spot: bool) -> tuple[int, int]
     from botocore.exceptions import ClientError
 
     pages = client.get_paginator("list_training_jobs").paginate(
-        StatusEquals="InProgress", PaginationConfig={"PageSize": 100, "MaxItems": 10 * USAGE_SCAN_LIMIT})
+        StatusEquals="InProgress", PaginationConfig={"PageSize": 100, "MaxItems": 10 * USAGE_SCAN_LIMIT}
+    )
     running = [s["TrainingJobName"] for page in pages for s in page["TrainingJobSummaries"]]
 
     def held(name: str) -> int | None:
@@ -397,8 +446,11 @@ def _instances_in_use(client, instance_type: str, spot: bool) -> tuple[int, int]
             return 0
         config = desc.get("ResourceConfig") or {}
         groups = config.get("InstanceGroups") or [
-            {"InstanceType": config.get("SelectedInstanceType") or config.get("InstanceType"),
-             "InstanceCount": config.get("SelectedInstanceCount") or config.get("InstanceCount")}]
+            {
+                "InstanceType": config.get("SelectedInstanceType") or config.get("InstanceType"),
+                "InstanceCount": config.get("SelectedInstanceCount") or config.get("InstanceCount"),
+            }
+        ]
         return sum(int(g.get("InstanceCount") or 0) for g in groups if g.get("InstanceType") == instance_type)
 
     with ThreadPoolExecutor(max_workers=8) as pool:  # boto3 clients are thread-safe; describes are independent
@@ -409,19 +461,26 @@ def _instances_in_use(client, instance_type: str, spot: bool) -> tuple[int, int]
 def _quota_message(check: QuotaCheck) -> str:
     held = f", {check.in_use} of them held by running training jobs in this account," if check.in_use else ""
     default = " (AWS's default: no increase was ever applied here)" if check.default else ""
-    unscanned = (f" {check.unscanned_jobs} more running job(s) were not inspected, so even more may be in use."
-                 if check.unscanned_jobs else "")
+    unscanned = (
+        f" {check.unscanned_jobs} more running job(s) were not inspected, so even more may be in use."
+        if check.unscanned_jobs
+        else ""
+    )
     code = f", code {check.quota_code}" if check.quota_code else ""
-    wait = (" wait for running jobs to finish (helpers.aws.account.cleanup() stops yours; ask the others about theirs),"
-            if check.in_use else "")
-    return (f"the account's quota '{check.quota_name}' is {check.limit:g}{held} and this job asks for "
-            f"{check.requested}{default}.{unscanned} Request an increase to at least {check.in_use + check.requested} "
-            f"(Service Quotas console > AWS services > Amazon SageMaker > '{check.quota_name}'{code}),{wait} or use "
-            f"fewer instances or another type.")
+    wait = (
+        " wait for running jobs to finish (helpers.aws.account.cleanup() stops yours; ask the others about theirs),"
+        if check.in_use
+        else ""
+    )
+    return (
+        f"the account's quota '{check.quota_name}' is {check.limit:g}{held} and this job asks for "
+        f"{check.requested}{default}.{unscanned} Request an increase to at least {check.in_use + check.requested} "
+        f"(Service Quotas console > AWS services > Amazon SageMaker > '{check.quota_name}'{code}),{wait} or use "
+        f"fewer instances or another type."
+    )
 
 
-def cleanup(attendee: str | None = None, boto_session=None, region: str | None = None,
-            stop: bool = True) -> list[str]:
+def cleanup(attendee: str | None = None, boto_session=None, region: str | None = None, stop: bool = True) -> list[str]:
     """Stop this attendee's training jobs that are still running; returns their names.
 
     Only jobs named ``<attendee>-...`` AND tagged ``workshop-attendee=<attendee>`` are touched: a name prefix alone
@@ -432,8 +491,10 @@ def cleanup(attendee: str | None = None, boto_session=None, region: str | None =
 
     who = resolve_attendee(attendee)
     if who.shared:
-        raise AwsSetupError(f"the attendee prefix would be the shared login name {who.name!r}, which could match "
-                            f"other learners' jobs: pass attendee='yourname' or set {ATTENDEE_ENV}.")
+        raise AwsSetupError(
+            f"the attendee prefix would be the shared login name {who.name!r}, which could match "
+            f"other learners' jobs: pass attendee='yourname' or set {ATTENDEE_ENV}."
+        )
     session = boto_session or boto3.Session(region_name=region)
     client = session.client("sagemaker", region_name=region or session.region_name)
     prefix = f"{who.name}-"
@@ -444,13 +505,18 @@ def cleanup(attendee: str | None = None, boto_session=None, region: str | None =
     names = []
     for summary in candidates:  # every owner is confirmed before anything is stopped
         try:
-            tags = [t for page in client.get_paginator("list_tags").paginate(ResourceArn=summary["TrainingJobArn"])
-                    for t in page.get("Tags", [])]
+            tags = [
+                t
+                for page in client.get_paginator("list_tags").paginate(ResourceArn=summary["TrainingJobArn"])
+                for t in page.get("Tags", [])
+            ]
         except ClientError as err:
-            raise AwsSetupError(f"cannot read the tags of {summary['TrainingJobName']} "
-                                f"({_client_error_code(err) or 'ListTags'}) to confirm it is yours, so nothing was "
-                                f"stopped: these credentials need sagemaker:ListTags, or stop your jobs in the "
-                                f"SageMaker console (Training > Training jobs).") from None
+            raise AwsSetupError(
+                f"cannot read the tags of {summary['TrainingJobName']} "
+                f"({_client_error_code(err) or 'ListTags'}) to confirm it is yours, so nothing was "
+                f"stopped: these credentials need sagemaker:ListTags, or stop your jobs in the "
+                f"SageMaker console (Training > Training jobs)."
+            ) from None
         if {"Key": ATTENDEE_TAG, "Value": who.name} in tags:
             names.append(summary["TrainingJobName"])
     if stop:

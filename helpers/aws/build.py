@@ -16,6 +16,7 @@ How each lab's job maps onto the SDK:
 Channels are local directories (uploaded to the bucket under the attendee prefix at launch; the dry run shows where)
 or ``s3://`` URIs, each with an explicit input mode (File, FastFile), or FSx for Lustre directories (``FSx`` mode).
 """
+
 from __future__ import annotations
 
 import gzip
@@ -33,9 +34,15 @@ from helpers.aws.preflight import TENSORBOARD_DIR, Plan
 from helpers.job import METRIC_DEFINITIONS, REPO, Job
 
 CHECKPOINT_DIR = "/opt/ml/checkpoints"  # synced with CheckpointConfig.s3_uri; restored into a restarted spot job
-TOOLKIT_HYPERPARAMETERS = ("sagemaker_program", "sagemaker_submit_directory", "sagemaker_region",
-                           "sagemaker_container_log_level", "sagemaker_distributed_dataparallel_enabled",
-                           "sagemaker_instance_type", "sagemaker_distributed_dataparallel_custom_mpi_options")
+TOOLKIT_HYPERPARAMETERS = (
+    "sagemaker_program",
+    "sagemaker_submit_directory",
+    "sagemaker_region",
+    "sagemaker_container_log_level",
+    "sagemaker_distributed_dataparallel_enabled",
+    "sagemaker_instance_type",
+    "sagemaker_distributed_dataparallel_custom_mpi_options",
+)
 
 
 @dataclass
@@ -74,8 +81,9 @@ class Locations:
         return f"{self.attendee}/inputs/{rel}"  # S3Prefix takes it with a "/" (see build_trainer)
 
 
-def build_trainer(plan: Plan, sagemaker_session, role_arn: str, bucket: str, attendee: str,
-                  checkpoint_s3_uri: str | None = None):
+def build_trainer(
+    plan: Plan, sagemaker_session, role_arn: str, bucket: str, attendee: str, checkpoint_s3_uri: str | None = None
+):
     """The ``ModelTrainer`` for a checked plan, and its channels. Uploads local channels (and, for SMDDP, the
     source tarball) through ``sagemaker_session``: a recording session in a dry run, AWS at launch."""
     from sagemaker.core.training.configs import (
@@ -101,58 +109,95 @@ def build_trainer(plan: Plan, sagemaker_session, role_arn: str, bucket: str, att
     channels = []
     for c in plan.channels:
         if c.kind == "fsx":
-            source = DataSource(file_system_data_source=FileSystemDataSource(
-                file_system_id=job.fsx["file_system_id"], file_system_type="FSxLustre",
-                directory_path=c.source, file_system_access_mode=job.fsx.get("access_mode", "ro")))
+            source = DataSource(
+                file_system_data_source=FileSystemDataSource(
+                    file_system_id=job.fsx["file_system_id"],
+                    file_system_type="FSxLustre",
+                    directory_path=c.source,
+                    file_system_access_mode=job.fsx.get("access_mode", "ro"),
+                )
+            )
             mode = "File"  # a file system channel is mounted; the service takes it as File
         else:
-            uri = c.source if c.kind == "s3" else sagemaker_session.upload_data(
-                c.source, bucket=bucket, key_prefix=where.channel_prefix(c.source))
+            uri = (
+                c.source
+                if c.kind == "s3"
+                else sagemaker_session.upload_data(c.source, bucket=bucket, key_prefix=where.channel_prefix(c.source))
+            )
             # S3Prefix matches keys by prefix: without the "/", ".../train" would also take ".../train-big/..."
             uri = uri if uri.endswith("/") else uri + "/"
             # an explicit S3DataSource: a plain-string source would silently become File mode
-            source = DataSource(s3_data_source=S3DataSource(s3_data_type="S3Prefix", s3_uri=uri,
-                                                            s3_data_distribution_type="FullyReplicated"))
+            source = DataSource(
+                s3_data_source=S3DataSource(
+                    s3_data_type="S3Prefix", s3_uri=uri, s3_data_distribution_type="FullyReplicated"
+                )
+            )
             mode = c.mode
         channels.append(Channel(channel_name=c.name, input_mode=mode, data_source=source))
 
-    compute = Compute(instance_type=plan.instance.name, instance_count=job.instance_count,
-                      enable_managed_spot_training=True if job.spot else None)
-    stopping = StoppingCondition(max_runtime_in_seconds=job.max_runtime_s,
-                                 max_wait_time_in_seconds=plan.max_wait_s if job.spot else None)
-    tags = [Tag(key=aws.ATTENDEE_TAG, value=attendee), Tag(key="workshop-lab", value=job.name),
-            *(Tag(key=str(k), value=str(v)) for k, v in job.tags.items())]
+    compute = Compute(
+        instance_type=plan.instance.name,
+        instance_count=job.instance_count,
+        enable_managed_spot_training=True if job.spot else None,
+    )
+    stopping = StoppingCondition(
+        max_runtime_in_seconds=job.max_runtime_s, max_wait_time_in_seconds=plan.max_wait_s if job.spot else None
+    )
+    tags = [
+        Tag(key=aws.ATTENDEE_TAG, value=attendee),
+        Tag(key="workshop-lab", value=job.name),
+        *(Tag(key=str(k), value=str(v)) for k, v in job.tags.items()),
+    ]
     fsx_networking = None
     if any(c.kind == "fsx" for c in plan.channels):
-        fsx_networking = Networking(subnets=list(job.fsx["subnets"]),
-                                    security_group_ids=list(job.fsx["security_group_ids"]))
+        fsx_networking = Networking(
+            subnets=list(job.fsx["subnets"]), security_group_ids=list(job.fsx["security_group_ids"])
+        )
     common = dict(
-        sagemaker_session=sagemaker_session, role=role_arn, training_image=plan.image_uri,
-        base_job_name=f"{attendee}-{plan.base_job_name_suffix}", input_s3_key_prefix=attendee,
-        compute=compute, stopping_condition=stopping, networking=fsx_networking,
+        sagemaker_session=sagemaker_session,
+        role=role_arn,
+        training_image=plan.image_uri,
+        base_job_name=f"{attendee}-{plan.base_job_name_suffix}",
+        input_s3_key_prefix=attendee,
+        compute=compute,
+        stopping_condition=stopping,
+        networking=fsx_networking,
         output_data_config=OutputDataConfig(s3_output_path=where.output),
-        input_data_config=channels or None, environment=dict(job.environment), tags=tags,
-        checkpoint_config=(CheckpointConfig(s3_uri=checkpoint_s3_uri or where.checkpoints, local_path=CHECKPOINT_DIR)
-                           if job.checkpoints else None))
+        input_data_config=channels or None,
+        environment=dict(job.environment),
+        tags=tags,
+        checkpoint_config=(
+            CheckpointConfig(s3_uri=checkpoint_s3_uri or where.checkpoints, local_path=CHECKPOINT_DIR)
+            if job.checkpoints
+            else None
+        ),
+    )
 
     if plan.launcher == "smddp":
-        trainer = ModelTrainer(hyperparameters=_toolkit_hyperparameters(plan, sagemaker_session, bucket, attendee),
-                               **common)
+        trainer = ModelTrainer(
+            hyperparameters=_toolkit_hyperparameters(plan, sagemaker_session, bucket, attendee), **common
+        )
     else:
         requirements = "requirements.txt" if (Path(job.source_dir) / "requirements.txt").is_file() else None
-        source_code = SourceCode(source_dir=str(job.source_dir), entry_script=job.entry_point,
-                                 requirements=requirements,
-                                 ignore_patterns=[".git", "__pycache__", "*.pyc", ".ipynb_checkpoints", ".DS_Store"])
+        source_code = SourceCode(
+            source_dir=str(job.source_dir),
+            entry_script=job.entry_point,
+            requirements=requirements,
+            ignore_patterns=[".git", "__pycache__", "*.pyc", ".ipynb_checkpoints", ".DS_Store"],
+        )
         distributed = None
         if plan.launcher in ("torchrun", "smp"):
-            distributed = Torchrun(process_count_per_node=job.processes_per_host,
-                                   smp=SMP(**job.smp) if plan.launcher == "smp" else None)
-        trainer = ModelTrainer(source_code=source_code, distributed=distributed,
-                               hyperparameters=dict(job.hyperparameters), **common)
+            distributed = Torchrun(
+                process_count_per_node=job.processes_per_host, smp=SMP(**job.smp) if plan.launcher == "smp" else None
+            )
+        trainer = ModelTrainer(
+            source_code=source_code, distributed=distributed, hyperparameters=dict(job.hyperparameters), **common
+        )
     trainer.with_metric_definitions([MetricDefinition(name=m["Name"], regex=m["Regex"]) for m in METRIC_DEFINITIONS])
     if plan.tensorboard:
-        trainer.with_tensorboard_output_config(TensorBoardOutputConfig(s3_output_path=where.tensorboard,
-                                                                       local_path=TENSORBOARD_DIR))
+        trainer.with_tensorboard_output_config(
+            TensorBoardOutputConfig(s3_output_path=where.tensorboard, local_path=TENSORBOARD_DIR)
+        )
     return trainer
 
 
@@ -186,16 +231,17 @@ def _toolkit_hyperparameters(plan: Plan, sagemaker_session, bucket: str, attende
         submit = sagemaker_session.upload_data(str(tarball), bucket=bucket, key_prefix=f"{attendee}/source/{digest}")
     # distribution='smddp' means the script's SMDDP backend too (its default, 'auto', would be NCCL under mpirun)
     hps = {k: json.dumps(v) for k, v in {"backend": "smddp", **job.hyperparameters}.items()}
-    hps.update({
-        "sagemaker_program": json.dumps(job.entry_point),
-        "sagemaker_submit_directory": json.dumps(submit),
-        "sagemaker_region": json.dumps(sagemaker_session.boto_region_name),
-        "sagemaker_container_log_level": "20",
-        "sagemaker_distributed_dataparallel_enabled": "true",
-        "sagemaker_instance_type": json.dumps(plan.instance.name),
-        "sagemaker_distributed_dataparallel_custom_mpi_options": json.dumps(""),
-    })
+    hps.update(
+        {
+            "sagemaker_program": json.dumps(job.entry_point),
+            "sagemaker_submit_directory": json.dumps(submit),
+            "sagemaker_region": json.dumps(sagemaker_session.boto_region_name),
+            "sagemaker_container_log_level": "20",
+            "sagemaker_distributed_dataparallel_enabled": "true",
+            "sagemaker_instance_type": json.dumps(plan.instance.name),
+            "sagemaker_distributed_dataparallel_custom_mpi_options": json.dumps(""),
+        }
+    )
     if job.processes_per_host:
         hps["sagemaker_mpi_num_of_processes_per_host"] = str(job.processes_per_host)
     return hps
-

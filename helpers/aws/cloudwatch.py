@@ -16,6 +16,7 @@ job's heatmap has 5- or 60-minute columns.
 (0-800 % on 8 GPUs); the helpers divide by the instance's count so every row reads 0-100 %. ``MemoryUtilization``
 and ``DiskUtilization`` are already 0-100 %.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -30,8 +31,13 @@ from helpers.report import Table
 
 NAMESPACE = "/aws/sagemaker/TrainingJobs"
 METRICS = ("CPUUtilization", "MemoryUtilization", "GPUUtilization", "GPUMemoryUtilization", "DiskUtilization")
-SHORT = {"CPUUtilization": "cpu", "MemoryUtilization": "mem", "GPUUtilization": "gpu",
-         "GPUMemoryUtilization": "gpu mem", "DiskUtilization": "disk"}
+SHORT = {
+    "CPUUtilization": "cpu",
+    "MemoryUtilization": "mem",
+    "GPUUtilization": "gpu",
+    "GPUMemoryUtilization": "gpu mem",
+    "DiskUtilization": "disk",
+}
 # metrics CloudWatch sums over the instance's units: divided by this many of them to read 0-100 %
 SUMMED_OVER = {"CPUUtilization": "vcpus", "GPUUtilization": "gpus", "GPUMemoryUtilization": "gpus"}
 # (kept for, period): GetMetricData returns no points for a StartTime older than a resolution's retention unless the
@@ -61,8 +67,10 @@ def finest_period_s(start: dt.datetime, now: dt.datetime | None = None) -> int:
     for kept, period_s in RETENTION:
         if age < kept:
             return period_s
-    raise MetricsUnavailable(f"the window starts {age.days} days ago ({_utc(start):%Y-%m-%d}): CloudWatch keeps "
-                             f"metrics for {RETENTION[-1][0].days} days (15 months), so none are left for it.")
+    raise MetricsUnavailable(
+        f"the window starts {age.days} days ago ({_utc(start):%Y-%m-%d}): CloudWatch keeps "
+        f"metrics for {RETENTION[-1][0].days} days (15 months), so none are left for it."
+    )
 
 
 @dataclass
@@ -105,8 +113,14 @@ class JobMetrics:
     def heatmap(self, metrics: tuple[str, ...] = ("CPUUtilization", "GPUUtilization"), title: str = "", ax=None):
 
         labels, minutes, values = self.matrix(metrics)
-        return heatmap(labels, minutes, values, title=title or f"{self.job_name} ({self.instance_type})", ax=ax,
-                       xlabel="minutes since the job started")
+        return heatmap(
+            labels,
+            minutes,
+            values,
+            title=title or f"{self.job_name} ({self.instance_type})",
+            ax=ax,
+            xlabel="minutes since the job started",
+        )
 
     def rows(self) -> list[dict]:
         """Mean and peak of every metric per host."""
@@ -123,8 +137,10 @@ class JobMetrics:
 
     def table(self):
 
-        return Table(self.rows(), title=f"{self.job_name}: instance utilisation (CloudWatch, {self.period_s} s "
-                                        f"periods, % per unit)")
+        return Table(
+            self.rows(),
+            title=f"{self.job_name}: instance utilisation (CloudWatch, {self.period_s} s periods, % per unit)",
+        )
 
 
 def _boto_session(session):
@@ -152,8 +168,11 @@ def list_series(job_name: str, hosts: list[str], session=None) -> dict[str, set[
     for host in hosts:
         token = None
         while True:
-            page = cw.list_metrics(Namespace=NAMESPACE, Dimensions=[host_dimension(job_name, host)],
-                                   **({"NextToken": token} if token else {}))
+            page = cw.list_metrics(
+                Namespace=NAMESPACE,
+                Dimensions=[host_dimension(job_name, host)],
+                **({"NextToken": token} if token else {}),
+            )
             names = {m["MetricName"] for m in page.get("Metrics", []) if m["MetricName"] in METRICS}
             if names:
                 found.setdefault(host, set()).update(names)
@@ -163,8 +182,9 @@ def list_series(job_name: str, hosts: list[str], session=None) -> dict[str, set[
     return found
 
 
-def metric_queries(job_name: str, hosts: dict[str, set[str]] | list[str], period_s: int = 60,
-                   stat: str = "Average") -> list[dict]:
+def metric_queries(
+    job_name: str, hosts: dict[str, set[str]] | list[str], period_s: int = 60, stat: str = "Average"
+) -> list[dict]:
     """The ``GetMetricData`` queries for every host and metric (``hosts`` as :func:`list_series` returns them, or
     host names for every metric). Each query's ``Id`` encodes its host and metric."""
     wanted = hosts if isinstance(hosts, dict) else {h: set(METRICS) for h in hosts}
@@ -172,10 +192,22 @@ def metric_queries(job_name: str, hosts: dict[str, set[str]] | list[str], period
     for host in sorted(wanted, key=_host_number):
         for i, metric in enumerate(METRICS):
             if metric in wanted[host]:
-                queries.append({"Id": f"h{host.split('-')[1]}m{i}", "Label": f"{host} {metric}", "ReturnData": True,
-                                "MetricStat": {"Metric": {"Namespace": NAMESPACE, "MetricName": metric,
-                                                          "Dimensions": [host_dimension(job_name, host)]},
-                                               "Period": period_s, "Stat": stat}})
+                queries.append(
+                    {
+                        "Id": f"h{host.split('-')[1]}m{i}",
+                        "Label": f"{host} {metric}",
+                        "ReturnData": True,
+                        "MetricStat": {
+                            "Metric": {
+                                "Namespace": NAMESPACE,
+                                "MetricName": metric,
+                                "Dimensions": [host_dimension(job_name, host)],
+                            },
+                            "Period": period_s,
+                            "Stat": stat,
+                        },
+                    }
+                )
     return queries
 
 
@@ -192,8 +224,13 @@ def get_metric_data(cw, queries: list[dict], start: dt.datetime, end: dt.datetim
     for first in range(0, len(queries), 500):
         token = None
         while True:
-            page = cw.get_metric_data(MetricDataQueries=queries[first:first + 500], StartTime=start, EndTime=end,
-                                      ScanBy="TimestampAscending", **({"NextToken": token} if token else {}))
+            page = cw.get_metric_data(
+                MetricDataQueries=queries[first : first + 500],
+                StartTime=start,
+                EndTime=end,
+                ScanBy="TimestampAscending",
+                **({"NextToken": token} if token else {}),
+            )
             for res in page.get("MetricDataResults", []):
                 points = merged.setdefault(_query_key(res["Id"]), {})
                 points.update(zip(res.get("Timestamps", []), res.get("Values", [])))
@@ -203,15 +240,21 @@ def get_metric_data(cw, queries: list[dict], start: dt.datetime, end: dt.datetim
     return merged
 
 
-def job_metrics(job_name: str, session=None, period_s: int | None = None, start: dt.datetime | None = None,
-                end: dt.datetime | None = None) -> JobMetrics:
+def job_metrics(
+    job_name: str,
+    session=None,
+    period_s: int | None = None,
+    start: dt.datetime | None = None,
+    end: dt.datetime | None = None,
+) -> JobMetrics:
     """Fetch a training job's instance metrics: hosts, instance type and time window from ``DescribeTrainingJob``
     (a job still running is read up to now; ``start``/``end`` narrow the window). ``period_s``: seconds per value;
     by default the finest CloudWatch still keeps for the window's start (:func:`finest_period_s`)."""
 
     if period_s is not None and (period_s < 60 or period_s % 60):
-        raise ValueError(f"period_s={period_s}: SageMaker publishes training metrics once a minute; use a multiple "
-                         f"of 60 seconds.")
+        raise ValueError(
+            f"period_s={period_s}: SageMaker publishes training metrics once a minute; use a multiple of 60 seconds."
+        )
     boto = _boto_session(session)
     desc = boto.client("sagemaker").describe_training_job(TrainingJobName=job_name)
     config = desc["ResourceConfig"]
@@ -224,9 +267,11 @@ def job_metrics(job_name: str, session=None, period_s: int | None = None, start:
     if period_s is None:
         period_s = finest
     elif period_s % finest:
-        raise ValueError(f"period_s={period_s}: {job_name!r} started {(now - first).days} days ago, and CloudWatch "
-                         f"keeps only {finest}-second values that far back (1-minute ones for 15 days, 5-minute ones "
-                         f"for 63): pass period_s={finest} (or a multiple of it), or leave period_s out.")
+        raise ValueError(
+            f"period_s={period_s}: {job_name!r} started {(now - first).days} days ago, and CloudWatch "
+            f"keeps only {finest}-second values that far back (1-minute ones for 15 days, 5-minute ones "
+            f"for 63): pass period_s={finest} (or a multiple of it), or leave period_s out."
+        )
     all_hosts = [f"algo-{i + 1}" for i in range(config["InstanceCount"])]
     if now - end < LISTED_FOR:  # only then does ListMetrics know the job's series: ask for the ones that exist
         hosts = list_series(job_name, all_hosts, boto)
@@ -234,16 +279,22 @@ def job_metrics(job_name: str, session=None, period_s: int | None = None, start:
             raise MetricsUnavailable(
                 f"CloudWatch has no {NAMESPACE} metrics for {job_name!r} yet. They appear a few minutes after the "
                 f"instances start (status {desc['TrainingJobStatus']}/{desc.get('SecondaryStatus', '?')}). Check "
-                f"the job name and the session's region.")
+                f"the job name and the session's region."
+            )
     else:
         hosts = all_hosts
-    raw = get_metric_data(boto.client("cloudwatch"), metric_queries(job_name, hosts, period_s), first,
-                          end + dt.timedelta(seconds=period_s))
+    raw = get_metric_data(
+        boto.client("cloudwatch"),
+        metric_queries(job_name, hosts, period_s),
+        first,
+        end + dt.timedelta(seconds=period_s),
+    )
     if not any(raw.values()):
         raise MetricsUnavailable(
             f"CloudWatch returned no {NAMESPACE} values for {job_name!r} from {first:%Y-%m-%d %H:%M} to "
             f"{end:%Y-%m-%d %H:%M} UTC at {period_s}-second periods. Check the job name, the session's region, "
-            f"and start/end if you narrowed the window.")
+            f"and start/end if you narrowed the window."
+        )
     spec = instances.lookup(config["InstanceType"])
     units = {"vcpus": spec.vcpus, "gpus": max(1, spec.gpus)}
     series = {}

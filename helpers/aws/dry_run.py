@@ -1,6 +1,7 @@
 """The dry run: a job checked, priced and built against a session that records the SDK's ``CreateTrainingJob``
 request instead of sending it (``helpers.aws.offline``). :class:`DryRun` shows the exact request and the cost in
 the notebook and launches the same job after review."""
+
 from __future__ import annotations
 
 import copy
@@ -129,8 +130,13 @@ class DryRun(RunResult):
             self.launch()  # raises: nothing to launch from an offline dry run
         over = self.over_budget
         tooltip = f"{self.job_name}: up to ${self.estimate.max_usd:,.2f}" if self.estimate else ""
-        button = widgets.Button(description="Over budget" if over else "Launch this job", icon="rocket",
-                                button_style="" if over else "warning", disabled=over, tooltip=tooltip)
+        button = widgets.Button(
+            description="Over budget" if over else "Launch this job",
+            icon="rocket",
+            button_style="" if over else "warning",
+            disabled=over,
+            tooltip=tooltip,
+        )
         out = widgets.Output()
 
         def clicked(_):
@@ -146,22 +152,27 @@ class DryRun(RunResult):
     def launch(self, **options):
         """Launch this job for real (same options, plus any given here)."""
         if self.launch_options is None:
-            raise LaunchRefused("this dry run was built offline with placeholder account details: launch from a "
-                                "session with AWS credentials, run_job(job, target, launch=True).")
+            raise LaunchRefused(
+                "this dry run was built offline with placeholder account details: launch from a "
+                "session with AWS credentials, run_job(job, target, launch=True)."
+            )
         # the instance type preflight resolved: the target this dry run was made for
         return launch_job(self.plan.job, self.plan.instance.name, self.launch_options.updated(**options))
 
     def summary_lines(self) -> list[str]:
         p, r = self.plan, self.request
         rc = r["ResourceConfig"]
-        lines = [f"DRY RUN - nothing launched ({self.where})",
-                 f"job        {self.job_name}",
-                 f"instances  {rc['InstanceCount']} x {rc['InstanceType']} ({p.instance.describe().split(': ', 1)[1]})",
-                 f"launcher   {p.launcher}: {p.processes_per_host} process(es) per host, world size {p.world_size}",
-                 f"image      {r['AlgorithmSpecification']['TrainingImage']}  ({p.image_note})"]
+        lines = [
+            f"DRY RUN - nothing launched ({self.where})",
+            f"job        {self.job_name}",
+            f"instances  {rc['InstanceCount']} x {rc['InstanceType']} ({p.instance.describe().split(': ', 1)[1]})",
+            f"launcher   {p.launcher}: {p.processes_per_host} process(es) per host, world size {p.world_size}",
+            f"image      {r['AlgorithmSpecification']['TrainingImage']}  ({p.image_note})",
+        ]
         for c in r.get("InputDataConfig", []):
-            src = c["DataSource"].get("S3DataSource", {}).get("S3Uri") or \
-                c["DataSource"].get("FileSystemDataSource", {}).get("DirectoryPath")
+            src = c["DataSource"].get("S3DataSource", {}).get("S3Uri") or c["DataSource"].get(
+                "FileSystemDataSource", {}
+            ).get("DirectoryPath")
             lines.append(f"channel    {c['ChannelName']:<11} {c.get('InputMode', 'File'):<8} {src}")
         if r.get("EnableManagedSpotTraining"):
             sc = r["StoppingCondition"]
@@ -177,8 +188,10 @@ class DryRun(RunResult):
         if self.estimate:
             parts.append("cost\n" + "\n".join("  " + line for line in str(self.estimate).splitlines()))
         if self.over_budget:
-            parts.append(f"OVER BUDGET: up to ${self.estimate.max_usd:,.2f} > budget ${self.budget_usd:,.2f}; "
-                         f"a launch would be refused.")
+            parts.append(
+                f"OVER BUDGET: up to ${self.estimate.max_usd:,.2f} > budget ${self.budget_usd:,.2f}; "
+                f"a launch would be refused."
+            )
         parts += [f"note: {n}" for n in self.plan.notes + self.notes]
         parts.append("CreateTrainingJob request:\n" + aws_offline.to_json(_redacted(self.request)))
         parts.append("To launch: run_job(job, target, launch=True)  (or dry.launch())")
@@ -190,8 +203,10 @@ class DryRun(RunResult):
         if self.estimate:
             out.append(f"<b>Cost</b>{self.estimate._repr_html_()}")
         if self.over_budget:
-            out.append(f"<p><b>Over budget</b>: up to ${self.estimate.max_usd:,.2f} &gt; ${self.budget_usd:,.2f}; "
-                       f"a launch would be refused.</p>")
+            out.append(
+                f"<p><b>Over budget</b>: up to ${self.estimate.max_usd:,.2f} &gt; ${self.budget_usd:,.2f}; "
+                f"a launch would be refused.</p>"
+            )
         for n in self.plan.notes + self.notes:
             out.append(f"<p><i>note:</i> {html.escape(n)}</p>")
         request = html.escape(aws_offline.to_json(_redacted(self.request)))
@@ -200,9 +215,9 @@ class DryRun(RunResult):
         return "\n".join(out)
 
 
-
-def _capture(plan: Plan, recorder: aws_offline.OfflineAWS, role: str, bucket: str, attendee: str,
-             checkpoint_s3_uri: str | None) -> dict:
+def _capture(
+    plan: Plan, recorder: aws_offline.OfflineAWS, role: str, bucket: str, attendee: str, checkpoint_s3_uri: str | None
+) -> dict:
     """Build the trainer on a recording session and let the SDK 'create' the job: returns the request."""
     with aws_offline.config_validated_once():
         trainer = build_trainer(plan, recorder.sagemaker_session(), role, bucket, attendee, checkpoint_s3_uri)
@@ -233,29 +248,47 @@ def dry_run(job: Job, target: Target | str, options: LaunchOptions | None = None
         except aws.AwsSetupError as err:
             # a dry run still shows the request, with placeholders, and says what a launch will need
             notes.append(f"{err} Placeholders are shown instead.")
-            ctx, why = None, ("no AWS credentials" if isinstance(err, aws.NoCredentials) else
-                              f"the account is not ready to launch ({type(err).__name__})")
+            ctx, why = (
+                None,
+                (
+                    "no AWS credentials"
+                    if isinstance(err, aws.NoCredentials)
+                    else f"the account is not ready to launch ({type(err).__name__})"
+                ),
+            )
         if ctx is None:
             recorder, where = aws_offline.OfflineAWS(), f"offline: {why}, placeholder account"
             role_arn, bucket_name = o.role or recorder.role_arn, o.bucket or recorder.bucket
             who = aws.resolve_attendee(o.attendee, {})
         else:
-            recorder = aws_offline.OfflineAWS(region=ctx.region, bucket=ctx.bucket, role_arn=ctx.role_arn,
-                                              account=ctx.account)
+            recorder = aws_offline.OfflineAWS(
+                region=ctx.region, bucket=ctx.bucket, role_arn=ctx.role_arn, account=ctx.account
+            )
             plan = checked.plan_in(ctx.region)
             where, role_arn, bucket_name, who = f"built for {ctx!r}", ctx.role_arn, ctx.bucket, ctx.attendee
             launchable = True
     if who.shared:
-        notes.append(f"job names would start with the shared login name {who.name!r}: set {aws.ATTENDEE_ENV} "
-                     f"(or attendee=) before launching.")
+        notes.append(
+            f"job names would start with the shared login name {who.name!r}: set {aws.ATTENDEE_ENV} "
+            f"(or attendee=) before launching."
+        )
     start = len(recorder.calls)
     with aws_offline.network_guard():
         request = _capture(plan, recorder, role_arn, bucket_name, who.name, o.checkpoint_s3_uri)
     made = recorder.calls[start:]
     where_inputs = Locations(bucket_name, who.name, job)
     uploads = _uploads(made, [where_inputs.channel_prefix(c.source) for c in plan.channels if c.kind == "local"])
-    dry = DryRun(plan, request, checked.estimate, checked.budget_usd, uploads, aws_offline.summarize(made), where,
-                 notes, o if launchable else None)
+    dry = DryRun(
+        plan,
+        request,
+        checked.estimate,
+        checked.budget_usd,
+        uploads,
+        aws_offline.summarize(made),
+        where,
+        notes,
+        o if launchable else None,
+    )
     save_request(dry, target)
     if o.echo:
         _show(dry)
@@ -271,10 +304,18 @@ def save_request(dry: DryRun, target: Target | str, directory: str | Path | None
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     p = dry.plan
-    record = {"lab_job": p.job.name, "target": target.name if isinstance(target, Target) else str(target),
-              "launcher": p.launcher, "processes_per_host": p.processes_per_host, "world_size": p.world_size,
-              "image_note": p.image_note, "max_usd": dry.estimate.max_usd if dry.estimate else None,
-              "uploads": dry.uploads, "calls": dry.calls, "request": _redacted(dry.request)}
+    record = {
+        "lab_job": p.job.name,
+        "target": target.name if isinstance(target, Target) else str(target),
+        "launcher": p.launcher,
+        "processes_per_host": p.processes_per_host,
+        "world_size": p.world_size,
+        "image_note": p.image_note,
+        "max_usd": dry.estimate.max_usd if dry.estimate else None,
+        "uploads": dry.uploads,
+        "calls": dry.calls,
+        "request": _redacted(dry.request),
+    }
     path = out / f"{len(list(out.glob('*.json'))) + 1:02d}-{p.job.name}.json"
     path.write_text(aws_offline.to_json(record), encoding="utf-8")
     return path
@@ -299,4 +340,3 @@ def _show(dry: DryRun) -> None:
         dry._shown_in = get_ipython().execution_count
     else:
         print(dry, flush=True)
-

@@ -1,4 +1,5 @@
 """Which SageMaker image a job runs on, and which images ship SMDDP (which the SDK cannot tell)."""
+
 from __future__ import annotations
 
 import functools
@@ -38,17 +39,26 @@ def default_image(launcher: str, instance: instances.InstanceType, region: str |
     region = region_for_images(region)
     if launcher == "smp":
         version, py, cuda = SMP_IMAGE
-        uri = _image_uri(framework="pytorch-smp", region=region, version=version, py_version=py,
-                         container_version=cuda, instance_type=instance.name)
+        uri = _image_uri(
+            framework="pytorch-smp",
+            region=region,
+            version=version,
+            py_version=py,
+            container_version=cuda,
+            instance_type=instance.name,
+        )
         return uri, f"SMP v2 image for PyTorch {version} (bundles SMDDP {SMDDP_IN_SMP_IMAGES[version]})"
     volta = bool(instance.gpu and instance.gpu.model == "V100")  # CUDA 13 (the newest DLC's) dropped Volta
     version, py = SMDDP_DLC if launcher == "smddp" or volta else PYTORCH_DLC
-    uri = _image_uri(framework="pytorch", region=region, version=version, py_version=py,
-                     instance_type=instance.name)
-    why = (f"PyTorch {version} DLC: the newest framework image that both AWS's SMDDP table and the DLC Dockerfiles "
-           f"list with SMDDP {SMDDP_IN_DLC[minor(version)]}" if launcher == "smddp"
-           else f"PyTorch {version} DLC (CUDA 12: newer images no longer run on the V100)" if volta
-           else f"PyTorch {version} DLC ({'GPU' if instance.gpus else 'CPU'})")
+    uri = _image_uri(framework="pytorch", region=region, version=version, py_version=py, instance_type=instance.name)
+    why = (
+        f"PyTorch {version} DLC: the newest framework image that both AWS's SMDDP table and the DLC Dockerfiles "
+        f"list with SMDDP {SMDDP_IN_DLC[minor(version)]}"
+        if launcher == "smddp"
+        else f"PyTorch {version} DLC (CUDA 12: newer images no longer run on the V100)"
+        if volta
+        else f"PyTorch {version} DLC ({'GPU' if instance.gpus else 'CPU'})"
+    )
     return uri, why
 
 
@@ -88,12 +98,21 @@ def smddp_images(region: str | None = None) -> list[dict]:
         uri = _image_uri(framework="pytorch", region=region, version=version, py_version=py, instance_type=p4d.name)
         table = SMDDP_IN_AWS_TABLE.get(minor(version))
         built = SMDDP_IN_DLC.get(minor(version))
-        rows.append({"image": uri.rsplit("/", 1)[-1],
-                     "AWS support table": f"SMDDP {table}" if table else "not listed",
-                     "DLC Dockerfile installs": f"SMDDP {built}" if built else "no SMDDP",
-                     "preflight": "accepted" if image_has_smddp(uri) else "refused"})
+        rows.append(
+            {
+                "image": uri.rsplit("/", 1)[-1],
+                "AWS support table": f"SMDDP {table}" if table else "not listed",
+                "DLC Dockerfile installs": f"SMDDP {built}" if built else "no SMDDP",
+                "preflight": "accepted" if image_has_smddp(uri) else "refused",
+            }
+        )
     for version, bundled in SMDDP_IN_SMP_IMAGES.items():
-        rows.append({"image": f"smdistributed-modelparallel:{version} (SMP)",
-                     "AWS support table": "SMP images bundle it", "DLC Dockerfile installs": f"SMDDP {bundled}",
-                     "preflight": "accepted"})
+        rows.append(
+            {
+                "image": f"smdistributed-modelparallel:{version} (SMP)",
+                "AWS support table": "SMP images bundle it",
+                "DLC Dockerfile installs": f"SMDDP {bundled}",
+                "preflight": "accepted",
+            }
+        )
     return rows

@@ -1,6 +1,7 @@
 """Launching a job on SageMaker and following it: the options a dry run and a launch share (:class:`LaunchOptions`),
 the checks and the price before any AWS call (:class:`Checked`), :func:`launch`, the job while it runs
 (:class:`LaunchedJob`) and once it has ended (:class:`SageMakerJobResult`)."""
+
 from __future__ import annotations
 
 import re
@@ -77,8 +78,10 @@ class LaunchOptions:
         names = [f.name for f in fields(self)]
         unknown = sorted(set(changes) - set(names))
         if unknown:
-            raise UnknownOption(f"unknown option(s) {', '.join(map(repr, unknown))} for a SageMaker job; the options "
-                                f"are {', '.join(names)} (and launch=True/False).")
+            raise UnknownOption(
+                f"unknown option(s) {', '.join(map(repr, unknown))} for a SageMaker job; the options "
+                f"are {', '.join(names)} (and launch=True/False)."
+            )
         return replace(self, **changes)
 
     def budget(self) -> float | None:
@@ -101,8 +104,12 @@ class Checked:
         expected_s = None if options.expected_minutes is None else options.expected_minutes * 60
         try:
             self.estimate: cost.Estimate | None = cost.estimate(
-                self.plan.instance.name, job.instance_count, max_runtime_s=job.max_runtime_s, spot=job.spot,
-                expected_s=expected_s)
+                self.plan.instance.name,
+                job.instance_count,
+                max_runtime_s=job.max_runtime_s,
+                spot=job.spot,
+                expected_s=expected_s,
+            )
         except cost.UnknownPrice as err:
             self.estimate = None
             self.pricing_notes.append(str(err))
@@ -111,8 +118,13 @@ class Checked:
     def plan_in(self, region: str | None) -> Plan:
         """The plan for ``region``. The image lives in the job's region (pulls across regions are refused), so the
         plan is re-made once the region is known."""
-        plan = preflight(self.job, self.target, region=region, tensorboard=self.options.tensorboard,
-                         image_has_smddp_override=self.options.image_has_smddp)
+        plan = preflight(
+            self.job,
+            self.target,
+            region=region,
+            tensorboard=self.options.tensorboard,
+            image_has_smddp_override=self.options.image_has_smddp,
+        )
         plan.notes.extend(self.pricing_notes)
         return plan
 
@@ -133,28 +145,36 @@ def launch(job: Job, target: Target | str, options: LaunchOptions | None = None)
     checked = Checked(job, target, options or LaunchOptions())
     o, estimate, budget_usd = checked.options, checked.estimate, checked.budget_usd
     if offline_session(o.session) is not None:
-        raise LaunchRefused("launch=True inside an offline session: nothing can be launched offline. Leave the "
-                            "aws_offline.offline() block (and unset WORKSHOP_AWS_OFFLINE) to launch.")
+        raise LaunchRefused(
+            "launch=True inside an offline session: nothing can be launched offline. Leave the "
+            "aws_offline.offline() block (and unset WORKSHOP_AWS_OFFLINE) to launch."
+        )
     if estimate is None and budget_usd is not None:
-        raise cost.BudgetExceeded(f"no price on file for {checked.plan.instance.name}, so the budget of "
-                                  f"${budget_usd:,.2f} cannot be checked: pass budget_usd=None to launch without a "
-                                  f"budget.")
+        raise cost.BudgetExceeded(
+            f"no price on file for {checked.plan.instance.name}, so the budget of "
+            f"${budget_usd:,.2f} cannot be checked: pass budget_usd=None to launch without a "
+            f"budget."
+        )
     if estimate is not None:
         cost.check_budget(estimate, budget_usd)
     ctx = aws.discover(o.role, o.bucket, o.region, o.attendee, boto_session=o.session)
     plan = checked.plan_in(ctx.region)
     if ctx.attendee.shared:
-        raise aws.AwsSetupError(f"the job-name prefix would be the shared login name {ctx.attendee.name!r}: "
-                                f"pass attendee='yourname' or set {aws.ATTENDEE_ENV} so your jobs are yours.")
+        raise aws.AwsSetupError(
+            f"the job-name prefix would be the shared login name {ctx.attendee.name!r}: "
+            f"pass attendee='yourname' or set {aws.ATTENDEE_ENV} so your jobs are yours."
+        )
     if o.quota_check:
         aws.check_quota(ctx.boto_session, plan.instance.name, job.instance_count, job.spot, ctx.region)
-    trainer = build_trainer(plan, ctx.sagemaker_session(), ctx.role_arn, ctx.bucket, ctx.attendee.name,
-                            o.checkpoint_s3_uri)
+    trainer = build_trainer(
+        plan, ctx.sagemaker_session(), ctx.role_arn, ctx.bucket, ctx.attendee.name, o.checkpoint_s3_uri
+    )
     trainer.train(wait=False, logs=False)
     # the SDK keeps the created job on a private attribute only (train(wait=False) returns None)
     name = trainer._latest_training_job.training_job_name
-    launched = LaunchedJob(name, ctx.boto_session, ctx.region, plan.instance.name, job.instance_count,
-                           echo=o.echo, poll_s=o.poll_s)
+    launched = LaunchedJob(
+        name, ctx.boto_session, ctx.region, plan.instance.name, job.instance_count, echo=o.echo, poll_s=o.poll_s
+    )
     if o.echo:
         print(f"launched {name} ({job.instance_count} x {plan.instance.name}); {launched.console_url}", flush=True)
     return launched.wait(check=o.check) if o.wait else launched
@@ -200,8 +220,17 @@ def _phases(transitions: list[dict]) -> dict[str, float]:
 class LaunchedJob:
     """A training job running on SageMaker: follow it, wait for it, or stop it."""
 
-    def __init__(self, name: str, boto_session, region: str, instance_type: str, instance_count: int,
-                 echo: bool = True, poll_s: float = 15.0, sleep: Callable[[float], None] = time.sleep):
+    def __init__(
+        self,
+        name: str,
+        boto_session,
+        region: str,
+        instance_type: str,
+        instance_count: int,
+        echo: bool = True,
+        poll_s: float = 15.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
         self.name, self.region = name, region
         self.instance_type, self.instance_count = instance_type, instance_count
         self.echo, self.poll_s, self._sleep = echo, poll_s, sleep
@@ -280,25 +309,44 @@ class LaunchedJob:
                     break
                 self._sleep(self.poll_s)
         except KeyboardInterrupt:
-            self._say(f"stopped following; {self.name} is still running. Stop it with job.stop() or "
-                      f"helpers.aws.account.cleanup().")
+            self._say(
+                f"stopped following; {self.name} is still running. Stop it with job.stop() or "
+                f"helpers.aws.account.cleanup()."
+            )
             raise
         return self._result(desc, check)
 
     def _result(self, desc: dict, check: bool) -> SageMakerJobResult:
         finals = [h for h in self.history if h["kind"] == "final"]
-        metrics = {k: v for k, v in finals[-1].items() if k not in ("kind", "host")} if finals else \
-            {m["MetricName"]: m["Value"] for m in desc.get("FinalMetricDataList", [])}
-        bill = cost.job_cost(self.instance_type, self.instance_count, desc.get("TrainingTimeInSeconds", 0),
-                             desc.get("BillableTimeInSeconds", 0))
-        result = SageMakerJobResult(self.name, desc["TrainingJobStatus"], metrics, self.history, bill,
-                                    self.console_url, desc.get("ModelArtifacts", {}).get("S3ModelArtifacts"),
-                                    desc.get("FailureReason", ""), self.tail,
-                                    _phases(desc.get("SecondaryStatusTransitions", [])))
+        metrics = (
+            {k: v for k, v in finals[-1].items() if k not in ("kind", "host")}
+            if finals
+            else {m["MetricName"]: m["Value"] for m in desc.get("FinalMetricDataList", [])}
+        )
+        bill = cost.job_cost(
+            self.instance_type,
+            self.instance_count,
+            desc.get("TrainingTimeInSeconds", 0),
+            desc.get("BillableTimeInSeconds", 0),
+        )
+        result = SageMakerJobResult(
+            self.name,
+            desc["TrainingJobStatus"],
+            metrics,
+            self.history,
+            bill,
+            self.console_url,
+            desc.get("ModelArtifacts", {}).get("S3ModelArtifacts"),
+            desc.get("FailureReason", ""),
+            self.tail,
+            _phases(desc.get("SecondaryStatusTransitions", [])),
+        )
         self._say(f"{result.status}: {bill}")
         if check and result.status != "Completed":
             tail = "\n".join(result.log_tail[-25:])
-            raise TrainingJobFailed(f"job {self.name} {result.status.lower()}: {result.failure_reason}\n"
-                                    f"--- last lines of its log ---\n{tail}\n{self.console_url}", result)
+            raise TrainingJobFailed(
+                f"job {self.name} {result.status.lower()}: {result.failure_reason}\n"
+                f"--- last lines of its log ---\n{tail}\n{self.console_url}",
+                result,
+            )
         return result
-

@@ -1,5 +1,6 @@
 """Target ``local_container``: the job in the SageMaker training image on this machine's Docker, through the SDK's
 own local mode (``Mode.LOCAL_CONTAINER``), or a precise reason why it cannot run here."""
+
 from __future__ import annotations
 
 import shutil
@@ -25,8 +26,9 @@ def docker_problem() -> str | None:
     if not shutil.which("docker"):
         return "the `docker` command is not installed"
     try:
-        info = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True,
-                              timeout=20)
+        info = subprocess.run(
+            ["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True, timeout=20
+        )
     except (OSError, subprocess.SubprocessError) as err:
         return f"`docker info` failed ({err})"
     if info.returncode != 0:
@@ -46,8 +48,10 @@ def local_container_trainer(job: Job, gpus: int, root: Path, session=None):
     from sagemaker.train.model_trainer import Mode
 
     if job.spot or job.checkpoints or job.fsx:
-        raise PreflightError("local_container runs no spot, checkpoint sync or FSx (SDK local mode has none): "
-                             "drop spot/checkpoints/fsx for this target, or use target='local'.")
+        raise PreflightError(
+            "local_container runs no spot, checkpoint sync or FSx (SDK local mode has none): "
+            "drop spot/checkpoints/fsx for this target, or use target='local'."
+        )
     for name, source in job.channels.items():
         if str(source).startswith("s3://"):
             continue
@@ -59,14 +63,18 @@ def local_container_trainer(job: Job, gpus: int, root: Path, session=None):
     image, _ = default_image("torchrun", probe)
     root.mkdir(parents=True, exist_ok=True)
     return ModelTrainer(
-        training_mode=Mode.LOCAL_CONTAINER, training_image=image, base_job_name=job.name.replace("_", "-"),
+        training_mode=Mode.LOCAL_CONTAINER,
+        training_image=image,
+        base_job_name=job.name.replace("_", "-"),
         source_code=SourceCode(source_dir=str(job.source_dir), entry_script=job.entry_point),
-        distributed=Torchrun(process_count_per_node=job.processes_per_host) if procs * job.instance_count > 1
-        else None,
+        distributed=Torchrun(process_count_per_node=job.processes_per_host) if procs * job.instance_count > 1 else None,
         compute=Compute(instance_type=kind, instance_count=job.instance_count),
-        hyperparameters=dict(job.hyperparameters), environment=dict(job.environment),
+        hyperparameters=dict(job.hyperparameters),
+        environment=dict(job.environment),
         input_data_config=[InputData(channel_name=n, data_source=str(s)) for n, s in job.channels.items()] or None,
-        local_container_root=str(root), sagemaker_session=session)
+        local_container_root=str(root),
+        sagemaker_session=session,
+    )
 
 
 def run_local_container(job: Job, echo: bool = True, session=None):
@@ -79,7 +87,8 @@ def run_local_container(job: Job, echo: bool = True, session=None):
             f"target 'local_container' runs the job in the SageMaker training image on this machine (the SDK's "
             f"Mode.LOCAL_CONTAINER) and needs a Docker daemon with compose, but {problem}. SageMaker Studio has no "
             f"Docker unless the domain enables it. Use target='local' (the same container contract without Docker) "
-            f"or an ml.* instance type.")
+            f"or an ml.* instance type."
+        )
 
     root = RUNS_DIR / "local_container" / f"{job.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     trainer = local_container_trainer(job, local_gpu_count(), root, session)

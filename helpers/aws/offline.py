@@ -16,6 +16,7 @@ Two ways in:
   Setting ``WORKSHOP_AWS_OFFLINE=1`` makes every dry run offline without touching the notebook.
 * :class:`OfflineAWS` directly (the tests do), with :meth:`OfflineAWS.respond` to script answers.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -83,8 +84,9 @@ class ClientErrorAnswer:
 class ScriptedJob:
     """How a created training job evolves when it is described again and again (see ``OfflineAWS.script_job``)."""
 
-    statuses: list[tuple[str, str]] = field(default_factory=lambda: [("InProgress", "Starting"),
-                                                                     ("Completed", "Completed")])
+    statuses: list[tuple[str, str]] = field(
+        default_factory=lambda: [("InProgress", "Starting"), ("Completed", "Completed")]
+    )
     log_lines: list[str] = field(default_factory=list)
     training_seconds: int | None = None
     billable_seconds: int | None = None
@@ -101,9 +103,13 @@ def _botocore_session():
     session otherwise)."""
     import botocore.session
 
-    session = botocore.session.Session(session_vars={"profile": (None, None, None, None),
-                                                     "config_file": (None, None, os.devnull, None),
-                                                     "credentials_file": (None, None, os.devnull, None)})
+    session = botocore.session.Session(
+        session_vars={
+            "profile": (None, None, None, None),
+            "config_file": (None, None, os.devnull, None),
+            "credentials_file": (None, None, os.devnull, None),
+        }
+    )
     if _shared_loader:
         session.register_component("data_loader", _shared_loader[0])
     else:
@@ -118,8 +124,14 @@ class OfflineAWS:
     Nothing is signed or sent: the answer replaces the HTTP request in botocore's ``before-call`` event.
     """
 
-    def __init__(self, region: str = REGION, bucket: str = BUCKET, role_arn: str = ROLE_ARN, account: str = ACCOUNT,
-                 credentials: bool = True):
+    def __init__(
+        self,
+        region: str = REGION,
+        bucket: str = BUCKET,
+        role_arn: str = ROLE_ARN,
+        account: str = ACCOUNT,
+        credentials: bool = True,
+    ):
         import boto3
 
         self.region, self.bucket, self.role_arn, self.account = region, bucket, role_arn, account
@@ -133,8 +145,14 @@ class OfflineAWS:
         self._answers: dict[str, Callable[[dict], Any] | dict | ClientErrorAnswer] = {}
         self._lock = threading.Lock()  # s3transfer uploads from worker threads
         # credentials=False: a session that finds none of its own (to test what happens without credentials)
-        keys = dict(aws_access_key_id=FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
-                    aws_secret_access_key=FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"]) if credentials else {}
+        keys = (
+            dict(
+                aws_access_key_id=FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+                aws_secret_access_key=FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+            )
+            if credentials
+            else {}
+        )
         self.boto_session = boto3.Session(botocore_session=_botocore_session(), region_name=region, **keys)
         # registered before any client exists, so every client this session creates carries them
         self.boto_session.events.register("before-parameter-build.*.*", self._capture)
@@ -159,7 +177,7 @@ class OfflineAWS:
 
     def read(self, uri: str) -> bytes:
         """The content of a small object uploaded through this session (``s3://bucket/key``)."""
-        bucket, _, key = uri[len("s3://"):].partition("/")
+        bucket, _, key = uri[len("s3://") :].partition("/")
         if (bucket, key) not in self.bodies:
             raise KeyError(f"{uri} was not uploaded through this session (or was over {BODY_LIMIT} bytes)")
         return self.bodies[(bucket, key)]
@@ -209,12 +227,16 @@ class OfflineAWS:
         if answer is None:
             answer = getattr(self, f"_{service.replace('-', '_')}_{model.name}", None)
         if answer is None:
-            raise OfflineCallUnanswered(f"offline AWS has no answer for {call.name}; script one with "
-                                        f"OfflineAWS.respond({call.operation!r}, ...)")
+            raise OfflineCallUnanswered(
+                f"offline AWS has no answer for {call.name}; script one with "
+                f"OfflineAWS.respond({call.operation!r}, ...)"
+            )
         parsed = answer(call.params) if callable(answer) else copy.deepcopy(answer)
         if isinstance(parsed, ClientErrorAnswer):
-            error = {"Error": {"Code": parsed.code, "Message": parsed.message},
-                     "ResponseMetadata": {"HTTPStatusCode": parsed.status}}
+            error = {
+                "Error": {"Code": parsed.code, "Message": parsed.message},
+                "ResponseMetadata": {"HTTPStatusCode": parsed.status},
+            }
             return AWSResponse("https://offline.invalid", parsed.status, {}, None), error
         parsed = dict(parsed or {})
         parsed.setdefault("ResponseMetadata", {"HTTPStatusCode": 200, "RequestId": "offline"})
@@ -226,26 +248,46 @@ class OfflineAWS:
 
     def _sts_GetCallerIdentity(self, params):
         role_name = self.role_arn.rsplit("/", 1)[-1]
-        return {"Account": self.account, "UserId": "AROAOFFLINE:workshop",
-                "Arn": f"arn:aws:sts::{self.account}:assumed-role/{role_name}/workshop"}
+        return {
+            "Account": self.account,
+            "UserId": "AROAOFFLINE:workshop",
+            "Arn": f"arn:aws:sts::{self.account}:assumed-role/{role_name}/workshop",
+        }
 
     def _iam_GetRole(self, params):
-        trust = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "sts:AssumeRole",
-                                                         "Principal": {"Service": "sagemaker.amazonaws.com"}}]}
-        return {"Role": {"RoleName": params["RoleName"], "Arn": self.role_arn, "Path": "/service-role/",
-                         "RoleId": "AROAOFFLINEROLE", "CreateDate": self._now(),
-                         # IAM sends policy documents URL-encoded; botocore's after-call handler decodes them
-                         "AssumeRolePolicyDocument": urllib.parse.quote(json.dumps(trust))}}
+        trust = {
+            "Version": "2012-10-17",
+            "Statement": [
+                {"Effect": "Allow", "Action": "sts:AssumeRole", "Principal": {"Service": "sagemaker.amazonaws.com"}}
+            ],
+        }
+        return {
+            "Role": {
+                "RoleName": params["RoleName"],
+                "Arn": self.role_arn,
+                "Path": "/service-role/",
+                "RoleId": "AROAOFFLINEROLE",
+                "CreateDate": self._now(),
+                # IAM sends policy documents URL-encoded; botocore's after-call handler decodes them
+                "AssumeRolePolicyDocument": urllib.parse.quote(json.dumps(trust)),
+            }
+        }
 
     def _iam_SimulatePrincipalPolicy(self, params):
-        return {"EvaluationResults": [{"EvalActionName": a, "EvalDecision": "allowed",
-                                       "EvalResourceName": r}
-                                      for a in params.get("ActionNames", [])
-                                      for r in (params.get("ResourceArns") or ["*"])], "IsTruncated": False}
+        return {
+            "EvaluationResults": [
+                {"EvalActionName": a, "EvalDecision": "allowed", "EvalResourceName": r}
+                for a in params.get("ActionNames", [])
+                for r in (params.get("ResourceArns") or ["*"])
+            ],
+            "IsTruncated": False,
+        }
 
     def _s3_ListBuckets(self, params):
-        return {"Buckets": [{"Name": self.bucket, "CreationDate": self._now()}],
-                "Owner": {"ID": "offline", "DisplayName": "workshop"}}
+        return {
+            "Buckets": [{"Name": self.bucket, "CreationDate": self._now()}],
+            "Owner": {"ID": "offline", "DisplayName": "workshop"},
+        }
 
     def _s3_HeadBucket(self, params):
         return {"BucketRegion": self.region}
@@ -274,8 +316,13 @@ class OfflineAWS:
         prefix = params.get("Prefix", "")
         keys = sorted(k for k in self.objects.get(params["Bucket"], {}) if k.startswith(prefix))
         contents = [{"Key": k, "Size": self.objects[params["Bucket"]][k], "LastModified": self._now()} for k in keys]
-        return {"KeyCount": len(keys), "Contents": contents, "IsTruncated": False, "Name": params["Bucket"],
-                "Prefix": prefix}
+        return {
+            "KeyCount": len(keys),
+            "Contents": contents,
+            "IsTruncated": False,
+            "Name": params["Bucket"],
+            "Prefix": prefix,
+        }
 
     def _sagemaker_CreateTrainingJob(self, params):
         name = params["TrainingJobName"]
@@ -297,20 +344,30 @@ class OfflineAWS:
         script = self._scripts.get(name, ScriptedJob(statuses=[("InProgress", "Starting")]))
         status, secondary = script.statuses[min(n, len(script.statuses) - 1)]
         started = self._now()
-        out = {**request, "TrainingJobArn": self._job_arn(name), "TrainingJobStatus": status,
-               "SecondaryStatus": secondary, "CreationTime": started, "LastModifiedTime": started,
-               "ModelArtifacts": {"S3ModelArtifacts": f"{request['OutputDataConfig']['S3OutputPath'].rstrip('/')}/"
-                                                      f"{name}/output/model.tar.gz"},
-               "SecondaryStatusTransitions": [{"Status": s, "StartTime": started, "StatusMessage": s}
-                                              for _, s in script.statuses[:n + 1]]}
+        out = {
+            **request,
+            "TrainingJobArn": self._job_arn(name),
+            "TrainingJobStatus": status,
+            "SecondaryStatus": secondary,
+            "CreationTime": started,
+            "LastModifiedTime": started,
+            "ModelArtifacts": {
+                "S3ModelArtifacts": f"{request['OutputDataConfig']['S3OutputPath'].rstrip('/')}/"
+                f"{name}/output/model.tar.gz"
+            },
+            "SecondaryStatusTransitions": [
+                {"Status": s, "StartTime": started, "StatusMessage": s} for _, s in script.statuses[: n + 1]
+            ],
+        }
         if status in ("Completed", "Failed", "Stopped"):
             out["TrainingStartTime"] = started
             seconds = script.training_seconds or 0
             out["TrainingEndTime"] = started + dt.timedelta(seconds=seconds)
             out["TrainingTimeInSeconds"] = seconds
             out["BillableTimeInSeconds"] = script.billable_seconds if script.billable_seconds is not None else seconds
-            out["FinalMetricDataList"] = [{"MetricName": k, "Value": v, "Timestamp": started}
-                                          for k, v in script.final_metrics.items()]
+            out["FinalMetricDataList"] = [
+                {"MetricName": k, "Value": v, "Timestamp": started} for k, v in script.final_metrics.items()
+            ]
             if status == "Failed":
                 out["FailureReason"] = script.failure_reason or "AlgorithmError: offline failure"
         return out
@@ -323,8 +380,14 @@ class OfflineAWS:
             status = self._sagemaker_DescribeTrainingJob({"TrainingJobName": name})["TrainingJobStatus"]
             self._describes[name] -= 1  # listing does not advance the job's script
             if contains in name and (wanted is None or wanted == status):
-                summaries.append({"TrainingJobName": name, "TrainingJobArn": self._job_arn(name),
-                                  "CreationTime": self._now(), "TrainingJobStatus": status})
+                summaries.append(
+                    {
+                        "TrainingJobName": name,
+                        "TrainingJobArn": self._job_arn(name),
+                        "CreationTime": self._now(),
+                        "TrainingJobStatus": status,
+                    }
+                )
         return {"TrainingJobSummaries": summaries}
 
     def _sagemaker_StopTrainingJob(self, params):
@@ -357,9 +420,11 @@ class OfflineAWS:
         name = params["logStreamName"].split("/")[0]
         lines = self._scripts.get(name, ScriptedJob()).log_lines
         start = _token_index(params.get("nextToken"))
-        batch = lines[start:start + 50]
-        events = [{"timestamp": 1700000000000 + i, "message": m, "ingestionTime": 1700000000000 + i}
-                  for i, m in enumerate(batch, start)]
+        batch = lines[start : start + 50]
+        events = [
+            {"timestamp": 1700000000000 + i, "message": m, "ingestionTime": 1700000000000 + i}
+            for i, m in enumerate(batch, start)
+        ]
         return {"events": events, "nextForwardToken": f"f/{start + len(batch)}", "nextBackwardToken": "b/0"}
 
 
@@ -397,6 +462,7 @@ def _blocked(what: str):
         target = args[1] if what == "socket.connect" and len(args) > 1 else (args[0] if args else kwargs)
         _attempts.append(f"{what} {target!r}")
         raise NetworkBlocked(f"network access blocked while offline: {what} {target!r}")
+
     return refuse
 
 
@@ -411,8 +477,12 @@ def network_guard() -> Iterator[list[str]]:
     with _guard_lock:
         if _guard_depth == 0:
             _attempts.clear()
-            _originals.update(connect=socket.socket.connect, connect_ex=socket.socket.connect_ex,
-                              getaddrinfo=socket.getaddrinfo, create_connection=socket.create_connection)
+            _originals.update(
+                connect=socket.socket.connect,
+                connect_ex=socket.socket.connect_ex,
+                getaddrinfo=socket.getaddrinfo,
+                create_connection=socket.create_connection,
+            )
             socket.socket.connect = _blocked("socket.connect")
             socket.socket.connect_ex = _blocked("socket.connect")
             socket.getaddrinfo = _blocked("socket.getaddrinfo")
@@ -442,14 +512,27 @@ def offline_environment() -> Iterator[None]:
         config = os.path.join(tmp, "config.yaml")
         with open(config, "w", encoding="utf-8") as f:
             f.write(_SDK_CONFIG_YAML)
-        values = {**FAKE_CREDENTIALS, "AWS_DEFAULT_REGION": REGION, "AWS_REGION": REGION,
-                  "AWS_EC2_METADATA_DISABLED": "true", "SAGEMAKER_USER_CONFIG_OVERRIDE": config,
-                  "SAGEMAKER_ADMIN_CONFIG_OVERRIDE": config, "AWS_CONFIG_FILE": os.devnull,
-                  "AWS_SHARED_CREDENTIALS_FILE": os.devnull}
+        values = {
+            **FAKE_CREDENTIALS,
+            "AWS_DEFAULT_REGION": REGION,
+            "AWS_REGION": REGION,
+            "AWS_EC2_METADATA_DISABLED": "true",
+            "SAGEMAKER_USER_CONFIG_OVERRIDE": config,
+            "SAGEMAKER_ADMIN_CONFIG_OVERRIDE": config,
+            "AWS_CONFIG_FILE": os.devnull,
+            "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+        }
         # a profile or session token from this machine would win over the fake keys or fail to match them
-        removed = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN",
-                   "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-                   "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN")
+        removed = (
+            "AWS_PROFILE",
+            "AWS_DEFAULT_PROFILE",
+            "AWS_SESSION_TOKEN",
+            "AWS_SECURITY_TOKEN",
+            "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+            "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+            "AWS_WEB_IDENTITY_TOKEN_FILE",
+            "AWS_ROLE_ARN",
+        )
         saved = {k: os.environ.get(k) for k in (*values, *removed)}
         try:
             os.environ.update(values)
@@ -487,6 +570,7 @@ def config_validated_once() -> Iterator[None]:
             if key not in _VALID_CONFIGS:
                 validate(sagemaker_config)
                 _VALID_CONFIGS.add(key)
+
         return validate_once
 
     SageMakerConfig.validate_sagemaker_config = staticmethod(once(method.__func__))
@@ -512,8 +596,9 @@ def requested_by_environment() -> bool:
 
 
 @contextlib.contextmanager
-def offline(region: str = REGION, bucket: str = BUCKET, role_arn: str = ROLE_ARN,
-            strict: bool = True) -> Iterator[OfflineAWS]:
+def offline(
+    region: str = REGION, bucket: str = BUCKET, role_arn: str = ROLE_ARN, strict: bool = True
+) -> Iterator[OfflineAWS]:
     """Everything AWS inside the block is answered locally; ``helpers.aws.sagemaker_jobs.run`` dry-runs through it.
 
     With ``strict`` (the default) leaving the block raises :class:`NetworkBlocked` if anything tried the network,

@@ -10,6 +10,7 @@ Each concern has its module: ``preflight`` (the checks and the plan), ``images``
 and how each launcher maps onto the SDK), ``dry_run``, ``launch`` (:class:`LaunchOptions`, following a job) and
 ``local_container`` (the SDK's Docker local mode).
 """
+
 from __future__ import annotations
 
 from helpers.aws import offline as aws_offline
@@ -23,9 +24,23 @@ from helpers.errors import PreflightError
 from helpers.job import Job
 from helpers.targets import Target, TargetError
 
-__all__ = ["ChannelError", "FSxConfigError", "LaunchOptions", "LaunchRefused", "LocalContainerUnavailable",
-           "PreflightError", "ProcessCountError", "SpotConfigError", "TargetError", "TrainingJobFailed",
-           "UnknownOption", "UnsupportedFeature", "dry_run_offline", "preflight", "run"]
+__all__ = [
+    "ChannelError",
+    "FSxConfigError",
+    "LaunchOptions",
+    "LaunchRefused",
+    "LocalContainerUnavailable",
+    "PreflightError",
+    "ProcessCountError",
+    "SpotConfigError",
+    "TargetError",
+    "TrainingJobFailed",
+    "UnknownOption",
+    "UnsupportedFeature",
+    "dry_run_offline",
+    "preflight",
+    "run",
+]
 
 
 def run(job: Job, target: Target | str, launch: bool = False, budget_usd: float | None = None, **options):

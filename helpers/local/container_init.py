@@ -17,6 +17,7 @@ subreaper of everything COMMAND starts (orphans come back to it, as to a contain
 
 Standard library only, so it starts in a few milliseconds and does not depend on the notebook's packages.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -53,7 +54,7 @@ def descendants(root: int) -> list[int]:
                 stat = f.read().decode(errors="replace")
         except OSError:
             continue
-        fields = stat[stat.rfind(")") + 2:].split()  # the command name may contain spaces and parentheses
+        fields = stat[stat.rfind(")") + 2 :].split()  # the command name may contain spaces and parentheses
         if fields[0] != "Z":
             children.setdefault(int(fields[1]), []).append(int(entry))
     found, todo = [], list(children.get(root, []))
@@ -109,8 +110,8 @@ def _watch_launcher() -> None:
 
 
 def main(argv: list[str]) -> int:
-    forward = "--forward-sigterm" in argv[:argv.index("--")] if "--" in argv else False
-    command = argv[argv.index("--") + 1:] if "--" in argv else []
+    forward = "--forward-sigterm" in argv[: argv.index("--")] if "--" in argv else False
+    command = argv[argv.index("--") + 1 :] if "--" in argv else []
     if not command:
         print(__doc__, file=sys.stderr)
         return 2

@@ -5,6 +5,7 @@ environment variables. The v3 SDK's own container driver (``sagemaker/train/cont
 environment.py``) sets them; ``tests/test_contract.py`` holds :func:`container_env` against that file so the two
 cannot drift apart.
 """
+
 from __future__ import annotations
 
 import json
@@ -81,39 +82,65 @@ class HostConfig:
     network_interface: str = "lo"
 
     def resource_config(self) -> dict:
-        return {"current_host": self.host, "current_instance_type": self.instance_type,
-                "current_group_name": "homogeneousCluster", "hosts": sorted(self.hosts),
-                "instance_groups": [{"instance_group_name": "homogeneousCluster",
-                                     "instance_type": self.instance_type, "hosts": sorted(self.hosts)}],
-                "network_interface_name": self.network_interface}
+        return {
+            "current_host": self.host,
+            "current_instance_type": self.instance_type,
+            "current_group_name": "homogeneousCluster",
+            "hosts": sorted(self.hosts),
+            "instance_groups": [
+                {
+                    "instance_group_name": "homogeneousCluster",
+                    "instance_type": self.instance_type,
+                    "hosts": sorted(self.hosts),
+                }
+            ],
+            "network_interface_name": self.network_interface,
+        }
 
     def input_data_config(self) -> dict:
-        return {name: {"TrainingInputMode": mode, "S3DistributionType": "FullyReplicated", "RecordWrapperType": "None"}
-                for name, mode in self.channels.items()}
+        return {
+            name: {"TrainingInputMode": mode, "S3DistributionType": "FullyReplicated", "RecordWrapperType": "None"}
+            for name, mode in self.channels.items()
+        }
 
     def hyperparameters_json(self) -> dict[str, str]:
         """The service stores hyperparameters as strings; the driver decodes them again."""
         return {k: serialize(v) for k, v in self.hyperparameters.items()}
 
     def write(self, layout: Layout) -> None:
-        for name, content in (("resourceconfig.json", self.resource_config()),
-                              ("inputdataconfig.json", self.input_data_config()),
-                              ("hyperparameters.json", self.hyperparameters_json())):
+        for name, content in (
+            ("resourceconfig.json", self.resource_config()),
+            ("inputdataconfig.json", self.input_data_config()),
+            ("hyperparameters.json", self.hyperparameters_json()),
+        ):
             (layout.config / name).write_text(json.dumps(content, indent=1), encoding="utf-8")
 
 
-def container_env(layout: Layout, cfg: HostConfig, num_gpus: int, num_cpus: int, entry_script: str | None = None,
-                  distributed: dict | None = None, master_addr: str = MASTER_ADDR,
-                  master_port: int = MASTER_PORT) -> dict[str, str]:
+def container_env(
+    layout: Layout,
+    cfg: HostConfig,
+    num_gpus: int,
+    num_cpus: int,
+    entry_script: str | None = None,
+    distributed: dict | None = None,
+    master_addr: str = MASTER_ADDR,
+    master_port: int = MASTER_PORT,
+) -> dict[str, str]:
     """The ``SM_*`` variables the v3 container driver exports, with paths under ``layout.root``."""
     channels = list(cfg.channels)
     hps = {k: deserialize(v) for k, v in cfg.hyperparameters_json().items()}
     hosts = sorted(cfg.hosts)
     env: dict[str, Any] = {
-        "SM_MODEL_DIR": str(layout.model), "SM_INPUT_DIR": str(layout.input), "SM_INPUT_DATA_DIR": str(layout.data),
-        "SM_INPUT_CONFIG_DIR": str(layout.config), "SM_OUTPUT_DIR": str(layout.output),
-        "SM_OUTPUT_FAILURE": str(layout.failure), "SM_OUTPUT_DATA_DIR": str(layout.output_data),
-        "SM_LOG_LEVEL": LOG_LEVEL, "SM_MASTER_ADDR": master_addr, "SM_MASTER_PORT": master_port,
+        "SM_MODEL_DIR": str(layout.model),
+        "SM_INPUT_DIR": str(layout.input),
+        "SM_INPUT_DATA_DIR": str(layout.data),
+        "SM_INPUT_CONFIG_DIR": str(layout.config),
+        "SM_OUTPUT_DIR": str(layout.output),
+        "SM_OUTPUT_FAILURE": str(layout.failure),
+        "SM_OUTPUT_DATA_DIR": str(layout.output_data),
+        "SM_LOG_LEVEL": LOG_LEVEL,
+        "SM_MASTER_ADDR": master_addr,
+        "SM_MASTER_PORT": master_port,
     }
     if entry_script:
         env["SM_SOURCE_DIR"] = str(layout.code)
@@ -127,19 +154,39 @@ def container_env(layout: Layout, cfg: HostConfig, num_gpus: int, num_cpus: int,
     for key, value in hps.items():
         env[f"SM_HP_{key.replace('-', '_').upper()}"] = value
     env["SM_HPS"] = hps
-    env.update(SM_CURRENT_HOST=cfg.host, SM_CURRENT_INSTANCE_TYPE=cfg.instance_type, SM_HOSTS=hosts,
-               SM_NETWORK_INTERFACE_NAME=cfg.network_interface, SM_HOST_COUNT=len(hosts),
-               SM_CURRENT_HOST_RANK=hosts.index(cfg.host), SM_NUM_CPUS=num_cpus, SM_NUM_GPUS=num_gpus,
-               SM_NUM_NEURONS=0, SM_RESOURCE_CONFIG=cfg.resource_config(),
-               SM_INPUT_DATA_CONFIG=cfg.input_data_config())
+    env.update(
+        SM_CURRENT_HOST=cfg.host,
+        SM_CURRENT_INSTANCE_TYPE=cfg.instance_type,
+        SM_HOSTS=hosts,
+        SM_NETWORK_INTERFACE_NAME=cfg.network_interface,
+        SM_HOST_COUNT=len(hosts),
+        SM_CURRENT_HOST_RANK=hosts.index(cfg.host),
+        SM_NUM_CPUS=num_cpus,
+        SM_NUM_GPUS=num_gpus,
+        SM_NUM_NEURONS=0,
+        SM_RESOURCE_CONFIG=cfg.resource_config(),
+        SM_INPUT_DATA_CONFIG=cfg.input_data_config(),
+    )
     env["SM_TRAINING_ENV"] = {
         "channel_input_dirs": {c: env[f"SM_CHANNEL_{c.upper()}"] for c in channels},
-        "current_host": cfg.host, "current_instance_type": cfg.instance_type, "hosts": hosts,
-        "master_addr": master_addr, "master_port": master_port, "hyperparameters": hps,
-        "input_data_config": cfg.input_data_config(), "input_config_dir": str(layout.config),
-        "input_data_dir": str(layout.data), "input_dir": str(layout.input), "job_name": cfg.job_name,
-        "log_level": LOG_LEVEL, "model_dir": str(layout.model), "network_interface_name": cfg.network_interface,
-        "num_cpus": num_cpus, "num_gpus": num_gpus, "num_neurons": 0, "output_data_dir": str(layout.output_data),
+        "current_host": cfg.host,
+        "current_instance_type": cfg.instance_type,
+        "hosts": hosts,
+        "master_addr": master_addr,
+        "master_port": master_port,
+        "hyperparameters": hps,
+        "input_data_config": cfg.input_data_config(),
+        "input_config_dir": str(layout.config),
+        "input_data_dir": str(layout.data),
+        "input_dir": str(layout.input),
+        "job_name": cfg.job_name,
+        "log_level": LOG_LEVEL,
+        "model_dir": str(layout.model),
+        "network_interface_name": cfg.network_interface,
+        "num_cpus": num_cpus,
+        "num_gpus": num_gpus,
+        "num_neurons": 0,
+        "output_data_dir": str(layout.output_data),
         "resource_config": cfg.resource_config(),
     }
     env["TRAINING_JOB_NAME"] = cfg.job_name

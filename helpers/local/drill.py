@@ -9,6 +9,7 @@ compares the final weights and metrics with the reference: on a CPU they must be
 The drill watches every step, so both runs log every step (``log_every=1``). Nothing here trains: the training
 script does the checkpointing (``labs/src/checkpointing.py``); this module only launches, signals and measures.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -79,10 +80,17 @@ class Segment:
         return self.interruption.signal
 
     def row(self) -> dict:
-        return {"run": self.index, "launched at s": round(self.start_s, 1), "resumed from step": self.resumed_from,
-                "reached step": self.last_step, "ended by": self.ended_by, "checkpoints saved": len(self.saves),
-                "steps lost": self.lost_steps, "seconds lost": round(self.lost_seconds, 2),
-                "restart s": round(self.restart_seconds, 1)}
+        return {
+            "run": self.index,
+            "launched at s": round(self.start_s, 1),
+            "resumed from step": self.resumed_from,
+            "reached step": self.last_step,
+            "ended by": self.ended_by,
+            "checkpoints saved": len(self.saves),
+            "steps lost": self.lost_steps,
+            "seconds lost": round(self.lost_seconds, 2),
+            "restart s": round(self.restart_seconds, 1),
+        }
 
 
 @dataclass
@@ -102,16 +110,36 @@ class Comparison:
         return self.identical_tensors == self.tensors and not self.differences
 
     def rows(self) -> list[dict]:
-        rows = [{"what": "weight tensors bit-identical", "reference": self.tensors, "resumed": self.identical_tensors,
-                 "equal": self.identical_tensors == self.tensors},
-                {"what": "largest |difference| in a weight", "reference": 0.0, "resumed": self.max_abs_diff,
-                 "equal": self.max_abs_diff == 0},
-                {"what": "model.safetensors sha256", "reference": self.weights_sha256[0][:16],
-                 "resumed": self.weights_sha256[1][:16], "equal": self.weights_sha256[0] == self.weights_sha256[1]},
-                {"what": "metric history rows", "reference": self.history_rows[0], "resumed": self.history_rows[1],
-                 "equal": self.history_rows[0] == self.history_rows[1] and not self.differences}]
-        rows += [{"what": f"final {k}", "reference": repr(a), "resumed": repr(b), "equal": a == b}
-                 for k, (a, b) in self.final.items()]
+        rows = [
+            {
+                "what": "weight tensors bit-identical",
+                "reference": self.tensors,
+                "resumed": self.identical_tensors,
+                "equal": self.identical_tensors == self.tensors,
+            },
+            {
+                "what": "largest |difference| in a weight",
+                "reference": 0.0,
+                "resumed": self.max_abs_diff,
+                "equal": self.max_abs_diff == 0,
+            },
+            {
+                "what": "model.safetensors sha256",
+                "reference": self.weights_sha256[0][:16],
+                "resumed": self.weights_sha256[1][:16],
+                "equal": self.weights_sha256[0] == self.weights_sha256[1],
+            },
+            {
+                "what": "metric history rows",
+                "reference": self.history_rows[0],
+                "resumed": self.history_rows[1],
+                "equal": self.history_rows[0] == self.history_rows[1] and not self.differences,
+            },
+        ]
+        rows += [
+            {"what": f"final {k}", "reference": repr(a), "resumed": repr(b), "equal": a == b}
+            for k, (a, b) in self.final.items()
+        ]
         return rows
 
 
@@ -140,21 +168,24 @@ def compare(reference: JobResult, resumed: JobResult) -> Comparison:
         fa, fb = _learning_figures(ra), _learning_figures(rb)
         for k in sorted(set(fa) | set(fb)):
             if fa.get(k) != fb.get(k):
-                differences.append(f"history row {i} ({ra.get('kind')} step {ra.get('step')}): {k} "
-                                   f"{fa.get(k)!r} != {fb.get(k)!r}")
+                differences.append(
+                    f"history row {i} ({ra.get('kind')} step {ra.get('step')}): {k} {fa.get(k)!r} != {fb.get(k)!r}"
+                )
     if len(ha) != len(hb):
         differences.append(f"history: {len(ha)} rows in the reference, {len(hb)} resumed")
     sa, sb = _learning_figures(ma["summary"]), _learning_figures(mb["summary"])
-    differences += [f"summary {k}: {sa.get(k)!r} != {sb.get(k)!r}" for k in sorted(set(sa) | set(sb))
-                    if sa.get(k) != sb.get(k)]
+    differences += [
+        f"summary {k}: {sa.get(k)!r} != {sb.get(k)!r}" for k in sorted(set(sa) | set(sb)) if sa.get(k) != sb.get(k)
+    ]
     last = lambda h: next((r for r in reversed(h) if r["kind"] == "eval"), {})  # noqa: E731
     final = {k: (v, last(hb).get(k)) for k, v in last(ha).items() if k.startswith("val_")}
     sha = tuple(hashlib.sha256(p.read_bytes()).hexdigest() for p in paths)
     return Comparison(len(a), same, max_diff, sha, (len(ha), len(hb)), differences, final)
 
 
-def plan_interruptions(total_steps: int, count: int, seed: int = 0,
-                       kinds: tuple[str, ...] = ("SIGTERM", "SIGKILL"), margin: int = 4) -> list[Interruption]:
+def plan_interruptions(
+    total_steps: int, count: int, seed: int = 0, kinds: tuple[str, ...] = ("SIGTERM", "SIGKILL"), margin: int = 4
+) -> list[Interruption]:
     """``count`` random steps in increasing order, at least two apart and ``margin`` steps short of the end; each
     kind used about equally often, in random order."""
     unknown = set(kinds) - set(SIGNALS)
@@ -162,8 +193,10 @@ def plan_interruptions(total_steps: int, count: int, seed: int = 0,
         raise ValueError(f"kinds must name signals among {sorted(SIGNALS)}, got {kinds!r}")
     room = range(2, total_steps - margin, 2)  # short of the end: the job must be stopped before it finishes
     if count < 1 or count > len(room):
-        raise ValueError(f"{count} interruptions do not fit in {total_steps} steps (at most {len(room)}): "
-                         f"train longer (epochs, subset) or interrupt less often")
+        raise ValueError(
+            f"{count} interruptions do not fit in {total_steps} steps (at most {len(room)}): "
+            f"train longer (epochs, subset) or interrupt less often"
+        )
     rng = random.Random(seed)
     steps = sorted(s + rng.randrange(2) for s in rng.sample(room, count))
     signals = [kinds[i % len(kinds)] for i in range(count)]
@@ -197,10 +230,20 @@ class Drill:
         rework = sum(s.lost_seconds for s in self.segments)
         saving = sum(seconds for s in self.segments for *_, seconds in s.saves)
         ref_start = self.reference.timings["launch_to_first_step"] or 0.0
-        return {"reference": {"start-up": ref_start, "training": self.reference.timings["total"] - ref_start,
-                              "lost work": 0.0, "saving checkpoints": 0.0},
-                "interrupted": {"start-up": startup, "training": self.seconds - startup - rework - saving,
-                                "lost work": rework, "saving checkpoints": saving}}
+        return {
+            "reference": {
+                "start-up": ref_start,
+                "training": self.reference.timings["total"] - ref_start,
+                "lost work": 0.0,
+                "saving checkpoints": 0.0,
+            },
+            "interrupted": {
+                "start-up": startup,
+                "training": self.seconds - startup - rework - saving,
+                "lost work": rework,
+                "saving checkpoints": saving,
+            },
+        }
 
     def plot(self, title: str = "Interruption drill"):
         """Steps against time for every launch (and the reference), and where the time went."""
@@ -212,25 +255,43 @@ class Drill:
         ax.plot(ref_t, ref_s, color="grey", ls="--", lw=1, label="uninterrupted reference")
         marks = {"SIGTERM": ("v", "#DD8452"), "SIGKILL": ("X", "#C44E52")}
         for s in self.segments:
-            line, = ax.plot([t for t, _ in s.steps], [n for _, n in s.steps], lw=1.6, label=f"launch {s.index}")
+            (line,) = ax.plot([t for t, _ in s.steps], [n for _, n in s.steps], lw=1.6, label=f"launch {s.index}")
             ax.axvspan(s.start_s, s.first_step_s or s.end_s, color=line.get_color(), alpha=0.12)
             ax.plot([t for t, *_ in s.saves], [n for _, n, *_ in s.saves], "o", ms=3.5, color=line.get_color())
             if s.signalled_s is not None:
                 marker, colour = marks[s.interruption.signal]
                 ax.plot(s.signalled_s, s.last_step, marker, ms=10, color=colour)
-                ax.annotate(f"{s.interruption.signal}\n{s.lost_steps} steps lost", (s.signalled_s, s.last_step),
-                            textcoords="offset points", xytext=(4, -22), fontsize=8, color=colour)
+                ax.annotate(
+                    f"{s.interruption.signal}\n{s.lost_steps} steps lost",
+                    (s.signalled_s, s.last_step),
+                    textcoords="offset points",
+                    xytext=(4, -22),
+                    fontsize=8,
+                    color=colour,
+                )
         for before, after in zip(self.segments, self.segments[1:]):  # the roll back to the checkpoint resumed from
             if before.signalled_s is not None and after.first_step_s is not None:
-                ax.plot([before.signalled_s, after.first_step_s], [before.last_step, after.resumed_from], ":",
-                        color="grey", lw=1)
-        ax.set(xlabel="seconds since the first launch (shaded: start-up)", ylabel="step",
-               title="Progress: dots are checkpoints")
+                ax.plot(
+                    [before.signalled_s, after.first_step_s],
+                    [before.last_step, after.resumed_from],
+                    ":",
+                    color="grey",
+                    lw=1,
+                )
+        ax.set(
+            xlabel="seconds since the first launch (shaded: start-up)",
+            ylabel="step",
+            title="Progress: dots are checkpoints",
+        )
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="upper left")
         split = self.time_split()
-        colours = {"start-up": "#BBBBBB", "training": "#4C72B0", "lost work": "#C44E52",
-                   "saving checkpoints": "#DD8452"}
+        colours = {
+            "start-up": "#BBBBBB",
+            "training": "#4C72B0",
+            "lost work": "#C44E52",
+            "saving checkpoints": "#DD8452",
+        }
         bottoms = {run: 0.0 for run in split}
         for part, colour in colours.items():
             values = [split[run][part] for run in split]
@@ -248,10 +309,19 @@ def _stamp() -> str:
     return f"{datetime.now():%Y%m%d-%H%M%S-%f}"
 
 
-def run_drill(job: Job, target: str | Target = "local_cpu", interruptions: int = 3, seed: int = 0,
-              kinds: tuple[str, ...] = ("SIGTERM", "SIGKILL"), runs_dir: Path | str = RUNS_DIR / "drills",
-              echo: bool = False, plan: list[Interruption] | None = None, forward_sigterm: bool = False,
-              grace_steps: int = 3, grace_s: float = 30.0) -> Drill:
+def run_drill(
+    job: Job,
+    target: str | Target = "local_cpu",
+    interruptions: int = 3,
+    seed: int = 0,
+    kinds: tuple[str, ...] = ("SIGTERM", "SIGKILL"),
+    runs_dir: Path | str = RUNS_DIR / "drills",
+    echo: bool = False,
+    plan: list[Interruption] | None = None,
+    forward_sigterm: bool = False,
+    grace_steps: int = 3,
+    grace_s: float = 30.0,
+) -> Drill:
     """Run ``job`` uninterrupted, then interrupted ``interruptions`` times at random steps, and compare.
 
     ``job`` must checkpoint (a ``checkpoint_every`` hyperparameter above 0). ``plan`` replaces the random
@@ -263,8 +333,9 @@ def run_drill(job: Job, target: str | Target = "local_cpu", interruptions: int =
     """
     every = int(job.hyperparameters.get("checkpoint_every", 0) or 0)
     if every < 1:
-        raise ValueError("the drill needs a job that checkpoints: set hyperparameters['checkpoint_every'] to a step "
-                         "count (e.g. 10)")
+        raise ValueError(
+            "the drill needs a job that checkpoints: set hyperparameters['checkpoint_every'] to a step count (e.g. 10)"
+        )
     t = resolve(target) if isinstance(target, str) else target
     if not t.is_local:
         raise ValueError(f"the drill signals local processes: use target='local' or 'local_cpu', not {t.name}")
@@ -280,15 +351,28 @@ def run_drill(job: Job, target: str | Target = "local_cpu", interruptions: int =
     t0 = time.perf_counter()
     pending = list(plan)
     while True:
-        segment = _launch(watched, t, runs_dir, checkpoint_dir, len(segments), t0, pending[0] if pending else None,
-                          echo, forward_sigterm, grace_steps, grace_s)
+        segment = _launch(
+            watched,
+            t,
+            runs_dir,
+            checkpoint_dir,
+            len(segments),
+            t0,
+            pending[0] if pending else None,
+            echo,
+            forward_sigterm,
+            grace_steps,
+            grace_s,
+        )
         segments.append(segment)
         if segment.signalled_s is not None:
             pending.pop(0)
         elif segment.status != "Completed":
-            raise DrillFailed(f"launch {segment.index} {segment.status.lower()} without being interrupted "
-                              f"(exit code {segment.exit_code}): {segment.result.failure_reason}\n"
-                              + "\n".join(segment.result.log_tail[-20:]))
+            raise DrillFailed(
+                f"launch {segment.index} {segment.status.lower()} without being interrupted "
+                f"(exit code {segment.exit_code}): {segment.result.failure_reason}\n"
+                + "\n".join(segment.result.log_tail[-20:])
+            )
         if segment.status == "Completed":
             break
         if len(segments) > len(plan) + 2:
@@ -319,17 +403,32 @@ def verify(segments: list[Segment], plan: list[Interruption], total_steps: int) 
         elif after is None:
             problems.append(f"{name} was the last launch: the job never completed after it")
         elif after.resumed_from > before.last_step or after.resumed_from >= total_steps:
-            problems.append(f"{name} reached step {before.last_step}, but launch {after.index} resumed from step "
-                            f"{after.resumed_from}: a process that outlived the launch went on training")
-    problems += [f"launch {s.index}: {len(s.survivors)} of its processes outlived it (PIDs {s.survivors})"
-                 for s in segments if s.survivors]
+            problems.append(
+                f"{name} reached step {before.last_step}, but launch {after.index} resumed from step "
+                f"{after.resumed_from}: a process that outlived the launch went on training"
+            )
+    problems += [
+        f"launch {s.index}: {len(s.survivors)} of its processes outlived it (PIDs {s.survivors})"
+        for s in segments
+        if s.survivors
+    ]
     if problems:
         raise DrillFailed("the drill did not do what it claims:\n- " + "\n- ".join(problems))
 
 
-def _launch(job: Job, t: Target, runs_dir: Path, checkpoint_dir: Path, index: int, t0: float,
-            interruption: Interruption | None, echo: bool, forward_sigterm: bool = False, grace_steps: int = 3,
-            grace_s: float = 30.0) -> Segment:
+def _launch(
+    job: Job,
+    t: Target,
+    runs_dir: Path,
+    checkpoint_dir: Path,
+    index: int,
+    t0: float,
+    interruption: Interruption | None,
+    echo: bool,
+    forward_sigterm: bool = False,
+    grace_steps: int = 3,
+    grace_s: float = 30.0,
+) -> Segment:
     """One launch on the shared checkpoint dir; interrupts it when it logs the interruption's step."""
     import psutil
 
@@ -376,8 +475,15 @@ def _launch(job: Job, t: Target, runs_dir: Path, checkpoint_dir: Path, index: in
         elif row["kind"] == "checkpoint" and row.get("event") == "resumed":
             segment.resumed_from = row["step"]
 
-    runner = LocalRunner(runs_dir, echo=echo, check=False, on_line=watch, job_name=segment.run_dir.name,
-                         checkpoint_dir=checkpoint_dir, forward_sigterm=forward_sigterm)
+    runner = LocalRunner(
+        runs_dir,
+        echo=echo,
+        check=False,
+        on_line=watch,
+        job_name=segment.run_dir.name,
+        checkpoint_dir=checkpoint_dir,
+        forward_sigterm=forward_sigterm,
+    )
     live = runner.start(job, t)
     try:
         result = live.wait()

@@ -10,6 +10,7 @@ Two hooks, standard library only: an audit hook on ``open`` (``open()``, ``io.op
 ``tokenizers.Tokenizer.from_file``, which reads from Rust without passing Python's ``open``. Other native readers
 (a memory-mapped Arrow file, say) are not covered: on SageMaker, FastFile is a real file system and covers them all.
 """
+
 from __future__ import annotations
 
 import os
@@ -64,8 +65,10 @@ class ReadThrough:
                 with conn.makefile("r", encoding="utf-8", errors="replace") as answer:
                     return answer.readline().strip() or "ERR the FastFile server closed the connection"
         except OSError as err:
-            return (f"ERR the runner's FastFile server at {self.address[0]}:{self.address[1]} is gone ({err}); "
-                    f"the job outlived the runner that presented its channel")
+            return (
+                f"ERR the runner's FastFile server at {self.address[0]}:{self.address[1]} is gone ({err}); "
+                f"the job outlived the runner that presented its channel"
+            )
 
     def audit(self, event: str, args: tuple) -> None:
         if event == "open" and args and args[0] is not None:

@@ -17,6 +17,7 @@ Every channel is checked before anything is written or launched: the endpoint (l
 exists, the prefix (or object) holds data. What each job moved is written to ``<run_dir>/inputs.json``;
 :func:`job_io` turns it and the job's timings into the figures the lab compares.
 """
+
 from __future__ import annotations
 
 import concurrent.futures
@@ -76,19 +77,23 @@ def check_channels(job) -> tuple[str | None, dict[str, ChannelSource]]:
         return None, {}
     names = ", ".join(repr(n) for n in wanted)
     if not getattr(job, "s3_endpoint", None):
-        raise InputModeError(f"channel(s) {names} read s3:// URIs, but Job.s3_endpoint is not set. Locally they come "
-                             f"from the object store helpers.local.objectstore runs: "
-                             f"`with ObjectStore(root) as store:` "
-                             f"and Job(..., s3_endpoint=store.endpoint). On SageMaker (an ml.* target) they are S3.")
+        raise InputModeError(
+            f"channel(s) {names} read s3:// URIs, but Job.s3_endpoint is not set. Locally they come "
+            f"from the object store helpers.local.objectstore runs: "
+            f"`with ObjectStore(root) as store:` "
+            f"and Job(..., s3_endpoint=store.endpoint). On SageMaker (an ml.* target) they are S3."
+        )
     try:
         endpoint = objectstore.require_loopback(job.s3_endpoint)
     except objectstore.ObjectStoreError as err:
         raise InputModeError(str(err)) from None
     why = objectstore.reachable(endpoint)
     if why:
-        raise InputModeError(f"cannot reach the object store at {endpoint} ({why}) for channel(s) {names}. Is it "
-                             f"running? Start it with `with ObjectStore(root) as store:` and pass store.endpoint; a "
-                             f"store from an earlier kernel stops with that kernel.")
+        raise InputModeError(
+            f"cannot reach the object store at {endpoint} ({why}) for channel(s) {names}. Is it "
+            f"running? Start it with `with ObjectStore(root) as store:` and pass store.endpoint; a "
+            f"store from an earlier kernel stops with that kernel."
+        )
     client = objectstore.s3_client(endpoint)
     buckets = {b["Name"] for b in client.list_buckets().get("Buckets", [])}
     checked = {}
@@ -103,9 +108,11 @@ def check_channels(job) -> tuple[str | None, dict[str, ChannelSource]]:
             raise InputModeError(f"channel {name!r}: {err}") from None
         if where.bucket not in buckets:
             have = ", ".join(sorted(buckets)) or "none"
-            raise InputModeError(f"channel {name!r}: bucket {where.bucket!r} does not exist on the store at "
-                                 f"{endpoint} (its buckets: {have}). Create it and upload the data first: "
-                                 f"store.create_bucket({where.bucket!r}); store.upload_dir(local_dir, {uri!r}).")
+            raise InputModeError(
+                f"channel {name!r}: bucket {where.bucket!r} does not exist on the store at "
+                f"{endpoint} (its buckets: {have}). Create it and upload the data first: "
+                f"store.create_bucket({where.bucket!r}); store.upload_dir(local_dir, {uri!r})."
+            )
         checked[name] = _locate(client, name, mode, where)
     return endpoint, checked
 
@@ -115,8 +122,10 @@ def _locate(client, name: str, mode: str, where: S3Uri) -> ChannelSource:
     if where.prefix and not where.prefix.endswith("/"):
         exact = [o for o in objectstore.list_objects(client, where) if o.key == where.prefix]
         if exact and mode == "FSx":
-            raise InputModeError(f"channel {name!r}: an FSx channel is a directory of the file system; give the "
-                                 f"prefix that holds {where} (s3://{where.bucket}/{where.prefix.rpartition('/')[0]}/).")
+            raise InputModeError(
+                f"channel {name!r}: an FSx channel is a directory of the file system; give the "
+                f"prefix that holds {where} (s3://{where.bucket}/{where.prefix.rpartition('/')[0]}/)."
+            )
         if exact:
             return ChannelSource(name, mode, where, exact, single=True)
         where = S3Uri(where.bucket, where.prefix + "/")
@@ -125,14 +134,18 @@ def _locate(client, name: str, mode: str, where: S3Uri) -> ChannelSource:
         parent = where.prefix.rstrip("/").rpartition("/")[0]
         parent = parent + "/" if parent else ""
         listing = client.list_objects_v2(Bucket=where.bucket, Prefix=parent, Delimiter="/", MaxKeys=50)
-        near = [p["Prefix"] for p in listing.get("CommonPrefixes", [])] + \
-               [o["Key"] for o in listing.get("Contents", [])]
+        near = [p["Prefix"] for p in listing.get("CommonPrefixes", [])] + [
+            o["Key"] for o in listing.get("Contents", [])
+        ]
         shown = ", ".join(f"s3://{where.bucket}/{k}" for k in near[:8]) or "nothing"
-        raise InputModeError(f"channel {name!r}: no object {str(where).rstrip('/')} and no objects under {where} "
-                             f"(missing, or not uploaded yet). s3://{where.bucket}/{parent} holds: {shown}.")
+        raise InputModeError(
+            f"channel {name!r}: no object {str(where).rstrip('/')} and no objects under {where} "
+            f"(missing, or not uploaded yet). s3://{where.bucket}/{parent} holds: {shown}."
+        )
     if not any(o.size for o in objects):
-        raise InputModeError(f"channel {name!r}: {where} holds only empty objects ({len(objects)}); nothing to "
-                             f"train on.")
+        raise InputModeError(
+            f"channel {name!r}: {where} holds only empty objects ({len(objects)}); nothing to train on."
+        )
     return ChannelSource(name, mode, where, objects)
 
 
@@ -159,18 +172,30 @@ def _fetch(client, bucket: str, key: str, dest: Path, modified: float, scratch: 
 def _describe_failure(err: Exception, uri: str, endpoint: str) -> str:
     code = getattr(err, "response", {}).get("Error", {}).get("Code", "")
     if code in ("NoSuchKey", "404", "NotFound"):
-        return (f"{uri} was listed when the channel was presented, but the store no longer has it (deleted or "
-                f"renamed since)")
+        return (
+            f"{uri} was listed when the channel was presented, but the store no longer has it (deleted or "
+            f"renamed since)"
+        )
     if code == "NoSuchBucket":
         return f"the bucket of {uri} is gone from the store"
-    if type(err).__name__ in ("EndpointConnectionError", "ConnectionClosedError", "ReadTimeoutError",
-                              "ConnectTimeoutError"):
+    if type(err).__name__ in (
+        "EndpointConnectionError",
+        "ConnectionClosedError",
+        "ReadTimeoutError",
+        "ConnectTimeoutError",
+    ):
         return f"lost the object store at {endpoint} while fetching {uri} ({err})"
     return f"fetching {uri} failed: {type(err).__name__}: {err}"
 
 
-def download(client, source: ChannelSource, dest: Path, scratch: Path, workers: int = 8,
-             keep: dict[str, tuple[int, str]] | None = None) -> objectstore.Transfer:
+def download(
+    client,
+    source: ChannelSource,
+    dest: Path,
+    scratch: Path,
+    workers: int = 8,
+    keep: dict[str, tuple[int, str]] | None = None,
+) -> objectstore.Transfer:
     """Every object of ``source`` into ``dest`` in parallel, skipping those ``keep`` (key -> (size, etag)) already
     has on disk; what File mode does before the script starts, and what warms an FSx directory."""
     keep = keep or {}
@@ -292,9 +317,17 @@ class FastFileServer:
             lazy.state, lazy.error = "failed", _describe_failure(err, f"s3://{lazy.bucket}/{lazy.key}", self.endpoint)
         finally:
             with self._lock:
-                self.fetches.append({"channel": lazy.channel, "key": lazy.key, "bytes": got, "reason": reason,
-                                     "start": round(start - self.t0, 4),
-                                     "seconds": round(time.perf_counter() - start, 4), "error": lazy.error})
+                self.fetches.append(
+                    {
+                        "channel": lazy.channel,
+                        "key": lazy.key,
+                        "bytes": got,
+                        "reason": reason,
+                        "start": round(start - self.t0, 4),
+                        "seconds": round(time.perf_counter() - start, 4),
+                        "error": lazy.error,
+                    }
+                )
             lazy.done.set()
 
     def _read_ahead(self, lazy: _Lazy) -> None:
@@ -314,8 +347,9 @@ class FastFileServer:
     def stats(self) -> dict[str, dict]:
         out: dict[str, dict] = {}
         for f in self.fetches:
-            s = out.setdefault(f["channel"], {"objects": 0, "bytes": 0, "read_ahead_bytes": 0, "fetch_seconds": 0.0,
-                                              "errors": []})
+            s = out.setdefault(
+                f["channel"], {"objects": 0, "bytes": 0, "read_ahead_bytes": 0, "fetch_seconds": 0.0, "errors": []}
+            )
             s["objects"] += 1
             s["bytes"] += f["bytes"]
             s["read_ahead_bytes"] += f["bytes"] if f["reason"] == "read-ahead" else 0
@@ -341,8 +375,9 @@ def warm_fsx(client, source: ChannelSource, fsx_root: Path) -> objectstore.Trans
     with open(meta / "lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         manifest_path = meta / "objects.json"
-        known = {k: tuple(v) for k, v in json.loads(manifest_path.read_text()).items()} \
-            if manifest_path.is_file() else {}
+        known = (
+            {k: tuple(v) for k, v in json.loads(manifest_path.read_text()).items()} if manifest_path.is_file() else {}
+        )
         moved = download(client, source, root, meta / "scratch", keep=known)
         wanted = {source.relative(o) for o in source.objects}
         for p in sorted(root.rglob("*"), reverse=True):  # objects removed from the store leave the file system
@@ -400,8 +435,19 @@ class JobInputs:
             moved = warm_fsx(self._client, source, self.fsx_root)
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.symlink_to(fsx_directory(self.fsx_root, source).resolve(), target_is_directory=True)
-        self.staged.append(Staged(channel, host, source.mode, str(source.uri), len(source.objects), source.bytes,
-                                  round(moved.seconds, 4), moved.objects, moved.bytes))
+        self.staged.append(
+            Staged(
+                channel,
+                host,
+                source.mode,
+                str(source.uri),
+                len(source.objects),
+                source.bytes,
+                round(moved.seconds, 4),
+                moved.objects,
+                moved.bytes,
+            )
+        )
 
     def environment(self, env: dict[str, str], host: str) -> dict[str, str]:
         """What a host's processes need for the FastFile read-through: the shim first on PYTHONPATH, the server."""
@@ -412,18 +458,27 @@ class JobInputs:
         shim.mkdir(exist_ok=True)
         shutil.copy(fastfile_shim.__file__, shim / "sitecustomize.py")
         path = os.pathsep.join([str(shim), *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
-        return {"PYTHONPATH": path, fastfile_shim.SERVER_ENV: self.server.address,
-                fastfile_shim.DIRS_ENV: os.pathsep.join(dirs)}
+        return {
+            "PYTHONPATH": path,
+            fastfile_shim.SERVER_ENV: self.server.address,
+            fastfile_shim.DIRS_ENV: os.pathsep.join(dirs),
+        }
 
     def record(self) -> dict:
         during = self.server.stats() if self.server else {}
-        return {"endpoint": self.endpoint, "fsx_root": str(self.fsx_root),
-                "channels": {n: {"mode": s.mode, "uri": str(s.uri), "objects": len(s.objects), "bytes": s.bytes}
-                             for n, s in self.sources.items()},
-                "staged": [asdict(s) for s in self.staged], "during_job": during,
-                "fetches": self.server.fetches if self.server else [],
-                "read_requests": self.server.requests if self.server else 0,
-                "blocked_s": self.server.blocked_s if self.server else 0.0}
+        return {
+            "endpoint": self.endpoint,
+            "fsx_root": str(self.fsx_root),
+            "channels": {
+                n: {"mode": s.mode, "uri": str(s.uri), "objects": len(s.objects), "bytes": s.bytes}
+                for n, s in self.sources.items()
+            },
+            "staged": [asdict(s) for s in self.staged],
+            "during_job": during,
+            "fetches": self.server.fetches if self.server else [],
+            "read_requests": self.server.requests if self.server else 0,
+            "blocked_s": self.server.blocked_s if self.server else 0.0,
+        }
 
     def write(self) -> None:
         if self.run_dir is not None:
@@ -471,21 +526,27 @@ def job_io(result) -> dict:
     before = sum(s["fetched_bytes"] for s in staged)
     during = sum(c["bytes"] for c in rec["during_job"].values())
     ahead = sum(c["read_ahead_bytes"] for c in rec["during_job"].values())
-    fetch_s = sum(s["seconds"] for s in staged if s["fetched_objects"]) + \
-        sum(c["fetch_seconds"] for c in rec["during_job"].values())
+    fetch_s = sum(s["seconds"] for s in staged if s["fetched_objects"]) + sum(
+        c["fetch_seconds"] for c in rec["during_job"].values()
+    )
     t = result.timings
     first = t.get("launch_to_first_step")
     modes = sorted({c["mode"] for c in rec["channels"].values()})
-    return {"mode": "/".join(modes) or "local", "staging_s": staging,
-            "input_wait_s": staging + rec.get("blocked_s", 0.0),
-            "to_first_step_s": staging + first if first is not None else float("nan"),
-            "total_s": staging + t.get("total", 0.0),
-            "bytes_in_channels": sum(c["bytes"] for c in rec["channels"].values()),
-            "bytes_from_store": before + during, "bytes_before_start": before, "bytes_during_job": during,
-            "read_ahead_bytes": ahead,
-            "objects_from_store": sum(s["fetched_objects"] for s in staged) +
-            sum(c["objects"] for c in rec["during_job"].values()),
-            "fetch_mb_per_s": (before + during) / 1e6 / fetch_s if fetch_s else float("nan")}
+    return {
+        "mode": "/".join(modes) or "local",
+        "staging_s": staging,
+        "input_wait_s": staging + rec.get("blocked_s", 0.0),
+        "to_first_step_s": staging + first if first is not None else float("nan"),
+        "total_s": staging + t.get("total", 0.0),
+        "bytes_in_channels": sum(c["bytes"] for c in rec["channels"].values()),
+        "bytes_from_store": before + during,
+        "bytes_before_start": before,
+        "bytes_during_job": during,
+        "read_ahead_bytes": ahead,
+        "objects_from_store": sum(s["fetched_objects"] for s in staged)
+        + sum(c["objects"] for c in rec["during_job"].values()),
+        "fetch_mb_per_s": (before + during) / 1e6 / fetch_s if fetch_s else float("nan"),
+    }
 
 
 def startup_cost(describe: dict) -> list[dict]:
@@ -512,9 +573,14 @@ def download_share(describe: dict) -> dict:
         if r["seconds"] == r["seconds"]:
             phases[r["phase"]] = phases.get(r["phase"], 0.0) + r["seconds"]
     download_s, training_s = phases.get("Downloading", 0.0), phases.get("Training", 0.0)
-    return {"starting_s": phases.get("Starting", 0.0), "downloading_s": download_s, "training_s": training_s,
-            "download_share": download_s / (download_s + training_s) if download_s + training_s else float("nan"),
-            "billable_s": describe.get("BillableTimeInSeconds"), "input_mode": _input_modes(describe)}
+    return {
+        "starting_s": phases.get("Starting", 0.0),
+        "downloading_s": download_s,
+        "training_s": training_s,
+        "download_share": download_s / (download_s + training_s) if download_s + training_s else float("nan"),
+        "billable_s": describe.get("BillableTimeInSeconds"),
+        "input_mode": _input_modes(describe),
+    }
 
 
 def _input_modes(describe: dict) -> str:
@@ -536,10 +602,12 @@ def fsx_channel_path(mount_name: str, *parts: str) -> str:
     mount name (FSx console > file system > Attach; ``fsx`` for SCRATCH_1), not with ``/fsx`` out of habit.
     """
     if not _MOUNT_NAME.match(mount_name or ""):
-        raise InputModeError(f"FSx mount name {mount_name!r} does not look like one (3-8 lower-case letters and "
-                             f"digits, e.g. 'abcdef12'; 'fsx' for SCRATCH_1): copy it from the FSx console "
-                             f"(file system > Attach) or `aws fsx describe-file-systems` (LustreConfiguration."
-                             f"MountName).")
+        raise InputModeError(
+            f"FSx mount name {mount_name!r} does not look like one (3-8 lower-case letters and "
+            f"digits, e.g. 'abcdef12'; 'fsx' for SCRATCH_1): copy it from the FSx console "
+            f"(file system > Attach) or `aws fsx describe-file-systems` (LustreConfiguration."
+            f"MountName)."
+        )
     return "/" + "/".join([mount_name, *(p.strip("/") for p in parts if p.strip("/"))])
 
 
@@ -555,16 +623,32 @@ def sagemaker_jobs_per_mode(base, data: dict[str, str], fsx: dict | None = None)
     and checkpoints go there; pip needs NAT (or a mirror) for requirements.txt. ``sagemaker_jobs.preflight`` notes it.
     """
     names = list(data)
-    jobs = {"File": replace(base, name=f"{base.name}-file", channels=dict(data), s3_endpoint=None,
-                            channel_modes={n: "File" for n in names}),
-            "FastFile": replace(base, name=f"{base.name}-fastfile", channels=dict(data), s3_endpoint=None,
-                                channel_modes={n: "FastFile" for n in names})}
+    jobs = {
+        "File": replace(
+            base,
+            name=f"{base.name}-file",
+            channels=dict(data),
+            s3_endpoint=None,
+            channel_modes={n: "File" for n in names},
+        ),
+        "FastFile": replace(
+            base,
+            name=f"{base.name}-fastfile",
+            channels=dict(data),
+            s3_endpoint=None,
+            channel_modes={n: "FastFile" for n in names},
+        ),
+    }
     if fsx is not None:
         channels = {n: fsx_channel_path(fsx.get("mount_name", ""), fsx.get("path", ""), n) for n in names}
-        jobs["FSx"] = replace(base, name=f"{base.name}-fsx", channels=channels, s3_endpoint=None,
-                              channel_modes={n: "FSx" for n in names},
-                              fsx={k: fsx[k] for k in ("file_system_id", "subnets", "security_group_ids",
-                                                       "access_mode") if fsx.get(k)})
+        jobs["FSx"] = replace(
+            base,
+            name=f"{base.name}-fsx",
+            channels=channels,
+            s3_endpoint=None,
+            channel_modes={n: "FSx" for n in names},
+            fsx={k: fsx[k] for k in ("file_system_id", "subnets", "security_group_ids", "access_mode") if fsx.get(k)},
+        )
     return jobs
 
 
@@ -584,11 +668,19 @@ def channel_definitions(request: dict) -> list[dict]:
         if c["ChannelName"] in ("code", "sm_drivers"):
             continue
         s3, fs = c["DataSource"].get("S3DataSource"), c["DataSource"].get("FileSystemDataSource")
-        rows.append({"channel": c["ChannelName"], "InputMode": c.get("InputMode", "File"),
-                     "source": s3["S3Uri"] if s3 else f"{fs['FileSystemType']} {fs['FileSystemId']}:"
-                                                        f"{fs['DirectoryPath']} ({fs['FileSystemAccessMode']})",
-                     "VpcConfig": f"{','.join(vpc.get('Subnets', []))} / {','.join(vpc.get('SecurityGroupIds', []))}"
-                     if fs else ""})
+        rows.append(
+            {
+                "channel": c["ChannelName"],
+                "InputMode": c.get("InputMode", "File"),
+                "source": s3["S3Uri"]
+                if s3
+                else f"{fs['FileSystemType']} {fs['FileSystemId']}:"
+                f"{fs['DirectoryPath']} ({fs['FileSystemAccessMode']})",
+                "VpcConfig": f"{','.join(vpc.get('Subnets', []))} / {','.join(vpc.get('SecurityGroupIds', []))}"
+                if fs
+                else "",
+            }
+        )
     return rows
 
 
@@ -601,8 +693,13 @@ def channel_listing(result, channel: str = "train", host: str = "algo-1") -> lis
     for p in sorted(root.rglob("*")):
         if p.is_file():
             st = p.stat()
-            rows.append({"file": p.relative_to(root).as_posix(), "bytes": st.st_size,
-                         "on_disk": min(st.st_size, st.st_blocks * 512)})
+            rows.append(
+                {
+                    "file": p.relative_to(root).as_posix(),
+                    "bytes": st.st_size,
+                    "on_disk": min(st.st_size, st.st_blocks * 512),
+                }
+            )
     return rows
 
 
@@ -644,8 +741,9 @@ def plot_sequence(runs: dict[str, list[float]], title: str = "A sequence of jobs
 
     fig, ax = plt.subplots(figsize=(6.5, 3.4))
     for mode, seconds in runs.items():
-        ax.plot(range(1, len(seconds) + 1), list(itertools.accumulate(seconds)), "o-", label=mode,
-                color=_COLOURS.get(mode))
+        ax.plot(
+            range(1, len(seconds) + 1), list(itertools.accumulate(seconds)), "o-", label=mode, color=_COLOURS.get(mode)
+        )
     ax.set(xlabel="job", ylabel="seconds, all jobs so far", title=title)
     ax.set_xticks(range(1, max(len(s) for s in runs.values()) + 1))
     ax.grid(alpha=0.3)
@@ -667,8 +765,9 @@ def plot_access(rows: list[dict], title: str = "Access pattern x input mode"):
         got = {r["pattern"]: r for r in rows if r["mode"] == mode}
         x = np.arange(len(patterns)) + i * width
         ax.bar(x, [got[p]["read_mb_per_s"] for p in patterns], width, label=mode, color=_COLOURS.get(mode))
-        ax_bytes.bar(x, [got[p]["bytes_from_store"] / 1e6 for p in patterns], width, label=mode,
-                     color=_COLOURS.get(mode))
+        ax_bytes.bar(
+            x, [got[p]["bytes_from_store"] / 1e6 for p in patterns], width, label=mode, color=_COLOURS.get(mode)
+        )
     for a in (ax, ax_bytes):
         a.set_xticks(np.arange(len(patterns)) + width * (len(modes) - 1) / 2, patterns, fontsize=8)
         a.grid(axis="y", alpha=0.3)

@@ -16,6 +16,7 @@ parent's pages copy-on-write, and a sum of RSS would count those pages once per 
 GPUs are read through NVML (the ``nvidia-ml-py`` package); without it, or without a driver, GPU rows are simply absent.
 The top-operators tables that ``--profile`` writes are read here too (:func:`top_ops`), so a lab can show them.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -83,7 +84,7 @@ class GPUs:
 
 
 def _memory_kind() -> str:
-    """"PSS" where the OS reports it for our processes (Linux), else "RSS"."""
+    """ "PSS" where the OS reports it for our processes (Linux), else "RSS"."""
     try:
         return "PSS" if hasattr(psutil.Process().memory_full_info(), "pss") else "RSS"
     except psutil.Error:  # smaps unreadable (a locked-down container): RSS, which every OS reports
@@ -237,8 +238,10 @@ class Monitor:
         if window is None:
             return self.samples
         if window not in self.windows:
-            raise KeyError(f"no window {window!r} on this monitor (it has: {', '.join(self.windows) or 'none'}); "
-                           f"run_monitored marks 'training' when the job logs its train_seconds")
+            raise KeyError(
+                f"no window {window!r} on this monitor (it has: {', '.join(self.windows) or 'none'}); "
+                f"run_monitored marks 'training' when the job logs its train_seconds"
+            )
         start, end = self.windows[window]
         return [s for s in self.samples if start <= s.t - self.interval / 2 <= end]
 
@@ -279,7 +282,7 @@ class Monitor:
     def table(self, every: int = 1, title: str = "System samples"):
         """The samples as a table (every ``every``-th row)."""
 
-        return Table(self.rows()[::max(1, every)], title=title)
+        return Table(self.rows()[:: max(1, every)], title=title)
 
     def matrix(self, window: str | None = None) -> tuple[list[str], list[float], list[list[float]]]:
         """(row labels, times, values in %): every core, the job's share of all cores (on a shared machine the
@@ -300,8 +303,15 @@ class Monitor:
     def heatmap(self, title: str = "Utilisation", ax=None, window: str | None = None):
         """The whole run with its named windows marked, or (``window``) only that window."""
         labels, times, values = self.matrix(window)
-        fig = heatmap(labels, times, values, title=title, ax=ax, interval=self.interval,
-                      xlabel=f"seconds into {window}" if window else "seconds")
+        fig = heatmap(
+            labels,
+            times,
+            values,
+            title=title,
+            ax=ax,
+            interval=self.interval,
+            xlabel=f"seconds into {window}" if window else "seconds",
+        )
         if window is None and times:
             _mark_windows(fig.axes[0] if ax is None else ax, self.windows)
         return fig
@@ -344,8 +354,10 @@ def run_monitored(job, target, interval: float = 0.5, **runner_options):
 
     t = targets.resolve(target) if isinstance(target, str) else target
     if not t.is_local:
-        raise ValueError(f"run_monitored watches processes on this machine; {t.name} is a SageMaker instance type: "
-                         f"use helpers.aws.cloudwatch for a real job's metrics.")
+        raise ValueError(
+            f"run_monitored watches processes on this machine; {t.name} is a SageMaker instance type: "
+            f"use helpers.aws.cloudwatch for a real job's metrics."
+        )
     runner = LocalRunner(**runner_options)
     local = runner.start(job, t)
     with watch(local, interval=interval) as mon:
@@ -357,8 +369,16 @@ def run_monitored(job, target, interval: float = 0.5, **runner_options):
 
 
 # ---------------------------------------------------------------------------------------------------- plots
-def heatmap(labels: list[str], times: list[float], values: list[list[float]], title: str = "Utilisation",
-            ax=None, vmax: float = 100.0, xlabel: str = "seconds", interval: float | None = None):
+def heatmap(
+    labels: list[str],
+    times: list[float],
+    values: list[list[float]],
+    title: str = "Utilisation",
+    ax=None,
+    vmax: float = 100.0,
+    xlabel: str = "seconds",
+    interval: float | None = None,
+):
     """Rows (cores, GPUs or hosts) against time, darker = busier, as SageMaker Debugger's heatmap drew them.
     ``times``: the end of each sample's interval (``interval`` long; by default the spacing of the times)."""
     import matplotlib.pyplot as plt
@@ -390,8 +410,16 @@ def _mark_windows(ax, windows: dict) -> None:
     for name, (start, end) in windows.items():
         for x in (start, end):
             ax.axvline(x, color="white", ls="--", lw=1.2)
-        ax.text((start + end) / 2, 0.97, name, color="white", ha="center", va="top", fontsize=8,
-                transform=ax.get_xaxis_transform())
+        ax.text(
+            (start + end) / 2,
+            0.97,
+            name,
+            color="white",
+            ha="center",
+            va="top",
+            fontsize=8,
+            transform=ax.get_xaxis_transform(),
+        )
 
 
 def compare_heatmaps(monitors: dict, title: str = "Utilisation, side by side", window: str | None = None):
@@ -400,13 +428,18 @@ def compare_heatmaps(monitors: dict, title: str = "Utilisation, side by side", w
     import matplotlib.pyplot as plt
 
     rows = max(len(m.matrix()[0]) for m in monitors.values())
-    fig, axes = plt.subplots(len(monitors), 1, figsize=(10, len(monitors) * (0.45 * max(2, rows) + 1.1)),
-                             sharex=True, squeeze=False)
+    fig, axes = plt.subplots(
+        len(monitors), 1, figsize=(10, len(monitors) * (0.45 * max(2, rows) + 1.1)), sharex=True, squeeze=False
+    )
     for ax, (label, mon) in zip(axes[:, 0], monitors.items()):
         s = mon.summary(window)
         span = f"{s.get('seconds', 0):.1f} s of {window}" if window else f"{s.get('seconds', 0):.0f} s"
-        mon.heatmap(title=f"{label}: {span}, machine {s.get('machine_cpu_pct', 0):.0f}% busy, "
-                          f"job {s.get('job_cores', 0):.2f} cores", ax=ax, window=window)
+        mon.heatmap(
+            title=f"{label}: {span}, machine {s.get('machine_cpu_pct', 0):.0f}% busy, "
+            f"job {s.get('job_cores', 0):.2f} cores",
+            ax=ax,
+            window=window,
+        )
     for ax in axes[:-1, 0]:
         ax.set_xlabel("")  # one shared time axis, labelled once
     fig.suptitle(title)
@@ -426,8 +459,9 @@ def lines(mon: Monitor, title: str = ""):
         if any(s.processes[role] for s in mon.samples):
             ax_cpu.plot(t, [s.cpu_by_role[role] / 100 for s in mon.samples], label=role)
             ax_mem.plot(t, [s.mem_mb_by_role[role] for s in mon.samples], label=role)
-    ax_mem.plot(t, [sum(s.mem_mb_by_role.values()) for s in mon.samples], color="black", ls="--", lw=1,
-                label="job total")  # PSS: a worker's shared pages move from the trainer's line to its own
+    ax_mem.plot(
+        t, [sum(s.mem_mb_by_role.values()) for s in mon.samples], color="black", ls="--", lw=1, label="job total"
+    )  # PSS: a worker's shared pages move from the trainer's line to its own
     ax_cpu.axhline(mon.cpu_count, color="grey", ls=":", label=f"{mon.cpu_count} cores")
     ax_cpu.set(xlabel="seconds", ylabel="cores busy", title="Job CPU by role")
     ax_mem.set(xlabel="seconds", ylabel=f"{mon.memory_kind} (MB)", title="Job memory by role")
@@ -457,9 +491,15 @@ def top_ops(output_dir: str | Path, rank: int = 0, device: str | None = None, li
     if which not in report:
         has = ", ".join(k for k in ("cpu", "gpu") if k in report)
         raise KeyError(f"the profile has no {which!r} list (it has {has})")
-    return [{"operator": r["name"] if len(r["name"]) <= 60 else r["name"][:57] + "...",
-             "ms per step": r["self_ms_per_step"], "share": r["share"], "calls per step": r["calls_per_step"]}
-            for r in report[which][:limit]]
+    return [
+        {
+            "operator": r["name"] if len(r["name"]) <= 60 else r["name"][:57] + "...",
+            "ms per step": r["self_ms_per_step"],
+            "share": r["share"],
+            "calls per step": r["calls_per_step"],
+        }
+        for r in report[which][:limit]
+    ]
 
 
 def profile_report(output_dir: str | Path, rank: int = 0) -> dict:
@@ -468,5 +508,7 @@ def profile_report(output_dir: str | Path, rank: int = 0) -> dict:
     for candidate in (base / f"top_ops.rank{rank}.json", base / "profile" / f"top_ops.rank{rank}.json"):
         if candidate.is_file():
             return json.loads(candidate.read_text(encoding="utf-8"))
-    raise FileNotFoundError(f"no top_ops.rank{rank}.json under {base}: was the job run with profile=True (and did "
-                            f"it train for at least the profile schedule's steps)?")
+    raise FileNotFoundError(
+        f"no top_ops.rank{rank}.json under {base}: was the job run with profile=True (and did "
+        f"it train for at least the profile schedule's steps)?"
+    )

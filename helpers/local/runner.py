@@ -6,6 +6,7 @@ channels under ``input/data/<channel>``, the source dir under ``input/data/code`
 driver, hyperparameters as ``--key value``, and torchrun when there is more than one process, exactly as the
 SDK's torchrun driver launches it. Logs stream as they come; the call returns a :class:`JobResult`.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,11 +38,28 @@ CONTAINER_INIT = Path(__file__).with_name("container_init.py")
 # All a job takes from the notebook's environment: where programs and libraries are, the user, the locale, the
 # temporary directory and the GPUs it may use. A SageMaker container starts from its image's environment, so
 # nothing else comes along (PYTHONPATH, credentials, a stale PWD, another job's SM_* or torchrun variables...).
-_INHERITED = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "LD_LIBRARY_PATH",
-              "CUDA_VISIBLE_DEVICES")
-_OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-            "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TOKENIZERS_PARALLELISM": "false",
-            "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+_INHERITED = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "TMPDIR",
+    "LD_LIBRARY_PATH",
+    "CUDA_VISIBLE_DEVICES",
+)
+_OFFLINE = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "PYTHONUNBUFFERED": "1",
+    "PYTHONDONTWRITEBYTECODE": "1",
+}
 
 
 class JobFailed(WorkshopError, RuntimeError):
@@ -97,9 +115,11 @@ def clean_environment(cwd: Path) -> dict[str, str]:
 
 
 def _file_mode_only(mode: str) -> str:
-    return (f"input mode {mode!r} needs an s3:// channel on the local object store "
-            f"(helpers.local.objectstore, lab 05); "
-            f"a local directory is presented in 'File' mode.")
+    return (
+        f"input mode {mode!r} needs an s3:// channel on the local object store "
+        f"(helpers.local.objectstore, lab 05); "
+        f"a local directory is presented in 'File' mode."
+    )
 
 
 def stage_channel(mode: str, source: Path, dest: Path) -> None:
@@ -120,8 +140,16 @@ class LocalJob:
     """One launched job: one container per host (see ``container_init.py``), their merged log, and the ways
     SageMaker ends a job: :meth:`stop` (StopTrainingJob) and :meth:`kill` (the instance is lost)."""
 
-    def __init__(self, job: Job, target: Target, run_dir: Path, commands: list[tuple[str, list[str], dict, Path]],
-                 echo: bool, on_line: Callable[[str, str], None] | None, forward_sigterm: bool = False):
+    def __init__(
+        self,
+        job: Job,
+        target: Target,
+        run_dir: Path,
+        commands: list[tuple[str, list[str], dict, Path]],
+        echo: bool,
+        on_line: Callable[[str, str], None] | None,
+        forward_sigterm: bool = False,
+    ):
         self.job, self.target, self.run_dir, self.echo, self.on_line = job, target, run_dir, echo, on_line
         self.lines: queue.Queue[tuple[str, str | None]] = queue.Queue()
         self.history: list[dict] = []
@@ -133,9 +161,18 @@ class LocalJob:
         init = [sys.executable, str(CONTAINER_INIT), *(["--forward-sigterm"] if forward_sigterm else []), "--"]
         for host, cmd, env, cwd in commands:
             # stdin stays open while this process lives: the container ends everything when it closes
-            proc = subprocess.Popen(init + cmd, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, text=True, bufsize=1, errors="replace",
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                init + cmd,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                bufsize=1,
+                errors="replace",
+                start_new_session=True,
+            )
             self.procs[host] = proc
             threading.Thread(target=self._pump, args=(host, proc), daemon=True).start()
 
@@ -215,7 +252,6 @@ class LocalJob:
             self.kill()
             raise
         finally:
-
             input_modes.release(self.run_dir)  # stop serving FastFile channels; record what they fetched
         return self._result(codes)
 
@@ -251,9 +287,17 @@ class LocalJob:
         metrics = {k: v for k, v in (finals[-1] if finals else {}).items() if k not in ("kind", "host", "t")}
         stopped = (-signal.SIGTERM, -signal.SIGKILL, 128 + signal.SIGTERM)  # 143: saved a checkpoint on SIGTERM, left
         status = "Completed" if code == 0 else ("Stopped" if code in stopped or self.interrupted else "Failed")
-        return JobResult(self.run_dir.name, status, code, self.run_dir, metrics, self.history,
-                         {"launch_to_first_log": self.first_log, "launch_to_first_step": self.first_step,
-                          "total": total}, failure, self.tail)
+        return JobResult(
+            self.run_dir.name,
+            status,
+            code,
+            self.run_dir,
+            metrics,
+            self.history,
+            {"launch_to_first_log": self.first_log, "launch_to_first_step": self.first_step, "total": total},
+            failure,
+            self.tail,
+        )
 
 
 class LocalRunner:
@@ -267,9 +311,16 @@ class LocalRunner:
     an SDK v3 job's first process drops it, and so does the local runner by default).
     """
 
-    def __init__(self, runs_dir: Path | str = RUNS_DIR / "jobs", echo: bool = True, check: bool = True,
-                 on_line: Callable[[str, str], None] | None = None, job_name: str | None = None,
-                 checkpoint_dir: Path | str | None = None, forward_sigterm: bool = False):
+    def __init__(
+        self,
+        runs_dir: Path | str = RUNS_DIR / "jobs",
+        echo: bool = True,
+        check: bool = True,
+        on_line: Callable[[str, str], None] | None = None,
+        job_name: str | None = None,
+        checkpoint_dir: Path | str | None = None,
+        forward_sigterm: bool = False,
+    ):
         self.runs_dir, self.echo, self.check = Path(runs_dir), echo, check
         self.on_line, self.job_name = on_line, job_name
         self.checkpoint_dir = Path(checkpoint_dir).resolve() if checkpoint_dir else None
@@ -279,8 +330,10 @@ class LocalRunner:
         """Check the job and build every host's directory and command; raises before anything runs."""
         procs = job.processes_per_host or target.default_processes()
         if target.gpus and procs > target.gpus:
-            raise JobSetupError(f"{procs} processes per host but {target.describe()}: use at most {target.gpus} "
-                                f"(one per GPU), or target='local_cpu'.")
+            raise JobSetupError(
+                f"{procs} processes per host but {target.describe()}: use at most {target.gpus} "
+                f"(one per GPU), or target='local_cpu'."
+            )
         if procs < 1 or job.instance_count < 1:
             raise JobSetupError("processes_per_host and instance_count must be at least 1.")
         entry = Path(job.source_dir) / job.entry_point
@@ -293,8 +346,10 @@ class LocalRunner:
             if str(path).startswith("s3://"):
                 continue  # checked against the object store by input_modes, below
             if not p.is_dir() or not any(p.iterdir()):
-                raise JobSetupError(f"channel {name!r}: {p} is missing or empty. Build the data first "
-                                    f"(`python -m helpers.data.catalog build --out data/catalog`).")
+                raise JobSetupError(
+                    f"channel {name!r}: {p} is missing or empty. Build the data first "
+                    f"(`python -m helpers.data.catalog build --out data/catalog`)."
+                )
             if job.mode_of(name) != "File":
                 raise JobSetupError(f"channel {name!r}: {_file_mode_only(job.mode_of(name))}")
         try:
@@ -317,8 +372,9 @@ class LocalRunner:
         for host in hosts:
             layout = Layout(run_dir / host).make()
             shutil.copytree(job.source_dir, layout.code, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-            cfg = HostConfig(name, host, hosts, target.instance_type, {c: job.mode_of(c) for c in job.channels},
-                             job.hyperparameters)
+            cfg = HostConfig(
+                name, host, hosts, target.instance_type, {c: job.mode_of(c) for c in job.channels}, job.hyperparameters
+            )
             cfg.write(layout)
             for channel, path in job.channels.items():
                 if inputs.serves(channel):
@@ -326,8 +382,18 @@ class LocalRunner:
                 else:
                     stage_channel(job.mode_of(channel), Path(path), layout.data / channel)
             env = clean_environment(layout.code)
-            env.update(container_env(layout, cfg, target.gpus, target.cpus, job.entry_point, distributed,
-                                     master_addr="127.0.0.1", master_port=port))
+            env.update(
+                container_env(
+                    layout,
+                    cfg,
+                    target.gpus,
+                    target.cpus,
+                    job.entry_point,
+                    distributed,
+                    master_addr="127.0.0.1",
+                    master_port=port,
+                )
+            )
             env.update(_OFFLINE, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
             if not target.gpus:
                 env["GLOO_SOCKET_IFNAME"] = "lo"  # gloo would otherwise resolve the host name to pick a NIC
@@ -345,9 +411,18 @@ class LocalRunner:
                 # no job writes (or resumes from) a checkpoint directory outside its own run directory
                 args += ["--checkpoint_dir", str(layout.checkpoints)]
             if distributed:  # the v3 torchrun driver's command, with the rendezvous on loopback
-                cmd = [sys.executable, "-m", "torch.distributed.run", f"--nnodes={len(hosts)}",
-                       f"--nproc_per_node={procs}", "--master_addr=127.0.0.1", f"--master_port={port}",
-                       f"--node_rank={hosts.index(host)}", job.entry_point, *args]
+                cmd = [
+                    sys.executable,
+                    "-m",
+                    "torch.distributed.run",
+                    f"--nnodes={len(hosts)}",
+                    f"--nproc_per_node={procs}",
+                    "--master_addr=127.0.0.1",
+                    f"--master_port={port}",
+                    f"--node_rank={hosts.index(host)}",
+                    job.entry_point,
+                    *args,
+                ]
             else:  # the v3 basic script driver: plain python
                 cmd = [sys.executable, job.entry_point, *args]
             (layout.input / "command.json").write_text(json.dumps(cmd, indent=1))
@@ -358,8 +433,11 @@ class LocalRunner:
     def start(self, job: Job, target: Target) -> LocalJob:
         run_dir, commands = self.prepare(job, target)
         if self.echo:
-            print(f"launching {run_dir.name} on {target.describe()}: {len(commands)} host(s) x "
-                  f"{job.processes_per_host or target.default_processes()} process(es); logs below", flush=True)
+            print(
+                f"launching {run_dir.name} on {target.describe()}: {len(commands)} host(s) x "
+                f"{job.processes_per_host or target.default_processes()} process(es); logs below",
+                flush=True,
+            )
         return LocalJob(job, target, run_dir, commands, self.echo, self.on_line, self.forward_sigterm)
 
     def run(self, job: Job, target: Target) -> JobResult:
@@ -369,6 +447,9 @@ class LocalRunner:
         """``result``, or (with ``check``) :class:`JobFailed` with the end of its log when it did not complete."""
         if result.status != "Completed" and self.check:
             tail = "\n".join(result.log_tail[-25:])
-            raise JobFailed(f"job {result.name} {result.status.lower()}: {result.failure_reason}\n"
-                            f"--- last lines of its log ({result.run_dir}) ---\n{tail}", result)
+            raise JobFailed(
+                f"job {result.name} {result.status.lower()}: {result.failure_reason}\n"
+                f"--- last lines of its log ({result.run_dir}) ---\n{tail}",
+                result,
+            )
         return result

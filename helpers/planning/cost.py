@@ -5,6 +5,7 @@ managed spot the service reports the saving as a shorter billable time, so the s
 ``1 - BillableTimeInSeconds / TrainingTimeInSeconds`` (AWS's own formula). Prices come from
 ``helpers.planning.instances`` (dated, us-east-1).
 """
+
 from __future__ import annotations
 
 import html
@@ -80,16 +81,26 @@ class Estimate:
 
     def rows(self) -> list[tuple[str, str]]:
         low, high = self.spot_range_usd
-        rows = [("instances", f"{self.instance_count} x {self.instance_type}"),
-                ("price", f"${self.price_per_hour:,.4g}/h per instance (us-east-1, {self.price_as_of})"),
-                ("billable cap", f"{self.hours:g} h x {self.instance_count} = {self.instance_hours:g} instance-hours"),
-                ("on-demand, at most", _money(self.on_demand_usd)),
-                ("spot, typically", f"{_money(low)} - {_money(high)} (saving "
-                                    f"{SPOT_SAVINGS_RANGE[0]:.0%}-{SPOT_SAVINGS_RANGE[1]:.0%}, not guaranteed: "
-                                    f"at most the on-demand price)")]
+        rows = [
+            ("instances", f"{self.instance_count} x {self.instance_type}"),
+            ("price", f"${self.price_per_hour:,.4g}/h per instance (us-east-1, {self.price_as_of})"),
+            ("billable cap", f"{self.hours:g} h x {self.instance_count} = {self.instance_hours:g} instance-hours"),
+            ("on-demand, at most", _money(self.on_demand_usd)),
+            (
+                "spot, typically",
+                f"{_money(low)} - {_money(high)} (saving "
+                f"{SPOT_SAVINGS_RANGE[0]:.0%}-{SPOT_SAVINGS_RANGE[1]:.0%}, not guaranteed: "
+                f"at most the on-demand price)",
+            ),
+        ]
         if self.expected_hours is not None:
-            rows.append(("expected", f"{_money(self.expected_usd)} for {self.expected_hours:.2g} h"
-                                     + (" on spot (mid-range saving)" if self.spot else "")))
+            rows.append(
+                (
+                    "expected",
+                    f"{_money(self.expected_usd)} for {self.expected_hours:.2g} h"
+                    + (" on spot (mid-range saving)" if self.spot else ""),
+                )
+            )
         rows.append(("this job uses", "managed spot" if self.spot else "on-demand"))
         return rows
 
@@ -98,13 +109,23 @@ class Estimate:
         return "\n".join(f"{k:<{width}}  {v}" for k, v in self.rows())
 
     def _repr_html_(self) -> str:
-        body = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th><td style='text-align:left'>"
-                       f"{html.escape(v)}</td></tr>" for k, v in self.rows())
+        body = "".join(
+            f"<tr><th style='text-align:left'>{html.escape(k)}</th><td style='text-align:left'>"
+            f"{html.escape(v)}</td></tr>"
+            for k, v in self.rows()
+        )
         return f"<table>{body}</table><small>{html.escape(self.price_source)}</small>"
 
 
-def estimate(instance_type: str, instance_count: int = 1, *, max_runtime_s: float, spot: bool = False,
-             expected_s: float | None = None, price_per_hour: float | None = None) -> Estimate:
+def estimate(
+    instance_type: str,
+    instance_count: int = 1,
+    *,
+    max_runtime_s: float,
+    spot: bool = False,
+    expected_s: float | None = None,
+    price_per_hour: float | None = None,
+) -> Estimate:
     """Price a job before launch. ``max_runtime_s`` caps what it can bill; ``expected_s`` is an optional guess
     (from a local measurement, say). ``price_per_hour`` overrides the catalogue (another region, a discount)."""
     spec = instances.lookup(instance_type)
@@ -114,10 +135,20 @@ def estimate(instance_type: str, instance_count: int = 1, *, max_runtime_s: floa
     if price_per_hour is not None:
         price, as_of, source = float(price_per_hour), "given", "price_per_hour passed by the caller"
     if price is None:
-        raise UnknownPrice(f"{instance_type} has no price on file (helpers.planning.instances); pass price_per_hour= "
-                           f"from https://aws.amazon.com/sagemaker/pricing/ to estimate it.")
-    return Estimate(spec.name, instance_count, max_runtime_s / 3600, price, as_of, source, spot,
-                    None if expected_s is None else expected_s / 3600)
+        raise UnknownPrice(
+            f"{instance_type} has no price on file (helpers.planning.instances); pass price_per_hour= "
+            f"from https://aws.amazon.com/sagemaker/pricing/ to estimate it."
+        )
+    return Estimate(
+        spec.name,
+        instance_count,
+        max_runtime_s / 3600,
+        price,
+        as_of,
+        source,
+        spot,
+        None if expected_s is None else expected_s / 3600,
+    )
 
 
 def budget_from_environment() -> float | None:
@@ -143,7 +174,8 @@ def check_budget(est: Estimate, budget_usd: float | None) -> None:
         f"({est.instance_count} x {est.instance_type} at ${est.price_per_hour:,.4g}/h for up to {est.hours:g} h"
         f"{spot_note}), above the budget of "
         f"{_money(budget_usd)}. Lower max_runtime_s (it caps the bill), use fewer or smaller instances, "
-        f"or raise budget_usd.")
+        f"or raise budget_usd."
+    )
 
 
 @dataclass(frozen=True)
@@ -177,8 +209,10 @@ class JobCost:
         return self.training_seconds * self.instance_count * self.price_per_hour / 3600
 
     def __str__(self) -> str:
-        text = (f"{self.training_seconds} s training, {self.billable_seconds} s billable x {self.instance_count} "
-                f"instance(s)")
+        text = (
+            f"{self.training_seconds} s training, {self.billable_seconds} s billable x {self.instance_count} "
+            f"instance(s)"
+        )
         if self.billed_usd is not None:
             text += f": {_money(self.billed_usd)}"
         if self.savings:

@@ -20,6 +20,7 @@ Feature support:
   g4dn.16xlarge, p5en), but a SageMaker job's NCCL does not get it from the drivers there, so they count as plain
   network (ENA) here. tests/test_instances.py holds this list to the installed SDK's.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -30,17 +31,33 @@ from helpers.errors import TargetError
 REGION = "us-east-1"
 
 # where each price came from; every entry names one of these
-PRICE_LIST_2026_09 = ("2026-09-27", "AWS Price List API, AmazonSageMaker offer, us-east-1 on-demand (after the "
-                                    "June 2025 P4/P5 price cut), as compiled in a public price table")
-PRICE_PAGE_P3 = ("2024-06-01", "aws.amazon.com/sagemaker/pricing, Training, On-Demand, US East (N. Virginia); "
-                               "P3 is no longer in the 2026 offer tables")
+PRICE_LIST_2026_09 = (
+    "2026-09-27",
+    "AWS Price List API, AmazonSageMaker offer, us-east-1 on-demand (after the "
+    "June 2025 P4/P5 price cut), as compiled in a public price table",
+)
+PRICE_PAGE_P3 = (
+    "2024-06-01",
+    "aws.amazon.com/sagemaker/pricing, Training, On-Demand, US East (N. Virginia); "
+    "P3 is no longer in the 2026 offer tables",
+)
 
 
 # the SDK's SM_EFA_NCCL_INSTANCES (sagemaker/train/container_drivers/common/utils.py), copied so that nothing here
 # imports the SDK; a test compares the two
-SAGEMAKER_EFA_NCCL = frozenset({"ml.g4dn.8xlarge", "ml.g4dn.12xlarge", "ml.g5.48xlarge", "ml.p3dn.24xlarge",
-                                "ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.p5.48xlarge", "ml.p5e.48xlarge",
-                                "ml.trn1.32xlarge"})
+SAGEMAKER_EFA_NCCL = frozenset(
+    {
+        "ml.g4dn.8xlarge",
+        "ml.g4dn.12xlarge",
+        "ml.g5.48xlarge",
+        "ml.p3dn.24xlarge",
+        "ml.p4d.24xlarge",
+        "ml.p4de.24xlarge",
+        "ml.p5.48xlarge",
+        "ml.p5e.48xlarge",
+        "ml.trn1.32xlarge",
+    }
+)
 
 
 class UnknownInstanceType(TargetError):
@@ -129,40 +146,85 @@ class InstanceType:
 
 def _gpu_family(family: str, gpu: Gpu, rows, features=frozenset(), price=PRICE_LIST_2026_09):
     """rows: (size, vcpus, memory GiB, gpus, network Gb/s, $/h)."""
-    return [InstanceType(f"ml.{family}.{size}", vcpus, mem, gpus, gpu, net, usd, price, features=frozenset(features))
-            for size, vcpus, mem, gpus, net, usd in rows]
+    return [
+        InstanceType(f"ml.{family}.{size}", vcpus, mem, gpus, gpu, net, usd, price, features=frozenset(features))
+        for size, vcpus, mem, gpus, net, usd in rows
+    ]
 
 
 def _cpu_family(family: str, rows, price=PRICE_LIST_2026_09):
-    return [InstanceType(f"ml.{family}.{size}", vcpus, mem, 0, None, net, usd, price)
-            for size, vcpus, mem, net, usd in rows]
+    return [
+        InstanceType(f"ml.{family}.{size}", vcpus, mem, 0, None, net, usd, price) for size, vcpus, mem, net, usd in rows
+    ]
 
 
 _CATALOGUE: list[InstanceType] = [
     # G4dn: NVIDIA T4; the cheapest GPU, no bf16
-    *_gpu_family("g4dn", T4, [("xlarge", 4, 16, 1, 25, 0.7364), ("2xlarge", 8, 32, 1, 25, 0.94),
-                              ("4xlarge", 16, 64, 1, 25, 1.505), ("8xlarge", 32, 128, 1, 50, 2.72),
-                              ("12xlarge", 48, 192, 4, 50, 4.89), ("16xlarge", 64, 256, 1, 50, 5.44)]),
+    *_gpu_family(
+        "g4dn",
+        T4,
+        [
+            ("xlarge", 4, 16, 1, 25, 0.7364),
+            ("2xlarge", 8, 32, 1, 25, 0.94),
+            ("4xlarge", 16, 64, 1, 25, 1.505),
+            ("8xlarge", 32, 128, 1, 50, 2.72),
+            ("12xlarge", 48, 192, 4, 50, 4.89),
+            ("16xlarge", 64, 256, 1, 50, 5.44),
+        ],
+    ),
     # G5: NVIDIA A10G 24 GiB; the workshop's single-GPU and small multi-GPU workhorse
-    *_gpu_family("g5", A10G, [("xlarge", 4, 16, 1, 10, 1.41), ("2xlarge", 8, 32, 1, 10, 1.52),
-                              ("4xlarge", 16, 64, 1, 25, 2.03), ("8xlarge", 32, 128, 1, 25, 3.06),
-                              ("12xlarge", 48, 192, 4, 40, 7.09), ("16xlarge", 64, 256, 1, 25, 5.12),
-                              ("24xlarge", 96, 384, 4, 50, 10.18), ("48xlarge", 192, 768, 8, 100, 20.36)]),
+    *_gpu_family(
+        "g5",
+        A10G,
+        [
+            ("xlarge", 4, 16, 1, 10, 1.41),
+            ("2xlarge", 8, 32, 1, 10, 1.52),
+            ("4xlarge", 16, 64, 1, 25, 2.03),
+            ("8xlarge", 32, 128, 1, 25, 3.06),
+            ("12xlarge", 48, 192, 4, 40, 7.09),
+            ("16xlarge", 64, 256, 1, 25, 5.12),
+            ("24xlarge", 96, 384, 4, 50, 10.18),
+            ("48xlarge", 192, 768, 8, 100, 20.36),
+        ],
+    ),
     # G6: NVIDIA L4 24 GiB
-    *_gpu_family("g6", L4, [("xlarge", 4, 16, 1, 10, 1.127), ("2xlarge", 8, 32, 1, 10, 1.222),
-                            ("4xlarge", 16, 64, 1, 25, 1.654), ("8xlarge", 32, 128, 1, 25, 2.518),
-                            ("12xlarge", 48, 192, 4, 40, 5.752), ("16xlarge", 64, 256, 1, 25, 4.246),
-                            ("24xlarge", 96, 384, 4, 50, 8.344), ("48xlarge", 192, 768, 8, 100, 16.688)]),
+    *_gpu_family(
+        "g6",
+        L4,
+        [
+            ("xlarge", 4, 16, 1, 10, 1.127),
+            ("2xlarge", 8, 32, 1, 10, 1.222),
+            ("4xlarge", 16, 64, 1, 25, 1.654),
+            ("8xlarge", 32, 128, 1, 25, 2.518),
+            ("12xlarge", 48, 192, 4, 40, 5.752),
+            ("16xlarge", 64, 256, 1, 25, 4.246),
+            ("24xlarge", 96, 384, 4, 50, 8.344),
+            ("48xlarge", 192, 768, 8, 100, 16.688),
+        ],
+    ),
     # G6e: NVIDIA L40S 48 GiB
-    *_gpu_family("g6e", L40S, [("xlarge", 4, 32, 1, 20, 2.61), ("2xlarge", 8, 64, 1, 20, 2.8),
-                               ("4xlarge", 16, 128, 1, 20, 3.76), ("8xlarge", 32, 256, 1, 25, 5.66),
-                               ("12xlarge", 48, 384, 4, 100, 13.12), ("16xlarge", 64, 512, 1, 35, 9.47),
-                               ("24xlarge", 96, 768, 4, 200, 18.83), ("48xlarge", 192, 1536, 8, 400, 37.66)]),
+    *_gpu_family(
+        "g6e",
+        L40S,
+        [
+            ("xlarge", 4, 32, 1, 20, 2.61),
+            ("2xlarge", 8, 64, 1, 20, 2.8),
+            ("4xlarge", 16, 128, 1, 20, 3.76),
+            ("8xlarge", 32, 256, 1, 25, 5.66),
+            ("12xlarge", 48, 384, 4, 100, 13.12),
+            ("16xlarge", 64, 512, 1, 35, 9.47),
+            ("24xlarge", 96, 768, 4, 200, 18.83),
+            ("48xlarge", 192, 1536, 8, 400, 37.66),
+        ],
+    ),
     # P3: NVIDIA V100 (the case studies' 16-V100 runs); older prices, see PRICE_PAGE_P3
-    *_gpu_family("p3", V100_16, [("2xlarge", 8, 61, 1, 10, 3.825), ("8xlarge", 32, 244, 4, 10, 14.688),
-                                 ("16xlarge", 64, 488, 8, 25, 28.152)], price=PRICE_PAGE_P3),
-    InstanceType("ml.p3dn.24xlarge", 96, 768, 8, V100_32, 100, 35.894, PRICE_PAGE_P3,
-                 features=frozenset({"smddp"})),
+    *_gpu_family(
+        "p3",
+        V100_16,
+        [("2xlarge", 8, 61, 1, 10, 3.825), ("8xlarge", 32, 244, 4, 10, 14.688), ("16xlarge", 64, 488, 8, 25, 28.152)],
+        price=PRICE_PAGE_P3,
+    ),
+    InstanceType("ml.p3dn.24xlarge", 96, 768, 8, V100_32, 100, 35.894, PRICE_PAGE_P3, features=frozenset({"smddp"})),
     # P4d/P4de: 8 x A100 with 400 Gb/s EFA; SMDDP's and SMP's home
     InstanceType("ml.p4d.24xlarge", 96, 1152, 8, A100_40, 400, 25.2513, features=frozenset({"smddp", "smp"})),
     InstanceType("ml.p4de.24xlarge", 96, 1152, 8, A100_80, 400, 31.5641, features=frozenset({"smddp", "smp"})),
@@ -178,11 +240,27 @@ _CATALOGUE: list[InstanceType] = [
     # CPU types: data preparation and CPU smoke runs
     # (SageMaker training has no m5.8xlarge or m5.16xlarge: tests/test_instances.py holds every entry here to the
     # API's TrainingInstanceType list)
-    *_cpu_family("m5", [("large", 2, 8, 10, 0.115), ("xlarge", 4, 16, 10, 0.23), ("2xlarge", 8, 32, 10, 0.461),
-                        ("4xlarge", 16, 64, 10, 0.922), ("12xlarge", 48, 192, 12, 2.765),
-                        ("24xlarge", 96, 384, 25, 5.53)]),
-    *_cpu_family("c5", [("xlarge", 4, 8, 10, 0.204), ("2xlarge", 8, 16, 10, 0.408), ("4xlarge", 16, 32, 10, 0.816),
-                        ("9xlarge", 36, 72, 10, 1.836), ("18xlarge", 72, 144, 25, 3.672)]),
+    *_cpu_family(
+        "m5",
+        [
+            ("large", 2, 8, 10, 0.115),
+            ("xlarge", 4, 16, 10, 0.23),
+            ("2xlarge", 8, 32, 10, 0.461),
+            ("4xlarge", 16, 64, 10, 0.922),
+            ("12xlarge", 48, 192, 12, 2.765),
+            ("24xlarge", 96, 384, 25, 5.53),
+        ],
+    ),
+    *_cpu_family(
+        "c5",
+        [
+            ("xlarge", 4, 8, 10, 0.204),
+            ("2xlarge", 8, 16, 10, 0.408),
+            ("4xlarge", 16, 32, 10, 0.816),
+            ("9xlarge", 36, 72, 10, 1.836),
+            ("18xlarge", 72, 144, 25, 3.672),
+        ],
+    ),
 ]
 CATALOGUE: dict[str, InstanceType] = {t.name: t for t in _CATALOGUE}
 
@@ -196,13 +274,16 @@ def lookup(name: str) -> InstanceType:
         return CATALOGUE[key.lower()]
     guess = key.lower() if key.lower().startswith("ml.") else f"ml.{key.lower()}"
     if guess in CATALOGUE:
-        raise UnknownInstanceType(f"unknown instance type {name!r}: SageMaker names start with 'ml.'; "
-                                  f"did you mean {guess!r}?")
+        raise UnknownInstanceType(
+            f"unknown instance type {name!r}: SageMaker names start with 'ml.'; did you mean {guess!r}?"
+        )
     close = difflib.get_close_matches(guess, CATALOGUE, n=3, cutoff=0.6)
     hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-    raise UnknownInstanceType(f"unknown instance type {name!r}.{hint} Known training types: "
-                              f"{', '.join(sorted({t.family for t in _CATALOGUE}))} families "
-                              f"(helpers.planning.instances.CATALOGUE lists them all).")
+    raise UnknownInstanceType(
+        f"unknown instance type {name!r}.{hint} Known training types: "
+        f"{', '.join(sorted({t.family for t in _CATALOGUE}))} families "
+        f"(helpers.planning.instances.CATALOGUE lists them all)."
+    )
 
 
 def supporting(feature: str) -> list[str]:
@@ -215,9 +296,21 @@ def table(names: list[str] | None = None) -> list[dict]:
     """Rows for a notebook table (pandas-friendly): the given types, or the whole catalogue."""
     rows = []
     for t in (lookup(n) for n in names) if names else _CATALOGUE:
-        rows.append({"instance_type": t.name, "gpus": t.gpus, "gpu": t.gpu.model if t.gpu else t.accelerators,
-                     "gpu_memory_gib": t.gpu.memory_gib if t.gpu else 0, "vcpus": t.vcpus,
-                     "memory_gib": t.memory_gib, "network_gbps": t.network_gbps, "efa": t.efa, "bf16": t.bf16,
-                     "smddp": t.supports("smddp"), "smp": t.supports("smp"), "usd_per_hour": t.price_per_hour,
-                     "price_as_of": t.price_as_of})
+        rows.append(
+            {
+                "instance_type": t.name,
+                "gpus": t.gpus,
+                "gpu": t.gpu.model if t.gpu else t.accelerators,
+                "gpu_memory_gib": t.gpu.memory_gib if t.gpu else 0,
+                "vcpus": t.vcpus,
+                "memory_gib": t.memory_gib,
+                "network_gbps": t.network_gbps,
+                "efa": t.efa,
+                "bf16": t.bf16,
+                "smddp": t.supports("smddp"),
+                "smp": t.supports("smp"),
+                "usd_per_hour": t.price_per_hour,
+                "price_as_of": t.price_as_of,
+            }
+        )
     return rows

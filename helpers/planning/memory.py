@@ -18,6 +18,7 @@ with ``train_lm.py``'s per-rank measurements); under bf16 they follow the FSDP b
 the loss's log-probabilities are fp32). Real peaks also depend on allocator fragmentation: treat "fits" within 10%
 of the limit as "try it with a smoke run first".
 """
+
 from __future__ import annotations
 
 import json
@@ -81,14 +82,24 @@ class ModelShape:
         if isinstance(config, (str, Path)):
             config = json.loads(Path(config).read_text(encoding="utf-8"))
         get = config.get if isinstance(config, dict) else lambda k, d=None: getattr(config, k, d)
-        missing = [k for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-                               "vocab_size") if get(k) is None]
+        missing = [
+            k
+            for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
+            if get(k) is None
+        ]
         if missing:
             raise PlanError(f"config lacks {', '.join(missing)}: the planner needs a Llama-style decoder config")
         heads = get("num_attention_heads")
-        return cls(name or get("_name_or_path") or get("model_type") or "model", get("hidden_size"),
-                   get("num_hidden_layers"), heads, get("num_key_value_heads") or heads, get("intermediate_size"),
-                   get("vocab_size"), bool(get("tie_word_embeddings", False)))
+        return cls(
+            name or get("_name_or_path") or get("model_type") or "model",
+            get("hidden_size"),
+            get("num_hidden_layers"),
+            heads,
+            get("num_key_value_heads") or heads,
+            get("intermediate_size"),
+            get("vocab_size"),
+            bool(get("tie_word_embeddings", False)),
+        )
 
 
 # public shapes (from the models' published configs)
@@ -156,8 +167,9 @@ def head_activations(m: ModelShape, tokens: int, precision: str) -> int:
     return tokens * ((2 * wide + fp32) * m.hidden + fp32 + fp32 * m.vocab + 16)
 
 
-def activation_bytes(m: ModelShape, tokens: int, precision: str = "bf16", checkpointing: bool = False,
-                     tp: int = 1) -> tuple[int, int]:
+def activation_bytes(
+    m: ModelShape, tokens: int, precision: str = "bf16", checkpointing: bool = False, tp: int = 1
+) -> tuple[int, int]:
     """(saved at the end of forward, extra transient during backward) for ``tokens`` tokens on one rank."""
     layer = layer_activations(m, tokens, precision, tp)
     if checkpointing:  # each block keeps its input only; backward rebuilds one block's activations at a time
@@ -209,21 +221,43 @@ class Estimate:
         return {"hybrid_shard_degree": self.shard, "tensor_parallel_degree": self.tp}
 
     def as_row(self) -> dict:
-        row = {"model": self.model.name, "plan": self.label, "gpus": self.world, "micro_batch": self.micro_batch,
-               "seq": self.seq, "precision": self.precision}
-        row.update({k: round(getattr(self, k) / GIB, 2) for k in
-                    ("params", "grads", "optimizer", "activations", "working", "total")})
-        row = {k if k in ("model", "plan", "gpus", "micro_batch", "seq", "precision") else f"{k}_gib": v
-               for k, v in row.items()}
+        row = {
+            "model": self.model.name,
+            "plan": self.label,
+            "gpus": self.world,
+            "micro_batch": self.micro_batch,
+            "seq": self.seq,
+            "precision": self.precision,
+        }
+        row.update(
+            {
+                k: round(getattr(self, k) / GIB, 2)
+                for k in ("params", "grads", "optimizer", "activations", "working", "total")
+            }
+        )
+        row = {
+            k if k in ("model", "plan", "gpus", "micro_batch", "seq", "precision") else f"{k}_gib": v
+            for k, v in row.items()
+        }
         if self.gpu_bytes is not None:
             row["gpu_gib"] = round(self.gpu_bytes / GIB, 1)
             row["fits"] = "yes" if self.fits else "no"
         return row
 
 
-def estimate(model, strategy: str, world: int = 1, micro_batch: int = 1, seq: int = 2048, precision: str = "bf16",
-             checkpointing: bool = False, tp: int = 1, shard: int | None = None, instance_type: str | None = None,
-             reserve_gib: float | None = None) -> Estimate:
+def estimate(
+    model,
+    strategy: str,
+    world: int = 1,
+    micro_batch: int = 1,
+    seq: int = 2048,
+    precision: str = "bf16",
+    checkpointing: bool = False,
+    tp: int = 1,
+    shard: int | None = None,
+    instance_type: str | None = None,
+    reserve_gib: float | None = None,
+) -> Estimate:
     """Per-GPU bytes for ``model`` under ``strategy`` on ``world`` GPUs.
 
     ``micro_batch`` sequences of ``seq`` tokens per data-parallel rank and step. ``tp``: tensor-parallel degree
@@ -242,8 +276,10 @@ def estimate(model, strategy: str, world: int = 1, micro_batch: int = 1, seq: in
     if world % tp:
         raise PlanError(f"tensor-parallel degree {tp} must divide the {world} GPUs")
     if m.heads % tp or m.kv_heads % tp or m.ffn % tp:
-        raise PlanError(f"tensor-parallel degree {tp} must divide {m.name}'s {m.heads} heads, {m.kv_heads} KV heads "
-                        f"and {m.ffn} MLP columns")
+        raise PlanError(
+            f"tensor-parallel degree {tp} must divide {m.name}'s {m.heads} heads, {m.kv_heads} KV heads "
+            f"and {m.ffn} MLP columns"
+        )
     dp = world // tp
     shard = (shard or dp) if strategy == "fsdp" else 1
     if dp % shard:
@@ -291,15 +327,20 @@ class Recommendation:
 
     def as_row(self) -> dict:
         c = self.chosen
-        return {"model": self.model.name, "params_b": round(self.model.params / 1e9, 2),
-                "instances": f"{self.instance_count} x {self.instance_type}",
-                "plan": c.label if c else "does not fit", "per_gpu_gib": round(c.total / GIB, 1) if c else None,
-                "gpu_gib": round(c.gpu_bytes / GIB) if c else None,
-                "smp": json.dumps(c.smp()) if c and c.strategy == "fsdp" else ""}
+        return {
+            "model": self.model.name,
+            "params_b": round(self.model.params / 1e9, 2),
+            "instances": f"{self.instance_count} x {self.instance_type}",
+            "plan": c.label if c else "does not fit",
+            "per_gpu_gib": round(c.total / GIB, 1) if c else None,
+            "gpu_gib": round(c.gpu_bytes / GIB) if c else None,
+            "smp": json.dumps(c.smp()) if c and c.strategy == "fsdp" else "",
+        }
 
 
-def recommend(model, instance_type: str, instance_count: int = 1, micro_batch: int = 1, seq: int = 2048,
-              precision: str = "bf16") -> Recommendation:
+def recommend(
+    model, instance_type: str, instance_count: int = 1, micro_batch: int = 1, seq: int = 2048, precision: str = "bf16"
+) -> Recommendation:
     """The simplest configuration that fits ``model`` on ``instance_count`` x ``instance_type``."""
     m, spec = model_shape(model), instances.lookup(instance_type)
     if not spec.gpus:
@@ -308,8 +349,15 @@ def recommend(model, instance_type: str, instance_count: int = 1, micro_batch: i
     tried = []
     for plan in candidates(spec.gpus, world):
         try:
-            e = estimate(m, world=world, micro_batch=micro_batch, seq=seq, precision=precision,
-                         instance_type=instance_type, **plan)
+            e = estimate(
+                m,
+                world=world,
+                micro_batch=micro_batch,
+                seq=seq,
+                precision=precision,
+                instance_type=instance_type,
+                **plan,
+            )
         except PlanError:
             continue  # e.g. a TP degree that does not divide the heads
         tried.append(e)
@@ -319,8 +367,12 @@ def recommend(model, instance_type: str, instance_count: int = 1, micro_batch: i
 
 
 # ---------------------------------------------------------------------------------------------------- vs measured
-COMPONENTS = {"params": "param_bytes", "grads": "grad_bytes", "optimizer": "optimizer_bytes",
-              "activations": "activation_bytes"}
+COMPONENTS = {
+    "params": "param_bytes",
+    "grads": "grad_bytes",
+    "optimizer": "optimizer_bytes",
+    "activations": "activation_bytes",
+}
 
 
 def compare(run: dict, config) -> list[dict]:
@@ -339,11 +391,25 @@ def compare(run: dict, config) -> list[dict]:
             continue
         world = 1 if strategy == "single" else len(ranks)
         per_rank = hp["batch_size"] // (world if strategy in ("ddp", "zero", "fsdp") else 1)
-        e = estimate(m, "ddp" if strategy == "single" else strategy, world=world, micro_batch=per_rank,
-                     seq=hp["block_size"], precision=hp["precision"], checkpointing=hp["activation_checkpointing"])
+        e = estimate(
+            m,
+            "ddp" if strategy == "single" else strategy,
+            world=world,
+            micro_batch=per_rank,
+            seq=hp["block_size"],
+            precision=hp["precision"],
+            checkpointing=hp["activation_checkpointing"],
+        )
         measured = ranks[0]
         for component, key in COMPONENTS.items():
             predicted = getattr(e, component)
-            rows.append({"strategy": strategy, "component": component, "predicted": predicted,
-                         "measured": measured[key], "ratio": measured[key] / predicted if predicted else float("nan")})
+            rows.append(
+                {
+                    "strategy": strategy,
+                    "component": component,
+                    "predicted": predicted,
+                    "measured": measured[key],
+                    "ratio": measured[key] / predicted if predicted else float("nan"),
+                }
+            )
     return rows

@@ -18,6 +18,7 @@ same accuracy.
 
 Sources for the interconnect figures are next to them; inter-node bandwidth is the catalogue's ``network_gbps``.
 """
+
 from __future__ import annotations
 
 import math
@@ -55,8 +56,16 @@ INTRA_NODE: dict[str, Link] = {
 # peaks for the others would skew the ratio). bf16, except on V100 and T4, whose tensor cores have no bf16: there the
 # figure, and so a step carried over to them, is fp16 mixed precision (PEAK_PRECISION). labs/src/train.py's MFU
 # table (MEASURED_PEAK_TFLOPS) is a different thing: its H100 denominator is the measured matmul ceiling.
-DATASHEET_PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "A10G": 125.0, "L4": 121.0, "L40S": 362.0,
-                         "V100": 125.0, "T4": 65.0}
+DATASHEET_PEAK_TFLOPS = {
+    "H100": 989.0,
+    "H200": 989.0,
+    "A100": 312.0,
+    "A10G": 125.0,
+    "L4": 121.0,
+    "L40S": 362.0,
+    "V100": 125.0,
+    "T4": 65.0,
+}
 PEAK_PRECISION = {gpu: "fp16" if gpu in ("V100", "T4") else "bf16" for gpu in DATASHEET_PEAK_TFLOPS}
 
 
@@ -77,8 +86,13 @@ class MeasuredStep:
 
 # DistilBERT-base shape (6 layers, dim 768, vocab 30522), 128 tokens, 64 labels; a plain loop with bf16 autocast and
 # fused AdamW, no compile: 3,375 samples/s at batch 64 (measured on the workshop's lent H100 on 2026-11-22).
-REFERENCE_STEP = MeasuredStep("H100", 64, 3375.0, "DistilBERT-base shape, seq 128, bf16 autocast, fused AdamW",
-                              "the workshop's reference H100, 2026-11-22 (REFERENCE sheet)")
+REFERENCE_STEP = MeasuredStep(
+    "H100",
+    64,
+    3375.0,
+    "DistilBERT-base shape, seq 128, bf16 autocast, fused AdamW",
+    "the workshop's reference H100, 2026-11-22 (REFERENCE sheet)",
+)
 # distilbert-base with a 30,522-token vocabulary and a 44-way head: fp32 gradients, as DDP all-reduces them
 DISTILBERT_BASE_PARAMS = 66_987_308
 
@@ -91,8 +105,9 @@ def local_gpu_model() -> str | None:
     if not shutil.which("nvidia-smi"):
         return None
     try:
-        name = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                              text=True, timeout=20).stdout.splitlines()[0]
+        name = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True, timeout=20
+        ).stdout.splitlines()[0]
     except (OSError, subprocess.SubprocessError, IndexError):
         return None
     return next((k for k in DATASHEET_PEAK_TFLOPS if k in name), None)
@@ -109,8 +124,10 @@ def estimate_step_s(gpu: str, per_gpu_batch: int, measured: MeasuredStep = REFER
     in ``PEAK_PRECISION[gpu]`` (fp16 mixed precision on a V100): a rough stand-in for your own measurement
     (launch-bound small batches scale worse than this says)."""
     if gpu not in DATASHEET_PEAK_TFLOPS:
-        raise ValueError(f"no peak TFLOP/s on file for GPU {gpu!r}; known: {', '.join(DATASHEET_PEAK_TFLOPS)}. "
-                         f"Pass a measured step_compute_s instead.")
+        raise ValueError(
+            f"no peak TFLOP/s on file for GPU {gpu!r}; known: {', '.join(DATASHEET_PEAK_TFLOPS)}. "
+            f"Pass a measured step_compute_s instead."
+        )
     peaks = DATASHEET_PEAK_TFLOPS[measured.gpu] / DATASHEET_PEAK_TFLOPS[gpu]
     return measured.step_s * peaks * (per_gpu_batch / measured.per_gpu_batch)
 
@@ -169,24 +186,28 @@ def links(instance_type: str) -> tuple[Link, Link]:
     # "EFA" only where SageMaker's drivers turn it on for NCCL (instances.SAGEMAKER_EFA_NCCL); elsewhere NCCL uses
     # TCP sockets over the ordinary network, whatever EFA hardware EC2 lists for the type
     how = "EFA, enabled for NCCL by SageMaker's drivers" if t.efa else "no EFA for NCCL in SageMaker training"
-    inter = Link("EFA" if t.efa else "ENA network", t.network_gbps / 8,
-                 f"helpers.planning.instances: {t.name} network {t.network_gbps:g} Gb/s ({how})")
+    inter = Link(
+        "EFA" if t.efa else "ENA network",
+        t.network_gbps / 8,
+        f"helpers.planning.instances: {t.name} network {t.network_gbps:g} Gb/s ({how})",
+    )
     return INTRA_NODE[t.gpu.model], inter
 
 
-def allreduce_s(grad_bytes: float, gpus_per_node: int, nodes: int, intra: Link, inter: Link,
-                a: Assumptions = Assumptions()) -> float:
+def allreduce_s(
+    grad_bytes: float, gpus_per_node: int, nodes: int, intra: Link, inter: Link, a: Assumptions = Assumptions()
+) -> float:
     """One step's gradient all-reduce across ``nodes`` instances of ``gpus_per_node`` GPUs."""
     buckets = math.ceil(grad_bytes / a.bucket_bytes)
-    local = ring_allreduce_s(grad_bytes, gpus_per_node, intra.gbytes_per_s * a.link_efficiency,
-                             a.intra_latency_s * buckets)
+    local = ring_allreduce_s(
+        grad_bytes, gpus_per_node, intra.gbytes_per_s * a.link_efficiency, a.intra_latency_s * buckets
+    )
     if nodes == 1:
         return local
     # a ring that spans instances crosses every instance's network once each way: each instance's network carries
     # 2(N-1)/N of the gradients, while the faster links inside carry theirs at the same time; the slower sets the pace
     ranks = gpus_per_node * nodes
-    network = ring_allreduce_s(grad_bytes, ranks, inter.gbytes_per_s * a.link_efficiency,
-                               a.inter_latency_s * buckets)
+    network = ring_allreduce_s(grad_bytes, ranks, inter.gbytes_per_s * a.link_efficiency, a.inter_latency_s * buckets)
     return max(network, local)
 
 
@@ -221,8 +242,13 @@ class Prediction:
         return row
 
 
-def predict(work: Workload, instance_type: str, instance_count: int, a: Assumptions = Assumptions(),
-            gpus_per_instance: int | None = None) -> Prediction:
+def predict(
+    work: Workload,
+    instance_type: str,
+    instance_count: int,
+    a: Assumptions = Assumptions(),
+    gpus_per_instance: int | None = None,
+) -> Prediction:
     """One configuration: ``instance_count`` x ``instance_type`` with one process per GPU."""
     t = instances.lookup(instance_type)
     intra, inter = links(instance_type)
@@ -238,12 +264,26 @@ def predict(work: Workload, instance_type: str, instance_count: int, a: Assumpti
     train_s = work.epochs * epoch_s + a.overhead_s
     one_gpu_s = math.ceil(work.samples_per_epoch / work.per_gpu_batch) * work.step_compute_s
     usd = None if t.price_per_hour is None else instance_count * t.price_per_hour * train_s / 3600
-    return Prediction(t.name, instance_count, gpus, work.per_gpu_batch * gpus, work.step_compute_s, comm, exposed,
-                      step, work.step_compute_s / step, one_gpu_s / epoch_s, epoch_s / 3600, train_s / 3600, usd)
+    return Prediction(
+        t.name,
+        instance_count,
+        gpus,
+        work.per_gpu_batch * gpus,
+        work.step_compute_s,
+        comm,
+        exposed,
+        step,
+        work.step_compute_s / step,
+        one_gpu_s / epoch_s,
+        epoch_s / 3600,
+        train_s / 3600,
+        usd,
+    )
 
 
-def plan(work: Workload, instance_type: str, counts=(1, 2, 4, 8, 16),
-         a: Assumptions = Assumptions()) -> list[Prediction]:
+def plan(
+    work: Workload, instance_type: str, counts=(1, 2, 4, 8, 16), a: Assumptions = Assumptions()
+) -> list[Prediction]:
     """Predictions for 1...N instances of one type."""
     return [predict(work, instance_type, n, a) for n in counts]
 
@@ -269,25 +309,54 @@ class CaseStudy:
 
 
 CASE_STUDIES = [
-    CaseStudy("Hyundai (segmentation, SMDDP)", 64, 1, 0.93 * 64, "up to 93% scaling efficiency on 8 instances, 64 GPUs",
-              "their model and data, not DistilBERT; efficiency as published, speedup derived from it",
-              "AWS Korea blog: 현대자동차, Amazon SageMaker 기반 자율 주행 기계 학습 모델의 학습 시간 단축 사례",
-              "ml.p3.16xlarge"),
-    CaseStudy("Kakao Style (DistilBERT, SMDDP)", 16, 1, 15 * 24 / 30, "more than 15 days on 1 V100 -> 30 h on 16 V100s",
-              "'more than 15 days': 12x is a lower bound; 2 x ml.p3.16xlarge",
-              "AWS Korea tech blog: 카카오스타일의 Amazon SageMaker 분산 훈련을 활용한 카테고리 자동 분류 시스템 모델 구축 사례",  # noqa: E501
-              "ml.p3.16xlarge", lower_bound=True),
-    CaseStudy("KT (ViT distillation, SMDDP)", 32, 2, 3.20 / 0.11, "29x faster: 3.20 h/epoch on 2 A100s -> 0.11 h on 32",
-              "also bf16, a larger batch and data-loader fixes: not scaling alone (above 1.0 per GPU)",
-              "AWS Japan blog: Amazon SageMakerを使用してビジョントランスフォーマーモデルのトレーニング時間を短縮するKTの取り組み",  # noqa: E501
-              "ml.p4d.24xlarge"),
+    CaseStudy(
+        "Hyundai (segmentation, SMDDP)",
+        64,
+        1,
+        0.93 * 64,
+        "up to 93% scaling efficiency on 8 instances, 64 GPUs",
+        "their model and data, not DistilBERT; efficiency as published, speedup derived from it",
+        "AWS Korea blog: 현대자동차, Amazon SageMaker 기반 자율 주행 기계 학습 모델의 학습 시간 단축 사례",
+        "ml.p3.16xlarge",
+    ),
+    CaseStudy(
+        "Kakao Style (DistilBERT, SMDDP)",
+        16,
+        1,
+        15 * 24 / 30,
+        "more than 15 days on 1 V100 -> 30 h on 16 V100s",
+        "'more than 15 days': 12x is a lower bound; 2 x ml.p3.16xlarge",
+        "AWS Korea tech blog: 카카오스타일의 Amazon SageMaker 분산 훈련을 활용한 카테고리 자동 분류 시스템 모델 구축 사례",  # noqa: E501
+        "ml.p3.16xlarge",
+        lower_bound=True,
+    ),
+    CaseStudy(
+        "KT (ViT distillation, SMDDP)",
+        32,
+        2,
+        3.20 / 0.11,
+        "29x faster: 3.20 h/epoch on 2 A100s -> 0.11 h on 32",
+        "also bf16, a larger batch and data-loader fixes: not scaling alone (above 1.0 per GPU)",
+        "AWS Japan blog: Amazon SageMakerを使用してビジョントランスフォーマーモデルのトレーニング時間を短縮するKTの取り組み",  # noqa: E501
+        "ml.p4d.24xlarge",
+    ),
 ]
 
 
 def case_study_table() -> list[dict]:
-    return [{"case": c.name, "published": c.published, "GPUs": c.gpus, "vs GPUs": c.baseline_gpus,
-             "speedup": round(c.speedup, 1), "per-GPU efficiency": round(c.efficiency, 2),
-             "bound": "at least" if c.lower_bound else "", "caveat": c.caveat} for c in CASE_STUDIES]
+    return [
+        {
+            "case": c.name,
+            "published": c.published,
+            "GPUs": c.gpus,
+            "vs GPUs": c.baseline_gpus,
+            "speedup": round(c.speedup, 1),
+            "per-GPU efficiency": round(c.efficiency, 2),
+            "bound": "at least" if c.lower_bound else "",
+            "caveat": c.caveat,
+        }
+        for c in CASE_STUDIES
+    ]
 
 
 # ------------------------------------------------------------------------------------------------ plot
@@ -301,20 +370,42 @@ def plot(plans: dict[str, list[Prediction]], case_studies=CASE_STUDIES, title: s
     for label, preds in plans.items():
         priced = [p for p in preds if p.usd is not None]
         if priced:
-            line, = ax_cost.plot([p.usd for p in priced], [p.train_h for p in priced], "o-", label=label)
+            (line,) = ax_cost.plot([p.usd for p in priced], [p.train_h for p in priced], "o-", label=label)
             for p in priced:
-                ax_cost.annotate(f"{p.instances}x", (p.usd, p.train_h), textcoords="offset points", xytext=(4, 3),
-                                 fontsize=7, color=line.get_color())
+                ax_cost.annotate(
+                    f"{p.instances}x",
+                    (p.usd, p.train_h),
+                    textcoords="offset points",
+                    xytext=(4, 3),
+                    fontsize=7,
+                    color=line.get_color(),
+                )
         ax_eff.plot([p.gpus for p in preds], [p.efficiency for p in preds], "o-", label=label)
     for c in case_studies:
-        ax_eff.scatter([c.gpus], [c.efficiency], marker="^" if c.lower_bound else "*", s=90, zorder=5,
-                       edgecolor="black", label=f"{c.name}{' (at least)' if c.lower_bound else ''}")
+        ax_eff.scatter(
+            [c.gpus],
+            [c.efficiency],
+            marker="^" if c.lower_bound else "*",
+            s=90,
+            zorder=5,
+            edgecolor="black",
+            label=f"{c.name}{' (at least)' if c.lower_bound else ''}",
+        )
     plain = FuncFormatter(lambda v, _: f"{v:g}")
     some = FuncFormatter(lambda v, _: f"{v:g}" if f"{v:.0e}"[0] in "25" else "")  # minor ticks: 2s and 5s only
-    ax_cost.set(xscale="log", yscale="log", xlabel="cost of the run (USD, on-demand)", ylabel="time to train (hours)",
-                title="Time against money")
-    ax_eff.set(xlabel="GPUs", ylabel="scaling efficiency (1.0 = linear)", title="Efficiency",
-               ylim=(0, max(1.2, *(c.efficiency + 0.1 for c in case_studies))))
+    ax_cost.set(
+        xscale="log",
+        yscale="log",
+        xlabel="cost of the run (USD, on-demand)",
+        ylabel="time to train (hours)",
+        title="Time against money",
+    )
+    ax_eff.set(
+        xlabel="GPUs",
+        ylabel="scaling efficiency (1.0 = linear)",
+        title="Efficiency",
+        ylim=(0, max(1.2, *(c.efficiency + 0.1 for c in case_studies))),
+    )
     ax_eff.set_xscale("log", base=2)
     ax_eff.axhline(1.0, color="grey", ls=":", lw=1)
     for axis in (ax_cost.xaxis, ax_cost.yaxis, ax_eff.xaxis):

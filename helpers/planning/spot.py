@@ -14,6 +14,7 @@ and the interval that minimises it is close to Young's ``tau* = sqrt(2 * delta *
 ``labs/src/train.py`` does) loses only the restart when the notice arrives in time; ``saves_on_notice=True`` prices
 that case. Rates and restart times are assumptions (the ``Assumptions`` defaults say which): measure yours.
 """
+
 from __future__ import annotations
 
 import math
@@ -77,8 +78,13 @@ def _price(instance_type: str) -> float:
     return spec.price_per_hour
 
 
-def rework(instance_type: str, work_h: float, intervals_min: tuple = (5, 15, 30, 60, 120, None),
-           a: Assumptions = Assumptions(), instance_count: int = 1) -> list[dict]:
+def rework(
+    instance_type: str,
+    work_h: float,
+    intervals_min: tuple = (5, 15, 30, 60, 120, None),
+    a: Assumptions = Assumptions(),
+    instance_count: int = 1,
+) -> list[dict]:
     """One row per checkpoint interval (minutes of work; ``None``: no checkpoints): expected hours, lost hours and
     cost on spot, against the same work on demand."""
     price = _price(instance_type) * instance_count
@@ -87,15 +93,25 @@ def rework(instance_type: str, work_h: float, intervals_min: tuple = (5, 15, 30,
     for minutes in intervals_min:
         hours = expected_hours(work_h, None if minutes is None else minutes / 60, a)
         spot_usd = hours * price * (1 - a.saving)
-        rows.append({"checkpoint every": "never" if minutes is None else f"{minutes:g} min",
-                     "expected hours": round(hours, 2), "rework hours": round(hours - work_h, 2),
-                     "spot $": round(spot_usd, 2), "on-demand $": round(on_demand, 2),
-                     "spot saves": f"{1 - spot_usd / on_demand:.0%}" if math.isfinite(spot_usd) else "never ends"})
+        rows.append(
+            {
+                "checkpoint every": "never" if minutes is None else f"{minutes:g} min",
+                "expected hours": round(hours, 2),
+                "rework hours": round(hours - work_h, 2),
+                "spot $": round(spot_usd, 2),
+                "on-demand $": round(on_demand, 2),
+                "spot saves": f"{1 - spot_usd / on_demand:.0%}" if math.isfinite(spot_usd) else "never ends",
+            }
+        )
     return rows
 
 
-def compare_instances(work_h: float | dict[str, float], interval_min: float | None = 30,
-                      a: Assumptions = Assumptions(), instance_types: tuple[str, ...] = LAB_INSTANCES) -> list[dict]:
+def compare_instances(
+    work_h: float | dict[str, float],
+    interval_min: float | None = 30,
+    a: Assumptions = Assumptions(),
+    instance_types: tuple[str, ...] = LAB_INSTANCES,
+) -> list[dict]:
     """On-demand against spot for each instance choice. ``work_h``: hours of training, one figure for all or one
     per type (a faster type needs fewer). Spot shows the discount range and the expected cost with rework."""
     low, high = cost.SPOT_SAVINGS_RANGE
@@ -105,11 +121,18 @@ def compare_instances(work_h: float | dict[str, float], interval_min: float | No
         spec = instances.lookup(name)
         price = _price(name)
         expected = expected_hours(hours, None if interval_min is None else interval_min / 60, a)
-        rows.append({"instance": name, "hardware": spec.describe().split(": ", 1)[1].split(", $")[0],
-                     "$/h on-demand": price, "work hours": hours, "on-demand $": round(hours * price, 2),
-                     "spot $ (no interruptions)": f"{hours * price * (1 - high):,.2f}-{hours * price * (1 - low):,.2f}",
-                     "spot $ expected": round(expected * price * (1 - a.saving), 2),
-                     "price as of": spec.price_as_of})
+        rows.append(
+            {
+                "instance": name,
+                "hardware": spec.describe().split(": ", 1)[1].split(", $")[0],
+                "$/h on-demand": price,
+                "work hours": hours,
+                "on-demand $": round(hours * price, 2),
+                "spot $ (no interruptions)": f"{hours * price * (1 - high):,.2f}-{hours * price * (1 - low):,.2f}",
+                "spot $ expected": round(expected * price * (1 - a.saving), 2),
+                "price as of": spec.price_as_of,
+            }
+        )
     return rows
 
 
@@ -128,14 +151,18 @@ def plot_intervals(work_h: float, a: Assumptions = Assumptions(), title: str = "
     for rate in sorted({a.interruptions_per_hour, a.interruptions_per_hour * 4, a.interruptions_per_hour / 4}):
         b = replace(a, interruptions_per_hour=rate)
         x, y = interval_curve(work_h, b)
-        line, = ax.plot(x, y, label=f"{rate:.3g} interruptions/h")
+        (line,) = ax.plot(x, y, label=f"{rate:.3g} interruptions/h")
         best = best_interval_h(b) * 60
         if best < x[-1]:
             ax.plot(best, expected_hours(work_h, best / 60, b), "o", color=line.get_color())
     ax.axhline(work_h, color="grey", ls=":", label="the work itself")
     ax.set_ylim(work_h * 0.97, work_h * 2)  # the interesting part: near the minimum
-    ax.set(xscale="log", xlabel="checkpoint every ... minutes of work", ylabel="expected wall hours",
-           title=title or f"{work_h:g} h of training: dots mark Young's interval")
+    ax.set(
+        xscale="log",
+        xlabel="checkpoint every ... minutes of work",
+        ylabel="expected wall hours",
+        title=title or f"{work_h:g} h of training: dots mark Young's interval",
+    )
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -144,10 +171,14 @@ def plot_intervals(work_h: float, a: Assumptions = Assumptions(), title: str = "
 
 def bill_rows(job_cost: cost.JobCost) -> list[dict]:
     """A finished job's bill: training against billable seconds (DescribeTrainingJob) and what spot saved."""
-    rows = [{"figure": "training seconds", "value": job_cost.training_seconds},
-            {"figure": "billable seconds", "value": job_cost.billable_seconds},
-            {"figure": "spot saving (1 - billable / training)", "value": f"{job_cost.savings:.0%}"}]
+    rows = [
+        {"figure": "training seconds", "value": job_cost.training_seconds},
+        {"figure": "billable seconds", "value": job_cost.billable_seconds},
+        {"figure": "spot saving (1 - billable / training)", "value": f"{job_cost.savings:.0%}"},
+    ]
     if job_cost.billed_usd is not None:
-        rows += [{"figure": "billed $", "value": round(job_cost.billed_usd, 2)},
-                 {"figure": "same time on demand $", "value": round(job_cost.on_demand_usd, 2)}]
+        rows += [
+            {"figure": "billed $", "value": round(job_cost.billed_usd, 2)},
+            {"figure": "same time on demand $", "value": round(job_cost.on_demand_usd, 2)},
+        ]
     return rows

@@ -2,6 +2,7 @@
 
 Standard library and torch only, so the same code runs in any SageMaker PyTorch image.
 """
+
 from __future__ import annotations
 
 import csv
@@ -61,8 +62,10 @@ def _not_utf8(path: Path) -> str:
             try:
                 raw.decode("utf-8")
             except UnicodeDecodeError as e:
-                return (f"{path}, line {line_no} (byte {offset + e.start}): not UTF-8 text. Save it as UTF-8 "
-                        f"(e.g. `iconv -f cp949 -t utf-8 in.csv > out.csv`).")
+                return (
+                    f"{path}, line {line_no} (byte {offset + e.start}): not UTF-8 text. Save it as UTF-8 "
+                    f"(e.g. `iconv -f cp949 -t utf-8 in.csv > out.csv`)."
+                )
             offset += len(raw)
     return f"{path}: not UTF-8 text. Save it as UTF-8 (e.g. `iconv -f cp949 -t utf-8 in.csv > out.csv`)."
 
@@ -86,8 +89,14 @@ def load_tokenizer(path: str):
 
     if not os.path.isfile(path):
         raise DataError(f"{path}: missing. The train channel must carry the tokenizer.json it was built with.")
-    return PreTrainedTokenizerFast(tokenizer_file=path, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]",
-                                   sep_token="[SEP]", mask_token="[MASK]")
+    return PreTrainedTokenizerFast(
+        tokenizer_file=path,
+        pad_token="[PAD]",
+        unk_token="[UNK]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+    )
 
 
 class TokenizedTitles(torch.utils.data.Dataset):
@@ -116,8 +125,10 @@ class TitlesTokenizedOnTheFly(torch.utils.data.Dataset):
 
     @property
     def ids(self):
-        raise DataError("token lengths are only known up front with --tokenize ahead: --bucket_by_length needs "
-                        "them, so use --tokenize ahead with it.")
+        raise DataError(
+            "token lengths are only known up front with --tokenize ahead: --bucket_by_length needs "
+            "them, so use --tokenize ahead with it."
+        )
 
     def __len__(self) -> int:
         return len(self.titles)
@@ -139,11 +150,16 @@ class PadCollator:
     def __call__(self, batch):
         longest = max(len(ids) for ids, _ in batch)
         if self.pad_to and longest > self.pad_to:
-            raise ValueError(f"a title of {longest} tokens does not fit pad_to={self.pad_to}: pad to at least the "
-                             f"tokenizer's max_length")
+            raise ValueError(
+                f"a title of {longest} tokens does not fit pad_to={self.pad_to}: pad to at least the "
+                f"tokenizer's max_length"
+            )
         width = self.pad_to or -(-longest // self.multiple) * self.multiple
         input_ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
         for row, (ids, _) in enumerate(batch):
             input_ids[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
-        return {"input_ids": input_ids, "attention_mask": (input_ids != self.pad_id).long(),
-                "labels": torch.tensor([label for _, label in batch], dtype=torch.long)}
+        return {
+            "input_ids": input_ids,
+            "attention_mask": (input_ids != self.pad_id).long(),
+            "labels": torch.tensor([label for _, label in batch], dtype=torch.long),
+        }

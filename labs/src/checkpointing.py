@@ -17,6 +17,7 @@ Resuming is refused (with the differences named) when the checkpoint comes from 
 another model, batch, lr, seed, data or world size. ``--resume_allow_changes max_steps,lr`` accepts the few changes
 the script can honour explicitly (a longer schedule, a new learning rate).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -39,10 +40,27 @@ EXIT_STOPPED = 128 + signal.SIGTERM  # the shell's "terminated by SIGTERM": save
 STEP_DIR = re.compile(r"^step-(\d{8,})$")
 # arguments that may differ between a job and its restart without changing what it computes: paths (new for every
 # local launch), the checkpoint settings themselves, the collective backend, data-loader workers, profiling
-RESUME_SAFE = frozenset({"train", "validation", "pretrained", "model_dir", "output_data_dir", "checkpoint_dir",
-                         "checkpoint_every", "checkpoint_keep", "resume_allow_changes", "backend", "unknown",
-                         "num_workers", "pin_memory", "persistent_workers", "profile", "profile_dir",
-                         "profile_schedule"})
+RESUME_SAFE = frozenset(
+    {
+        "train",
+        "validation",
+        "pretrained",
+        "model_dir",
+        "output_data_dir",
+        "checkpoint_dir",
+        "checkpoint_every",
+        "checkpoint_keep",
+        "resume_allow_changes",
+        "backend",
+        "unknown",
+        "num_workers",
+        "pin_memory",
+        "persistent_workers",
+        "profile",
+        "profile_dir",
+        "profile_schedule",
+    }
+)
 # changes a restart can honour when asked to: a longer or shorter schedule, logging, a new lr or weight decay
 ADJUSTABLE = frozenset({"epochs", "max_steps", "total_steps", "log_every", "evals_per_epoch", "lr", "weight_decay"})
 # the manifest save() writes, by type: anything else came from elsewhere (`type(v) is int` also refuses true/false)
@@ -106,8 +124,11 @@ def set_rng_state(state: dict, device: torch.device) -> None:
 def differences(saved: dict, current: dict) -> dict[str, tuple]:
     """``{key: (in the checkpoint, now)}`` for every fingerprint entry that differs."""
     missing = "(absent)"
-    return {k: (saved.get(k, missing), current.get(k, missing)) for k in sorted(set(saved) | set(current))
-            if saved.get(k, missing) != current.get(k, missing)}
+    return {
+        k: (saved.get(k, missing), current.get(k, missing))
+        for k in sorted(set(saved) | set(current))
+        if saved.get(k, missing) != current.get(k, missing)
+    }
 
 
 def rank_file(rank: int) -> str:
@@ -122,8 +143,11 @@ def manifest_problem(manifest, step: int) -> str | None:
     """
     if type(manifest) is not dict:
         return f"is a JSON {type(manifest).__name__}, not an object"
-    wrong = [f"{k} ({type(manifest[k]).__name__ if k in manifest else 'absent'}, not {kind.__name__})"
-             for k, kind in MANIFEST_TYPES.items() if type(manifest.get(k)) is not kind]
+    wrong = [
+        f"{k} ({type(manifest[k]).__name__ if k in manifest else 'absent'}, not {kind.__name__})"
+        for k, kind in MANIFEST_TYPES.items()
+        if type(manifest.get(k)) is not kind
+    ]
     if wrong:
         return f"has no valid {', '.join(wrong)}"
     files, world = manifest["files"], manifest["world"]
@@ -165,8 +189,20 @@ class Checkpointer:
     ``d`` is the script's ``Dist`` (rank, local_rank, world, enabled, master, device, print).
     """
 
-    def __init__(self, directory: str | Path, d, every: int, keep: int, fingerprint: dict,
-                 allow_changes: set[str], model, optimizer, schedule, scaler, metrics):
+    def __init__(
+        self,
+        directory: str | Path,
+        d,
+        every: int,
+        keep: int,
+        fingerprint: dict,
+        allow_changes: set[str],
+        model,
+        optimizer,
+        schedule,
+        scaler,
+        metrics,
+    ):
         self.dir, self.d, self.every, self.keep = Path(directory), d, every, max(1, keep)
         self.fingerprint, self.allow_changes = fingerprint, allow_changes
         self.model, self.optimizer, self.schedule = model, optimizer, schedule
@@ -178,8 +214,10 @@ class Checkpointer:
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
         except OSError as err:
-            raise SystemExit(f"cannot write checkpoints to {self.dir} ({err}): pass --checkpoint_dir, or set "
-                             f"Job(checkpoints=True) so the runner provides /opt/ml/checkpoints") from None
+            raise SystemExit(
+                f"cannot write checkpoints to {self.dir} ({err}): pass --checkpoint_dir, or set "
+                f"Job(checkpoints=True) so the runner provides /opt/ml/checkpoints"
+            ) from None
         # a SIGTERM that reaches the script (StopTrainingJob's, where the container passes it on; in an SDK v3 job
         # its first process drops it): note it, act at the next step boundary. Periodic saves are the guarantee.
         signal.signal(signal.SIGTERM, self._on_sigterm)
@@ -193,13 +231,14 @@ class Checkpointer:
         fingerprint.update(json.loads(json.dumps(facts)))  # tuples become lists, as they will in the manifest
         allowed = {k.strip() for k in args.resume_allow_changes.split(",") if k.strip()}
         if allowed - ADJUSTABLE:
-            raise SystemExit(f"--resume_allow_changes {args.resume_allow_changes}: only "
-                             f"{', '.join(sorted(ADJUSTABLE))} can change on resume; a change to "
-                             f"{', '.join(sorted(allowed - ADJUSTABLE))} needs a fresh --checkpoint_dir")
+            raise SystemExit(
+                f"--resume_allow_changes {args.resume_allow_changes}: only "
+                f"{', '.join(sorted(ADJUSTABLE))} can change on resume; a change to "
+                f"{', '.join(sorted(allowed - ADJUSTABLE))} needs a fresh --checkpoint_dir"
+            )
         if "epochs" in allowed or "max_steps" in allowed:
             allowed.add("total_steps")
-        return cls(args.checkpoint_dir, d, args.checkpoint_every, args.checkpoint_keep, fingerprint, allowed,
-                   **objects)
+        return cls(args.checkpoint_dir, d, args.checkpoint_every, args.checkpoint_keep, fingerprint, allowed, **objects)
 
     def _on_sigterm(self, signum, frame) -> None:
         self._signalled = True
@@ -219,9 +258,13 @@ class Checkpointer:
         partial.mkdir(exist_ok=True)
         files = {rank_file(d.rank): {"rng": rng_state(d.device), "progress": progress}}
         if d.rank == 0:
-            files["state.pt"] = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                                 "schedule": self.schedule.state_dict(), "scaler": self.scaler.state_dict(),
-                                 "history": self.metrics.history}
+            files["state.pt"] = {
+                "model": self.model.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "schedule": self.schedule.state_dict(),
+                "scaler": self.scaler.state_dict(),
+                "history": self.metrics.history,
+            }
         sums, size = {}, 0
         for fname, obj in files.items():
             data, sums[fname] = serialize(obj)
@@ -229,8 +272,14 @@ class Checkpointer:
             size += len(data)
         sums = self._gather(sums)
         if d.rank == 0:
-            manifest = {"format": FORMAT, "step": progress["step"], "world": d.world, "files": sums,
-                        "fingerprint": self.fingerprint, "saved_at": time.time()}
+            manifest = {
+                "format": FORMAT,
+                "step": progress["step"],
+                "world": d.world,
+                "files": sums,
+                "fingerprint": self.fingerprint,
+                "saved_at": time.time(),
+            }
             write_atomic(partial / "manifest.json", json.dumps(manifest, indent=1).encode())
         self._barrier()
         if d.local_rank == 0:  # each host renames its own copy (on one host, or a shared dir, one of them does)
@@ -238,8 +287,10 @@ class Checkpointer:
             self._prune()
         self._barrier()  # nobody leaves (or gets stopped by torchrun) before the checkpoint is in place
         reason = "signal" if self.stopping else "every"
-        d.print(f"[checkpoint] event=saved step={progress['step']} reason={reason} "
-                f"seconds={time.perf_counter() - t0:.4f} mb={size / 2**20:.2f}")
+        d.print(
+            f"[checkpoint] event=saved step={progress['step']} reason={reason} "
+            f"seconds={time.perf_counter() - t0:.4f} mb={size / 2**20:.2f}"
+        )
 
     def _publish(self, partial: Path, final: Path) -> None:
         try:
@@ -251,7 +302,7 @@ class Checkpointer:
             pass  # another host sharing this directory published it first
 
     def _prune(self) -> None:
-        for old in self._checkpoints()[self.keep:]:
+        for old in self._checkpoints()[self.keep :]:
             shutil.rmtree(old, ignore_errors=True)
 
     def _checkpoints(self) -> list[Path]:
@@ -278,8 +329,10 @@ class Checkpointer:
                 corrupt.append(path)
         step = chosen[1]["step"] if chosen else -1
         if self._all_reduce(step, dist.ReduceOp.MAX) != self._all_reduce(step, dist.ReduceOp.MIN):
-            raise SystemExit(f"the ranks found different checkpoints in {self.dir} (rank {d.rank}: {step}): every "
-                             f"host must see the same checkpoint directory")
+            raise SystemExit(
+                f"the ranks found different checkpoints in {self.dir} (rank {d.rank}: {step}): every "
+                f"host must see the same checkpoint directory"
+            )
         self._barrier()
         if d.local_rank == 0:  # set aside, not deleted: the evidence stays, and the step name is free again
             for path in corrupt:
@@ -316,24 +369,28 @@ class Checkpointer:
             except OSError as err:
                 raise CorruptCheckpoint(f"{fname} is missing ({err.strerror})") from None
             if hashlib.sha256(blobs[fname]).hexdigest() != digest:
-                raise CorruptCheckpoint(f"{fname} does not match its checksum ({len(blobs[fname])} bytes: "
-                                        f"truncated or corrupt)")
+                raise CorruptCheckpoint(
+                    f"{fname} does not match its checksum ({len(blobs[fname])} bytes: truncated or corrupt)"
+                )
         return manifest, blobs
 
     def _check_fingerprint(self, saved: dict, path: Path) -> None:
         changed = differences(saved, self.fingerprint)
         refused = {k: v for k, v in changed.items() if k not in self.allow_changes}
         if refused:
-            lines = "\n".join(f"  {k}: {_short(old)} in the checkpoint, {_short(new)} now" for k, (old, new)
-                              in refused.items())
+            lines = "\n".join(
+                f"  {k}: {_short(old)} in the checkpoint, {_short(new)} now" for k, (old, new) in refused.items()
+            )
             raise SystemExit(
                 f"refusing to resume from {path}: it was written by a run with other settings, and mixing them "
                 f"would silently train something else:\n{lines}\nRestore those values, point --checkpoint_dir at a "
                 f"fresh directory to start over, or (only for {', '.join(sorted(ADJUSTABLE - {'total_steps'}))}) "
-                f"accept the change with --resume_allow_changes.")
+                f"accept the change with --resume_allow_changes."
+            )
         for k, (old, new) in changed.items():
-            self.d.print(f"[checkpoint] resuming with {k} changed: {_short(old)} -> {_short(new)} "
-                         f"(--resume_allow_changes)")
+            self.d.print(
+                f"[checkpoint] resuming with {k} changed: {_short(old)} -> {_short(new)} (--resume_allow_changes)"
+            )
 
     def _apply_allowed_changes(self, saved: dict) -> None:
         """The optimizer state carries the old lr and weight decay: a change asked for must be applied on top."""

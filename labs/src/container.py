@@ -8,6 +8,7 @@
 Standard library only (torch.distributed is imported by :func:`leave` alone, and only where a process group
 exists), so ``options.py``, which builds its parsers from this module, runs without torch.
 """
+
 from __future__ import annotations
 
 import argparse

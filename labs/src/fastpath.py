@@ -14,6 +14,7 @@ What each buys on a GPU (why, not how much: the benchmark ``benchmarks/single_gp
 
 Standard library and torch only, like the rest of the source_dir.
 """
+
 from __future__ import annotations
 
 import math
@@ -28,11 +29,15 @@ from options import COMPILE_MODES  # noqa: F401 - the --compile_mode choices, de
 def check(args) -> None:
     """Refuse contradictory fast-path settings before any data is read or model built."""
     if args.pad_to < 0 or args.pad_multiple < 1:
-        raise SystemExit(f"--pad_to must be >= 0 (0: dynamic padding) and --pad_multiple >= 1, got "
-                         f"--pad_to {args.pad_to} --pad_multiple {args.pad_multiple}")
+        raise SystemExit(
+            f"--pad_to must be >= 0 (0: dynamic padding) and --pad_multiple >= 1, got "
+            f"--pad_to {args.pad_to} --pad_multiple {args.pad_multiple}"
+        )
     if args.pad_to and args.pad_to < args.max_length:
-        raise SystemExit(f"--pad_to {args.pad_to} is narrower than --max_length {args.max_length}: titles are cut at "
-                         f"max_length, so pad to at least that (or lower --max_length)")
+        raise SystemExit(
+            f"--pad_to {args.pad_to} is narrower than --max_length {args.max_length}: titles are cut at "
+            f"max_length, so pad to at least that (or lower --max_length)"
+        )
     if args.compile_mode != "default" and not args.compile:
         raise SystemExit(f"--compile_mode {args.compile_mode} needs --compile true")
 
@@ -59,15 +64,17 @@ def bucket_keys(titles, args) -> list[int] | None:
 
 def make_optimizer(model: torch.nn.Module, args) -> torch.optim.Optimizer:
     """AdamW; ``--fused_adamw`` uses its fused kernel (CUDA, and CPU since torch 2.4), else the foreach one."""
-    return torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay,
-                             fused=True if args.fused_adamw else None)
+    return torch.optim.AdamW(
+        model.parameters(), lr=args.lr, weight_decay=args.weight_decay, fused=True if args.fused_adamw else None
+    )
 
 
 def make_schedule(optimizer: torch.optim.Optimizer, args, total_steps: int):
     """Linear warm-up over ``--warmup_ratio`` of the steps, then linear decay to zero at the last one."""
     warmup = max(1, int(args.warmup_ratio * total_steps))
     return torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: min((s + 1) / warmup, max(0.0, (total_steps - s) / max(1, total_steps - warmup))))
+        optimizer, lambda s: min((s + 1) / warmup, max(0.0, (total_steps - s) / max(1, total_steps - warmup)))
+    )
 
 
 def compile_model(model: torch.nn.Module, args) -> Callable[[], None]:
@@ -86,8 +93,9 @@ def compile_model(model: torch.nn.Module, args) -> Callable[[], None]:
     config = torch._dynamo.config
     limit = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"  # torch < 2.7's name
     setattr(config, limit, max(getattr(config, limit), 2 * widths(args) + 8))
-    model.compile(mode=None if args.compile_mode == "default" else args.compile_mode, backend=args.compile_backend,
-                  dynamic=False)
+    model.compile(
+        mode=None if args.compile_mode == "default" else args.compile_mode, backend=args.compile_backend, dynamic=False
+    )
     if args.compile_mode in ("reduce-overhead", "max-autotune"):
         # CUDA graphs replay into the same output buffers: tell them where one step ends, so a graph never
         # overwrites what the step before still holds (the logged loss, say)
@@ -108,5 +116,7 @@ def eager(args):
 def describe(args) -> str:
     """The fast-path switches, for the ``[setup]`` lines of a job log."""
     padding = f"pad_to={args.pad_to}" if args.pad_to else f"pad_multiple={args.pad_multiple}"
-    return (f"fused_adamw={args.fused_adamw} compile={args.compile} compile_mode={args.compile_mode} "
-            f"attn={args.attn_implementation} {padding} bucket_by_length={args.bucket_by_length}")
+    return (
+        f"fused_adamw={args.fused_adamw} compile={args.compile} compile_mode={args.compile_mode} "
+        f"attn={args.attn_implementation} {padding} bucket_by_length={args.bucket_by_length}"
+    )

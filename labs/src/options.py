@@ -10,6 +10,7 @@ the notebook side asks this module what a script takes, in milliseconds and with
 ``helpers/planning/memory.py`` sizes ``train_lm.py``'s models from it. A new entry script in this directory is
 checked once its parser is in :data:`SCRIPTS`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,8 +29,13 @@ CLASSIFIER_MODEL_SIZES = {"tiny": (128, 2, 4, 512), "small": (256, 4, 4, 1024), 
 # train_lm.py --model_size: (hidden, layers, heads, ffn). "tiny" keeps a CPU smoke run to seconds. "7b" is
 # Llama-2-7B's shape; "1b" has Llama-3.2-1B's width, depth, heads and MLP but full multi-head attention (it shares 8
 # KV heads) and untied embeddings (train_lm.build_model). Both use the catalogue's small vocabulary, not the models'.
-LM_MODEL_SIZES = {"tiny": (128, 2, 4, 344), "small": (256, 4, 8, 688), "medium": (512, 8, 8, 1376),
-                  "1b": (2048, 16, 32, 8192), "7b": (4096, 32, 32, 11008)}
+LM_MODEL_SIZES = {
+    "tiny": (128, 2, 4, 344),
+    "small": (256, 4, 8, 688),
+    "medium": (512, 8, 8, 1376),
+    "1b": (2048, 16, 32, 8192),
+    "7b": (4096, 32, 32, 11008),
+}
 
 # torch.compile modes a lab compares: "default" (fusion), "reduce-overhead" (fusion + CUDA graphs),
 # "max-autotune-no-cudagraphs" (fusion + matmul autotuning: minutes of compiling per shape)
@@ -54,21 +60,32 @@ def train_parser(description: str | None = None) -> ArgumentParser:
     # the container contract: channels, model and output dirs
     p.add_argument("--train", default=env("SM_CHANNEL_TRAIN", "/opt/ml/input/data/train"))
     p.add_argument("--validation", default=env("SM_CHANNEL_VALIDATION", "/opt/ml/input/data/validation"))
-    p.add_argument("--pretrained", default=env("SM_CHANNEL_PRETRAINED", ""),
-                   help="a save_pretrained() directory to start from instead of random weights")
+    p.add_argument(
+        "--pretrained",
+        default=env("SM_CHANNEL_PRETRAINED", ""),
+        help="a save_pretrained() directory to start from instead of random weights",
+    )
     p.add_argument("--model_dir", default=env("SM_MODEL_DIR", "/opt/ml/model"))
     p.add_argument("--output_data_dir", default=env("SM_OUTPUT_DATA_DIR", "/opt/ml/output/data"))
     p.add_argument("--checkpoint_dir", default="/opt/ml/checkpoints")
     p.add_argument("--checkpoint_every", type=int, default=0, help="save every N steps and on SIGTERM (0: off)")
     p.add_argument("--checkpoint_keep", type=int, default=2, help="keep the newest K checkpoints")
-    p.add_argument("--resume_allow_changes", default="", help="comma list: settings allowed to differ from the "
-                   "checkpoint's (max_steps, epochs, lr...); any other change is refused")
+    p.add_argument(
+        "--resume_allow_changes",
+        default="",
+        help="comma list: settings allowed to differ from the "
+        "checkpoint's (max_steps, epochs, lr...); any other change is refused",
+    )
     # the model
     p.add_argument("--model_size", choices=sorted(CLASSIFIER_MODEL_SIZES), default="tiny")
     p.add_argument("--max_length", type=int, default=64)
     p.add_argument("--dropout", type=float, default=0.1)
-    p.add_argument("--bucket_by_length", type=str2bool, default=False,
-                   help="batch titles of similar length together, so batches carry little padding")
+    p.add_argument(
+        "--bucket_by_length",
+        type=str2bool,
+        default=False,
+        help="batch titles of similar length together, so batches carry little padding",
+    )
     # the optimisation
     p.add_argument("--epochs", type=float, default=1.0)
     p.add_argument("--max_steps", type=int, default=0, help="stop after this many steps (0: run all epochs)")
@@ -80,13 +97,21 @@ def train_parser(description: str | None = None) -> ArgumentParser:
     # the single-GPU fast path (fastpath.py): one switch each, so a lab can turn them on one at a time
     p.add_argument("--fused_adamw", type=str2bool, default=False, help="AdamW's fused kernel: few launches per step")
     p.add_argument("--compile", type=str2bool, default=False, help="torch.compile the model: fused elementwise work")
-    p.add_argument("--compile_mode", choices=COMPILE_MODES, default="default",
-                   help="reduce-overhead: CUDA graphs too, for small launch-bound batches")
+    p.add_argument(
+        "--compile_mode",
+        choices=COMPILE_MODES,
+        default="default",
+        help="reduce-overhead: CUDA graphs too, for small launch-bound batches",
+    )
     p.add_argument("--compile_backend", default="inductor", help="aot_eager: trace but generate no code (debugging)")
     p.add_argument("--attn_implementation", choices=["sdpa", "eager"], default="sdpa")
     p.add_argument("--pad_to", type=int, default=0, help="pad every batch to this width (0: to its longest title)")
-    p.add_argument("--pad_multiple", type=int, default=1,
-                   help="round dynamic widths up to a multiple: 8 or 16 keeps --compile's shapes few")
+    p.add_argument(
+        "--pad_multiple",
+        type=int,
+        default=1,
+        help="round dynamic widths up to a multiple: 8 or 16 keeps --compile's shapes few",
+    )
     p.add_argument("--seed", type=int, default=42)
     # debugging on a slice (the case study's first tip) and logging
     p.add_argument("--subset", type=int, default=0, help="train on the first N rows only (0: all)")
@@ -94,24 +119,42 @@ def train_parser(description: str | None = None) -> ArgumentParser:
     p.add_argument("--log_every", type=int, default=20)
     p.add_argument("--evals_per_epoch", type=int, default=1)
     # the data pipeline (lab 07): where tokenizing happens, and who feeds the trainer
-    p.add_argument("--tokenize", choices=["ahead", "on_the_fly"], default="ahead",
-                   help="ahead: every title once, before training; on_the_fly: per sample, in the loader")
+    p.add_argument(
+        "--tokenize",
+        choices=["ahead", "on_the_fly"],
+        default="ahead",
+        help="ahead: every title once, before training; on_the_fly: per sample, in the loader",
+    )
     p.add_argument("--num_workers", type=int, default=0, help="DataLoader worker processes (0: the trainer itself)")
     p.add_argument("--pin_memory", type=str2bool, default=False, help="page-locked batches: faster copies to a GPU")
     p.add_argument("--persistent_workers", type=str2bool, default=False, help="keep workers alive across epochs")
     p.add_argument("--threads", type=int, default=0, help="trainer's intra-op threads (0: OMP_NUM_THREADS)")
     # profiling (profiling.py, lab 07): where a step's time goes
-    p.add_argument("--profile", type=str2bool, default=False,
-                   help="torch.profiler around a few steps: a Chrome/TensorBoard trace and a top-operators table")
-    p.add_argument("--profile_dir", default="",
-                   help="where the trace and tables go (default: <output_data_dir>/profile; on SageMaker, a path "
-                        "under /opt/ml/output/tensorboard is uploaded as the job runs)")
-    p.add_argument("--profile_schedule", default="2,2,5",
-                   help="wait,warmup,active steps: skip start-up, warm the profiler up, then record")
+    p.add_argument(
+        "--profile",
+        type=str2bool,
+        default=False,
+        help="torch.profiler around a few steps: a Chrome/TensorBoard trace and a top-operators table",
+    )
+    p.add_argument(
+        "--profile_dir",
+        default="",
+        help="where the trace and tables go (default: <output_data_dir>/profile; on SageMaker, a path "
+        "under /opt/ml/output/tensorboard is uploaded as the job runs)",
+    )
+    p.add_argument(
+        "--profile_schedule",
+        default="2,2,5",
+        help="wait,warmup,active steps: skip start-up, warm the profiler up, then record",
+    )
     # the collectives library (labs 02 and 03)
-    p.add_argument("--backend", choices=["auto", "gloo", "nccl", "smddp"], default="auto",
-                   help="collectives: auto (nccl on GPUs, gloo on CPUs) or smddp (SageMaker's data-parallel "
-                        "library, falls back to auto where it is not installed)")
+    p.add_argument(
+        "--backend",
+        choices=["auto", "gloo", "nccl", "smddp"],
+        default="auto",
+        help="collectives: auto (nccl on GPUs, gloo on CPUs) or smddp (SageMaker's data-parallel "
+        "library, falls back to auto where it is not installed)",
+    )
     return p
 
 
@@ -131,8 +174,12 @@ def lm_parser(description: str | None = None) -> ArgumentParser:
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--weight_decay", type=float, default=0.01)
     p.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto")
-    p.add_argument("--activation_checkpointing", type=str2bool, default=False,
-                   help="recompute each decoder layer in backward instead of keeping its activations")
+    p.add_argument(
+        "--activation_checkpointing",
+        type=str2bool,
+        default=False,
+        help="recompute each decoder layer in backward instead of keeping its activations",
+    )
     p.add_argument("--subset", type=int, default=0, help="read the first N titles only (0: all)")
     p.add_argument("--eval_blocks", type=int, default=32, help="validation sequences for the perplexity check")
     p.add_argument("--generate_tokens", type=int, default=8)
@@ -182,9 +229,12 @@ def describe(parser: argparse.ArgumentParser) -> dict[str, dict]:
         names = [s[2:] for s in action.option_strings if s.startswith("--")]
         if not names or isinstance(action, argparse._HelpAction):
             continue
-        entry = {"type": _TYPES.get(action.type, "str"),
-                 "choices": [str(c) for c in action.choices] if action.choices is not None else None,
-                 "default": action.default, "help": action.help}
+        entry = {
+            "type": _TYPES.get(action.type, "str"),
+            "choices": [str(c) for c in action.choices] if action.choices is not None else None,
+            "default": action.default,
+            "help": action.help,
+        }
         described.update(dict.fromkeys(names, entry))
     return described
 

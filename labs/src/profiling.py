@@ -15,6 +15,7 @@ run the same in any container. The training loop calls three hooks::
     for batch in profiler.batches(loader): ... ; profiler.step()
     summary.update(profiler.close())
 """
+
 from __future__ import annotations
 
 import json
@@ -32,8 +33,9 @@ def parse_schedule(text: str) -> tuple[int, int, int]:
     try:
         wait, warmup, active = (int(x) for x in str(text).split(","))
     except ValueError:
-        raise SystemExit(f"--profile_schedule {text!r}: give three whole numbers, wait,warmup,active (e.g. 2,2,5)") \
-            from None
+        raise SystemExit(
+            f"--profile_schedule {text!r}: give three whole numbers, wait,warmup,active (e.g. 2,2,5)"
+        ) from None
     if wait < 0 or warmup < 0 or active < 1:
         raise SystemExit(f"--profile_schedule {text!r}: wait and warmup must be >= 0 and active >= 1")
     return wait, warmup, active
@@ -83,8 +85,12 @@ class StepClock:
     def summary(self) -> dict:
         if not self.steps:
             return {"first_batch_s": self.first_batch_s or 0.0}
-        return {"data_wait_frac": self.wait / self.total, "data_wait_ms": 1e3 * self.wait / self.steps,
-                "step_ms": 1e3 * self.total / self.steps, "first_batch_s": self.first_batch_s}
+        return {
+            "data_wait_frac": self.wait / self.total,
+            "data_wait_ms": 1e3 * self.wait / self.steps,
+            "step_ms": 1e3 * self.total / self.steps,
+            "first_batch_s": self.first_batch_s,
+        }
 
 
 class StepTimer:
@@ -111,8 +117,9 @@ class TorchProfiler(StepTimer):
     """torch.profiler on a ``wait, warmup, active`` schedule; profiled steps are left out of the clock's figures
     (the profiler slows them down)."""
 
-    def __init__(self, out_dir: str, schedule: tuple[int, int, int], device: torch.device, rank: int,
-                 num_workers: int = 0):
+    def __init__(
+        self, out_dir: str, schedule: tuple[int, int, int], device: torch.device, rank: int, num_workers: int = 0
+    ):
         super().__init__(num_workers)
         self.out_dir, self.schedule, self.device, self.rank = out_dir, schedule, device, rank
         os.makedirs(out_dir, exist_ok=True)
@@ -126,10 +133,13 @@ class TorchProfiler(StepTimer):
         wait, warmup, active = schedule
         self.steps_done = 0
         self.prof = torch.profiler.profile(
-            activities=activities, record_shapes=True,
+            activities=activities,
+            record_shapes=True,
             schedule=torch.profiler.schedule(wait=wait, warmup=warmup, active=active, repeat=1),
-            on_trace_ready=torch.profiler.tensorboard_trace_handler(out_dir, worker_name=f"{host}-rank{rank}",
-                                                                   use_gzip=True))
+            on_trace_ready=torch.profiler.tensorboard_trace_handler(
+                out_dir, worker_name=f"{host}-rank{rank}", use_gzip=True
+            ),
+        )
         self.prof.start()
 
     def counted(self) -> bool:
@@ -146,15 +156,15 @@ class TorchProfiler(StepTimer):
     def close(self) -> dict:
         self.prof.stop()
         report = top_operators(self.prof, self.device, self.schedule)
-        report["traces"] = sorted(f for f in os.listdir(self.out_dir) if f.endswith((".pt.trace.json",
-                                                                                    ".pt.trace.json.gz")))
+        report["traces"] = sorted(
+            f for f in os.listdir(self.out_dir) if f.endswith((".pt.trace.json", ".pt.trace.json.gz"))
+        )
         base = os.path.join(self.out_dir, f"top_ops.rank{self.rank}")
         with open(base + ".json", "w", encoding="utf-8") as f:
             json.dump(report, f, indent=1)
         with open(base + ".txt", "w", encoding="utf-8") as f:
             f.write(report.pop("table"))
-        return {**super().close(), "profiled_steps": self.schedule[2],
-                "profiled_step_ms": report["step_ms"]}
+        return {**super().close(), "profiled_steps": self.schedule[2], "profiled_step_ms": report["step_ms"]}
 
 
 def top_operators(prof, device: torch.device, schedule: tuple[int, int, int], limit: int = 40) -> dict:
@@ -164,8 +174,12 @@ def top_operators(prof, device: torch.device, schedule: tuple[int, int, int], li
     averages = prof.key_averages()
     steps = [e for e in averages if e.key.startswith(_WRAPPERS)]
     step_ms = sum(e.cpu_time_total for e in steps) / 1e3 / max(1, sum(e.count for e in steps))
-    report = {"device": device.type, "schedule": dict(zip(("wait", "warmup", "active"), schedule)),
-              "step_ms": step_ms, "cpu": _ranked(averages, "self_cpu_time_total", "cpu_time_total", active, limit)}
+    report = {
+        "device": device.type,
+        "schedule": dict(zip(("wait", "warmup", "active"), schedule)),
+        "step_ms": step_ms,
+        "cpu": _ranked(averages, "self_cpu_time_total", "cpu_time_total", active, limit),
+    }
     sort_by = "self_cpu_time_total"
     if device.type == "cuda":
         report["gpu"] = _ranked(averages, "self_device_time_total", "device_time_total", active, limit)
@@ -178,10 +192,16 @@ def _ranked(averages, self_key: str, total_key: str, active: int, limit: int) ->
     rows = [e for e in averages if not e.key.startswith(_WRAPPERS) and getattr(e, self_key, 0) > 0]
     spent = sum(getattr(e, self_key) for e in rows) or 1.0
     rows.sort(key=lambda e: -getattr(e, self_key))
-    return [{"name": e.key, "calls_per_step": e.count / active,
-             "self_ms_per_step": getattr(e, self_key) / 1e3 / active,
-             "total_ms_per_step": getattr(e, total_key) / 1e3 / active,
-             "share": getattr(e, self_key) / spent} for e in rows[:limit]]
+    return [
+        {
+            "name": e.key,
+            "calls_per_step": e.count / active,
+            "self_ms_per_step": getattr(e, self_key) / 1e3 / active,
+            "total_ms_per_step": getattr(e, total_key) / 1e3 / active,
+            "share": getattr(e, self_key) / spent,
+        }
+        for e in rows[:limit]
+    ]
 
 
 def start(args, d, total_steps: int) -> StepTimer:
@@ -192,7 +212,9 @@ def start(args, d, total_steps: int) -> StepTimer:
         return StepTimer(workers)
     schedule = parse_schedule(args.profile_schedule)
     if sum(schedule) > total_steps:
-        raise SystemExit(f"--profile_schedule {args.profile_schedule} needs {sum(schedule)} steps but this run has "
-                         f"{total_steps}: shorten the schedule or train for more steps")
+        raise SystemExit(
+            f"--profile_schedule {args.profile_schedule} needs {sum(schedule)} steps but this run has "
+            f"{total_steps}: shorten the schedule or train for more steps"
+        )
     out_dir = args.profile_dir or os.path.join(args.output_data_dir, "profile")
     return TorchProfiler(out_dir, schedule, d.device, d.rank, workers)

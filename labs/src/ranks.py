@@ -4,6 +4,7 @@ that device computes in (:func:`pick_precision`), and the metric lines rank 0 pr
 A script reaches torch.distributed through :class:`Dist` only (plus its one model wrap), so nothing else in it
 changes with the world size.
 """
+
 from __future__ import annotations
 
 import os
@@ -33,9 +34,13 @@ class Dist:
         self.backend = self.pick_backend(backend) if self.enabled else "none"
         if self.enabled:
             # timeout: None keeps the backend's default; a script whose ranks may wait long on purpose sets one
-            dist.init_process_group(backend=self.backend, rank=self.rank, world_size=self.world,
-                                    device_id=self.device if self.backend == "nccl" else None,
-                                    **({"timeout": timeout} if timeout else {}))
+            dist.init_process_group(
+                backend=self.backend,
+                rank=self.rank,
+                world_size=self.world,
+                device_id=self.device if self.backend == "nccl" else None,
+                **({"timeout": timeout} if timeout else {}),
+            )
 
     def pick_backend(self, requested: str) -> str:
         """The collectives library: NCCL on GPUs, gloo on CPUs, or SMDDP where its SageMaker image provides it."""
@@ -44,14 +49,19 @@ class Dist:
             return native if requested == "auto" else requested
         try:  # the SMDDP diff: this import registers "smddp" as a torch.distributed backend
             import smdistributed.dataparallel.torch.torch_smddp  # noqa: F401
+
             return "smddp"
         except Exception as e:  # noqa: BLE001 - missing, or built for another PyTorch: say which, then fall back
             why = f"{type(e).__name__}: {e}"
         if "MASTER_ADDR" not in os.environ:  # a bare mpirun launch: no rendezvous address to fall back on
-            raise SystemExit(f"--backend smddp under mpirun, but SMDDP cannot be imported ({why}). Use an image "
-                             f"that ships SMDDP (PyTorch 2.3.0 DLC or an SMP image) or distribution='torchrun'.")
-        self.print(f"[warn] --backend smddp: SMDDP cannot be imported here ({why}); falling back to {native}. "
-                   f"It ships only in SageMaker's SMDDP images (ml.p4d, ml.p4de, ml.p3dn).")
+            raise SystemExit(
+                f"--backend smddp under mpirun, but SMDDP cannot be imported ({why}). Use an image "
+                f"that ships SMDDP (PyTorch 2.3.0 DLC or an SMP image) or distribution='torchrun'."
+            )
+        self.print(
+            f"[warn] --backend smddp: SMDDP cannot be imported here ({why}); falling back to {native}. "
+            f"It ships only in SageMaker's SMDDP images (ml.p4d, ml.p4de, ml.p3dn)."
+        )
         return native
 
     def all_reduce(self, tensor: torch.Tensor) -> torch.Tensor:
@@ -78,8 +88,11 @@ def pick_precision(requested: str, device: torch.device, without_bf16: str = "fp
         raise SystemExit("--precision fp16 needs a GPU; use bf16 or fp32 on CPU")
     if device.type == "cuda" and requested == "bf16" and not bf16_cores:
         # the same notebook runs on a T4 or V100: their mixed precision is fp16 (loss-scaled), said in the log
-        print(f"[warn] --precision bf16: {torch.cuda.get_device_name(device)} has no bf16 tensor cores; "
-              f"running {without_bf16} instead", flush=True)
+        print(
+            f"[warn] --precision bf16: {torch.cuda.get_device_name(device)} has no bf16 tensor cores; "
+            f"running {without_bf16} instead",
+            flush=True,
+        )
         return without_bf16
     return requested
 

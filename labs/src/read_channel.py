@@ -8,6 +8,7 @@ files in name order, each front to back; ``--access random`` reads a random ``--
     [read] files=10 bytes=1048576 seconds=0.2
     [final] files=40 bytes=4194304 read_seconds=0.81 mb_per_s=5.2 first_byte_s=0.01
 """
+
 from __future__ import annotations
 
 import os
@@ -40,7 +41,7 @@ def main(args) -> None:
     if args.access == "random":
         files = random.Random(args.seed).sample(files, max(1, round(len(files) * args.fraction)))
     else:
-        files = files[:max(1, round(len(files) * args.fraction))]
+        files = files[: max(1, round(len(files) * args.fraction))]
     listed = sum(os.path.getsize(f) for f in files)
     print(f"[setup] channel={args.channel} access={args.access} files={len(files)} bytes_listed={listed}", flush=True)
     every = args.log_every or max(1, len(files) // 10)
@@ -55,8 +56,11 @@ def main(args) -> None:
         if i % every == 0 or i == len(files):
             print(f"[read] files={i} bytes={total} seconds={time.perf_counter() - t0:.4f}", flush=True)
     seconds = time.perf_counter() - t0
-    print(f"[final] files={len(files)} bytes={total} read_seconds={seconds:.4f} "
-          f"mb_per_s={total / 1e6 / seconds if seconds else 0:.4f} first_byte_s={first_byte or 0:.4f}", flush=True)
+    print(
+        f"[final] files={len(files)} bytes={total} read_seconds={seconds:.4f} "
+        f"mb_per_s={total / 1e6 / seconds if seconds else 0:.4f} first_byte_s={first_byte or 0:.4f}",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ step ``i`` trains on the same rows whether one process or N run it (loss parity)
 ``(epoch, batch)`` alone (no hidden iterator state). Optionally the plan groups rows of similar length, so a batch
 pads to little more than its own longest title.
 """
+
 from __future__ import annotations
 
 import torch
@@ -17,8 +18,16 @@ class GlobalBatchPlan(torch.utils.data.Sampler):
     sorted by length inside a pool and batched, and the batches are shuffled again (so no epoch runs short-to-long).
     """
 
-    def __init__(self, size: int, global_batch: int, world: int = 1, rank: int = 0, seed: int = 0,
-                 lengths: list[int] | None = None, pool_batches: int = 64):
+    def __init__(
+        self,
+        size: int,
+        global_batch: int,
+        world: int = 1,
+        rank: int = 0,
+        seed: int = 0,
+        lengths: list[int] | None = None,
+        pool_batches: int = 64,
+    ):
         if global_batch % world:
             raise ValueError(f"global batch {global_batch} must divide by the {world} ranks")
         self.size, self.global_batch, self.world, self.rank, self.seed = size, global_batch, world, rank, seed
@@ -34,8 +43,14 @@ class GlobalBatchPlan(torch.utils.data.Sampler):
         self.epoch, self.start_batch = epoch, start_batch
 
     def state_dict(self) -> dict:
-        return {"epoch": self.epoch, "start_batch": self.start_batch, "seed": self.seed, "size": self.size,
-                "global_batch": self.global_batch, "bucketed": self.lengths is not None}
+        return {
+            "epoch": self.epoch,
+            "start_batch": self.start_batch,
+            "seed": self.seed,
+            "size": self.size,
+            "global_batch": self.global_batch,
+            "bucketed": self.lengths is not None,
+        }
 
     def global_batches(self) -> list[list[int]]:
         """This epoch's plan: every global batch, in order."""
@@ -43,16 +58,16 @@ class GlobalBatchPlan(torch.utils.data.Sampler):
         order = torch.randperm(self.size, generator=g).tolist()
         n, b = len(self), self.global_batch
         if self.lengths is None:
-            return [order[i * b:(i + 1) * b] for i in range(n)]
+            return [order[i * b : (i + 1) * b] for i in range(n)]
         pool = b * self.pool_batches
         batches = []
         for start in range(0, n * b, pool):
-            chunk = sorted(order[start:min(start + pool, n * b)], key=self.lengths.__getitem__)
-            batches += [chunk[i:i + b] for i in range(0, len(chunk), b)]
+            chunk = sorted(order[start : min(start + pool, n * b)], key=self.lengths.__getitem__)
+            batches += [chunk[i : i + b] for i in range(0, len(chunk), b)]
         shuffle = torch.randperm(len(batches), generator=g).tolist()
         return [batches[i] for i in shuffle]
 
     def __iter__(self):
         lo, hi = self.rank * self.per_rank, (self.rank + 1) * self.per_rank
-        for batch in self.global_batches()[self.start_batch:]:
+        for batch in self.global_batches()[self.start_batch :]:
             yield batch[lo:hi]

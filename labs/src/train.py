@@ -13,6 +13,7 @@ Read it top-down: ``main`` is the whole run, and what it calls follows it. The o
 ``options.py`` (the notebook side checks a job's hyperparameters against them before launch), the rank, device and
 collectives come from ``ranks.py``, and ``container.py`` makes a failure the job's FailureReason.
 """
+
 from __future__ import annotations
 
 import json
@@ -64,8 +65,7 @@ def main(args) -> None:
     autocast = torch.autocast(d.device.type, dtype=amp_dtype) if amp_dtype else nullcontext()
     scaler = torch.amp.GradScaler(d.device.type, enabled=precision == "fp16")  # a no-op unless fp16
     if args.batch_size % d.world:
-        raise SystemExit(f"--batch_size {args.batch_size} is the global batch; it must divide by the "
-                         f"{d.world} ranks")
+        raise SystemExit(f"--batch_size {args.batch_size} is the global batch; it must divide by the {d.world} ranks")
     per_rank_batch = args.batch_size // d.world
 
     labels = read_labels(args.train)
@@ -79,14 +79,19 @@ def main(args) -> None:
     collate = PadCollator(tokenizer.pad_token_id, pad_to=args.pad_to, multiple=args.pad_multiple)
     # one global plan of batches per epoch, each rank taking its slice: step i trains on the same rows whatever the
     # world size, and a restart resumes from (epoch, batch) alone
-    sampler = GlobalBatchPlan(len(train_set), args.batch_size, d.world, d.rank, args.seed,
-                              lengths=fastpath.bucket_keys(train_set, args))  # --bucket_by_length
+    sampler = GlobalBatchPlan(
+        len(train_set), args.batch_size, d.world, d.rank, args.seed, lengths=fastpath.bucket_keys(train_set, args)
+    )  # --bucket_by_length
     # the loader's own generator: starting an iterator must not draw from (and shift) the global torch RNG
-    loader = torch.utils.data.DataLoader(train_set, batch_sampler=sampler, collate_fn=collate,
-                                         num_workers=args.num_workers,
-                                         pin_memory=args.pin_memory and d.device.type == "cuda",
-                                         persistent_workers=args.persistent_workers and args.num_workers > 0,
-                                         generator=torch.Generator().manual_seed(args.seed))
+    loader = torch.utils.data.DataLoader(
+        train_set,
+        batch_sampler=sampler,
+        collate_fn=collate,
+        num_workers=args.num_workers,
+        pin_memory=args.pin_memory and d.device.type == "cuda",
+        persistent_workers=args.persistent_workers and args.num_workers > 0,
+        generator=torch.Generator().manual_seed(args.seed),
+    )
     steps_per_epoch = len(loader)
     if steps_per_epoch == 0:
         raise SystemExit(f"{len(train_set)} training rows make no full batch of {args.batch_size}: lower --batch_size")
@@ -103,25 +108,43 @@ def main(args) -> None:
     schedule = fastpath.make_schedule(optimizer, args, total_steps)  # linear warm-up, then linear decay
 
     n_params = sum(p.numel() for p in raw_model.parameters())
-    d.print(f"[setup] device={d.device.type} backend={d.backend} world_size={d.world} precision={precision} "
-            f"model_size={args.model_size} params={n_params} train_rows={len(train_set)} val_rows={len(val_set)} "
-            f"global_batch={args.batch_size} steps={total_steps} host={os.environ.get('SM_CURRENT_HOST', 'local')}")
+    d.print(
+        f"[setup] device={d.device.type} backend={d.backend} world_size={d.world} precision={precision} "
+        f"model_size={args.model_size} params={n_params} train_rows={len(train_set)} val_rows={len(val_set)} "
+        f"global_batch={args.batch_size} steps={total_steps} host={os.environ.get('SM_CURRENT_HOST', 'local')}"
+    )
     d.print(f"[setup] {fastpath.describe(args)}")
     if args.unknown:
         d.print(f"[setup] ignoring unknown arguments: {' '.join(args.unknown)}")
     metrics = Metrics(d)
     evals = max(1, args.evals_per_epoch)
     eval_due = lambda s: s == total_steps or (s * evals) // steps_per_epoch > ((s - 1) * evals) // steps_per_epoch
-    peak = next((v for k, v in MEASURED_PEAK_TFLOPS.items() if k in torch.cuda.get_device_name()), 0.0) \
-        if d.device.type == "cuda" else 0.0
+    peak = (
+        next((v for k, v in MEASURED_PEAK_TFLOPS.items() if k in torch.cuda.get_device_name()), 0.0)
+        if d.device.type == "cuda"
+        else 0.0
+    )
 
     # a restarted job (spot reclaim, SIGKILL) picks up where its newest good checkpoint left off, bit-identically
-    ckpt = Checkpointer.from_args(args, d, {"world": d.world, "precision": precision, "total_steps": total_steps,
-                                            "labels": labels, "sampler": sampler.state_dict()},
-                                  model=raw_model, optimizer=optimizer, schedule=schedule, scaler=scaler,
-                                  metrics=metrics)
-    progress = ckpt.resume(dict(step=0, epoch=0, seen=0, tokens=0, flops=0.0, timed_seconds=0.0, timed_samples=0,
-                                train_seconds=0.0))
+    ckpt = Checkpointer.from_args(
+        args,
+        d,
+        {
+            "world": d.world,
+            "precision": precision,
+            "total_steps": total_steps,
+            "labels": labels,
+            "sampler": sampler.state_dict(),
+        },
+        model=raw_model,
+        optimizer=optimizer,
+        schedule=schedule,
+        scaler=scaler,
+        metrics=metrics,
+    )
+    progress = ckpt.resume(
+        dict(step=0, epoch=0, seen=0, tokens=0, flops=0.0, timed_seconds=0.0, timed_samples=0, train_seconds=0.0)
+    )
     step, epoch, seen, tokens, flops, timed_seconds, timed_samples, done_seconds = progress.values()
     flops_of = FlopCounter(raw_model)
     window_start, window_samples = time.perf_counter(), 0
@@ -156,18 +179,36 @@ def main(args) -> None:
                 if step > args.log_every:  # the first window carries start-up costs; keep it out of throughput
                     timed_seconds += now - window_start
                     timed_samples += window_samples
-                metrics.log("train", step=step, epoch=round(step / steps_per_epoch, 3), train_loss=loss_now,
-                            lr=schedule.get_last_lr()[0], samples_per_sec=rate)
+                metrics.log(
+                    "train",
+                    step=step,
+                    epoch=round(step / steps_per_epoch, 3),
+                    train_loss=loss_now,
+                    lr=schedule.get_last_lr()[0],
+                    samples_per_sec=rate,
+                )
                 window_start, window_samples = time.perf_counter(), 0
             if eval_due(step):
                 eval_start = time.perf_counter()
                 with fastpath.eager(args):  # --compile: eval's many widths are not worth a compile each
-                    metrics.log("eval", step=step, epoch=round(step / steps_per_epoch, 3),
-                                **evaluate(raw_model, val_set, collate, d, autocast, per_rank_batch * 2, len(labels)))
+                    metrics.log(
+                        "eval",
+                        step=step,
+                        epoch=round(step / steps_per_epoch, 3),
+                        **evaluate(raw_model, val_set, collate, d, autocast, per_rank_batch * 2, len(labels)),
+                    )
                 window_start += time.perf_counter() - eval_start  # the window's clock stops while evaluating
             if ckpt.due(step):
-                ckpt.save(step=step, epoch=epoch, seen=seen, tokens=tokens, flops=flops, timed_seconds=timed_seconds,
-                          timed_samples=timed_samples, train_seconds=time.perf_counter() - train_start)
+                ckpt.save(
+                    step=step,
+                    epoch=epoch,
+                    seen=seen,
+                    tokens=tokens,
+                    flops=flops,
+                    timed_seconds=timed_seconds,
+                    timed_samples=timed_samples,
+                    train_seconds=time.perf_counter() - train_start,
+                )
                 if ckpt.stopping:  # a SIGTERM reached a rank (where one is delivered): saved; leave before SIGKILL
                     d.exit(EXIT_STOPPED)
             if step >= total_steps:
@@ -180,10 +221,17 @@ def main(args) -> None:
     samples_per_sec = timed_samples / timed_seconds if timed_seconds else seen / train_seconds
     # each rank counted its own share of tokens and FLOPs: the job's are their sum
     tokens, flops = d.all_reduce(torch.tensor([tokens, flops], dtype=torch.float32, device=d.device)).tolist()
-    summary = {"samples_per_sec": samples_per_sec, "tokens_per_sec": tokens / train_seconds,
-               "train_seconds": train_seconds, "steps": step, "samples": seen, "precision": precision,
-               "world_size": d.world, "params": n_params,
-               "flops_per_sample": flops / max(seen, 1)}
+    summary = {
+        "samples_per_sec": samples_per_sec,
+        "tokens_per_sec": tokens / train_seconds,
+        "train_seconds": train_seconds,
+        "steps": step,
+        "samples": seen,
+        "precision": precision,
+        "world_size": d.world,
+        "params": n_params,
+        "flops_per_sample": flops / max(seen, 1),
+    }
     summary.update(profiler.close())
     if peak:
         summary["mfu"] = samples_per_sec * summary["flops_per_sample"] / (peak * 1e12 * d.world)  # of all GPUs
@@ -200,14 +248,24 @@ def build_model(args, vocab_size: int, num_labels: int, pad_id: int):
     hf_logging.disable_progress_bar()  # a progress bar per save is noise in a job log
 
     if args.pretrained:
-        return DistilBertForSequenceClassification.from_pretrained(args.pretrained, num_labels=num_labels,
-                                                                   local_files_only=True,
-                                                                   attn_implementation=args.attn_implementation)
+        return DistilBertForSequenceClassification.from_pretrained(
+            args.pretrained, num_labels=num_labels, local_files_only=True, attn_implementation=args.attn_implementation
+        )
     dim, layers, heads, ffn = options.CLASSIFIER_MODEL_SIZES[args.model_size]
-    config = DistilBertConfig(vocab_size=vocab_size, dim=dim, n_layers=layers, n_heads=heads, hidden_dim=ffn,
-                              max_position_embeddings=max(512, args.max_length), num_labels=num_labels,
-                              pad_token_id=pad_id, dropout=args.dropout, attention_dropout=args.dropout,
-                              seq_classif_dropout=args.dropout, attn_implementation=args.attn_implementation)
+    config = DistilBertConfig(
+        vocab_size=vocab_size,
+        dim=dim,
+        n_layers=layers,
+        n_heads=heads,
+        hidden_dim=ffn,
+        max_position_embeddings=max(512, args.max_length),
+        num_labels=num_labels,
+        pad_token_id=pad_id,
+        dropout=args.dropout,
+        attention_dropout=args.dropout,
+        seq_classif_dropout=args.dropout,
+        attn_implementation=args.attn_implementation,
+    )
     return DistilBertForSequenceClassification(config)
 
 
@@ -237,7 +295,7 @@ def evaluate(model, data, collate, d: Dist, autocast, batch_size: int, num_label
     loss_sum = torch.zeros((), dtype=torch.float64, device=d.device)
     mine = list(range(d.rank, len(data), d.world))
     for start in range(0, len(mine), batch_size):
-        batch = {k: v.to(d.device) for k, v in collate([data[i] for i in mine[start:start + batch_size]]).items()}
+        batch = {k: v.to(d.device) for k, v in collate([data[i] for i in mine[start : start + batch_size]]).items()}
         with autocast:
             logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits.float()
         loss_sum += torch.nn.functional.cross_entropy(logits, batch["labels"], reduction="sum")
@@ -248,8 +306,11 @@ def evaluate(model, data, collate, d: Dist, autocast, batch_size: int, num_label
     tp, support, predicted = confusion.diag(), confusion.sum(1), confusion.sum(0)
     f1 = torch.where(support + predicted > 0, 2 * tp / (support + predicted).clamp(min=1), torch.zeros_like(tp))
     present = support > 0
-    return {"val_loss": (loss_sum / support.sum()).item(), "val_accuracy": (tp.sum() / support.sum()).item(),
-            "val_macro_f1": f1[present].mean().item()}
+    return {
+        "val_loss": (loss_sum / support.sum()).item(),
+        "val_accuracy": (tp.sum() / support.sum()).item(),
+        "val_macro_f1": f1[present].mean().item(),
+    }
 
 
 def save(args, model, labels, metrics: Metrics, summary: dict) -> None:

@@ -28,6 +28,7 @@ generated tokens.
 It shares with train.py only what every entry script needs: its options and model sizes live in ``options.py``, the
 rank, device and precision in ``ranks.py``, the failure reason and clean exit in ``container.py``.
 """
+
 from __future__ import annotations
 
 import functools
@@ -71,14 +72,18 @@ def parse_args(argv=None):
     args.strategies = [s.strip() for s in args.strategy.split(",") if s.strip()]
     bad = [s for s in args.strategies if s not in STRATEGIES]
     if bad or not args.strategies:
-        raise SystemExit(f"--strategy {args.strategy!r}: choose one or several (comma-separated) of "
-                         f"{', '.join(STRATEGIES)}")
+        raise SystemExit(
+            f"--strategy {args.strategy!r}: choose one or several (comma-separated) of {', '.join(STRATEGIES)}"
+        )
     if "pp" in args.strategies and (args.microbatches < 1 or args.batch_size % args.microbatches):
-        raise SystemExit(f"--strategy pp cuts the global batch of {args.batch_size} into --microbatches "
-                         f"{args.microbatches} equal micro-batches: pick a divisor of --batch_size")
+        raise SystemExit(
+            f"--strategy pp cuts the global batch of {args.batch_size} into --microbatches "
+            f"{args.microbatches} equal micro-batches: pick a divisor of --batch_size"
+        )
     if args.mp_parameters and args.strategies != ["fsdp"]:
-        raise SystemExit(f"SMP v2 degrees (mp_parameters) shard the model through FSDP: use --strategy fsdp, "
-                         f"not {args.strategy!r}")
+        raise SystemExit(
+            f"SMP v2 degrees (mp_parameters) shard the model through FSDP: use --strategy fsdp, not {args.strategy!r}"
+        )
     return args
 
 
@@ -101,10 +106,18 @@ def build_model(args, vocab_size: int):
     hf_logging.disable_progress_bar()  # a progress bar per save is noise in a job log
 
     hidden, layers, heads, ffn = LM_MODEL_SIZES[args.model_size]
-    config = LlamaConfig(vocab_size=vocab_size, hidden_size=hidden, num_hidden_layers=layers,
-                         num_attention_heads=heads, num_key_value_heads=heads, intermediate_size=ffn,
-                         max_position_embeddings=args.block_size, tie_word_embeddings=False,
-                         attn_implementation="sdpa", use_cache=False)
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=heads,
+        intermediate_size=ffn,
+        max_position_embeddings=args.block_size,
+        tie_word_embeddings=False,
+        attn_implementation="sdpa",
+        use_cache=False,
+    )
     return LlamaForCausalLM(config)
 
 
@@ -135,19 +148,22 @@ def apply_single(model, d: Dist, args) -> Setup:
 
 
 def apply_ddp(model, d: Dist, args) -> Setup:
-    model = torch.nn.parallel.DistributedDataParallel(model,
-                                                      device_ids=[d.local_rank] if d.device.type == "cuda" else None)
+    model = torch.nn.parallel.DistributedDataParallel(
+        model, device_ids=[d.local_rank] if d.device.type == "cuda" else None
+    )
     return Setup(model, adamw(model.parameters(), args), d.rank, d.world)
 
 
 def apply_zero(model, d: Dist, args) -> Setup:
     from torch.distributed.optim import ZeroRedundancyOptimizer
 
-    model = torch.nn.parallel.DistributedDataParallel(model,
-                                                      device_ids=[d.local_rank] if d.device.type == "cuda" else None)
+    model = torch.nn.parallel.DistributedDataParallel(
+        model, device_ids=[d.local_rank] if d.device.type == "cuda" else None
+    )
     # each rank keeps (and updates) the AdamW moments of 1/world of the parameters, then broadcasts its slice
-    optimizer = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.AdamW, lr=args.lr,
-                                        weight_decay=args.weight_decay)
+    optimizer = ZeroRedundancyOptimizer(
+        model.parameters(), optimizer_class=torch.optim.AdamW, lr=args.lr, weight_decay=args.weight_decay
+    )
     return Setup(model, optimizer, d.rank, d.world)
 
 
@@ -158,8 +174,11 @@ def apply_fsdp(model, d: Dist, args) -> Setup:
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     # bf16 compute and all-gathers, fp32 gradient reduction and master weights (the sharded parameters stay fp32)
-    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) \
-        if args.precision == "bf16" else MixedPrecisionPolicy()
+    mp = (
+        MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        if args.precision == "bf16"
+        else MixedPrecisionPolicy()
+    )
     for layer in model.model.layers:  # one all-gather per decoder layer, freed again after use
         fully_shard(layer, mp_policy=mp)
     fully_shard(model, mp_policy=mp)  # the rest: embeddings, final norm, LM head
@@ -172,15 +191,23 @@ def apply_tp(model, d: Dist, args) -> Setup:
 
     heads = model.config.num_attention_heads
     if heads % d.world or model.config.intermediate_size % d.world:
-        raise SystemExit(f"--strategy tp splits {heads} heads and {model.config.intermediate_size} MLP columns "
-                         f"across {d.world} ranks: both must divide evenly; pick another --model_size or rank count")
+        raise SystemExit(
+            f"--strategy tp splits {heads} heads and {model.config.intermediate_size} MLP columns "
+            f"across {d.world} ranks: both must divide evenly; pick another --model_size or rank count"
+        )
     mesh = init_device_mesh(d.device.type, (d.world,))
     # Megatron-style: split q/k/v and the MLP's up/gate by output columns, o_proj and down by input rows, so each
     # sub-block (attention, MLP) needs one all-reduce forward (its output) and one backward (its input's gradient):
     # two and two per decoder layer; heads split evenly across ranks
-    plan = {"self_attn.q_proj": ColwiseParallel(), "self_attn.k_proj": ColwiseParallel(),
-            "self_attn.v_proj": ColwiseParallel(), "self_attn.o_proj": RowwiseParallel(),
-            "mlp.gate_proj": ColwiseParallel(), "mlp.up_proj": ColwiseParallel(), "mlp.down_proj": RowwiseParallel()}
+    plan = {
+        "self_attn.q_proj": ColwiseParallel(),
+        "self_attn.k_proj": ColwiseParallel(),
+        "self_attn.v_proj": ColwiseParallel(),
+        "self_attn.o_proj": RowwiseParallel(),
+        "mlp.gate_proj": ColwiseParallel(),
+        "mlp.up_proj": ColwiseParallel(),
+        "mlp.down_proj": RowwiseParallel(),
+    }
     for layer in model.model.layers:
         parallelize_module(layer, mesh, plan)
     return Setup(model, adamw(model.parameters(), args))
@@ -205,7 +232,7 @@ class DecoderSlice(torch.nn.Module):
         super().__init__()
         per_stage = len(lm.model.layers) // stages
         self.first_layer, self.is_first, self.is_last = index * per_stage, index == 0, index == stages - 1
-        lm.model.layers = lm.model.layers[self.first_layer:self.first_layer + per_stage]
+        lm.model.layers = lm.model.layers[self.first_layer : self.first_layer + per_stage]
         if not self.is_first:
             lm.model.embed_tokens = None
         if not self.is_last:
@@ -254,8 +281,14 @@ class Pipeline(Setup):
         return loss
 
 
-APPLY = {"single": apply_single, "ddp": apply_ddp, "zero": apply_zero, "fsdp": apply_fsdp, "tp": apply_tp,
-         "pp": apply_pp}
+APPLY = {
+    "single": apply_single,
+    "ddp": apply_ddp,
+    "zero": apply_zero,
+    "fsdp": apply_fsdp,
+    "tp": apply_tp,
+    "pp": apply_pp,
+}
 
 
 def sagemaker_model_parallel():
@@ -275,8 +308,10 @@ def smp_sharding(degrees: dict, world: int) -> str:
     tp = int(degrees.get("tensor_parallel_degree") or 1)
     shard = int(degrees.get("hybrid_shard_degree") or 0)
     if tp < 1 or world % tp or shard < 0 or (shard and (world // tp) % shard):
-        raise SystemExit(f"SMP degrees {degrees} on {world} ranks: tensor_parallel_degree must divide the ranks and "
-                         f"hybrid_shard_degree the {world // max(tp, 1)} data-parallel ranks (0: all of them)")
+        raise SystemExit(
+            f"SMP degrees {degrees} on {world} ranks: tensor_parallel_degree must divide the ranks and "
+            f"hybrid_shard_degree the {world // max(tp, 1)} data-parallel ranks (0: all of them)"
+        )
     return "FULL_SHARD" if shard in (0, world // tp) else "NO_SHARD" if shard == 1 else "HYBRID_SHARD"
 
 
@@ -302,7 +337,9 @@ def apply_smp(tsm, model, d: Dist, args) -> Setup:
         auto_wrap_policy=functools.partial(transformer_auto_wrap_policy, transformer_layer_cls={LlamaDecoderLayer}),
         sharding_strategy=getattr(ShardingStrategy, sharding),
         mixed_precision=MixedPrecision(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if bf16 else None,
-        device_id=d.device, use_orig_params=True)
+        device_id=d.device,
+        use_orig_params=True,
+    )
     return Setup(model, adamw(model.parameters(), args), d.rank // tp, d.world // tp)
 
 
@@ -397,15 +434,25 @@ def train_one(strategy: str, d: Dist, args, blocks, val_blocks, vocab: int, metr
                 loss_now = d.all_reduce(loss_now) / d.world
             losses.append(loss_now.item())
             if step % args.log_every == 0 or step == args.max_steps:
-                metrics.log("train", strategy=strategy, step=step, train_loss=losses[-1],
-                            step_ms=1000 * statistics.median(step_times[1:] or step_times))
+                metrics.log(
+                    "train",
+                    strategy=strategy,
+                    step=step,
+                    train_loss=losses[-1],
+                    step_ms=1000 * statistics.median(step_times[1:] or step_times),
+                )
             if step >= args.max_steps:
                 break
         epoch += 1
 
-    mine = {"rank": d.rank, "param_bytes": local_bytes(model.parameters()), "grad_bytes": grad_bytes,
-            "optimizer_bytes": optimizer_state_bytes(optimizer), "activation_bytes": saved.bytes,
-            "step_ms": 1000 * statistics.median(step_times[1:] or step_times)}
+    mine = {
+        "rank": d.rank,
+        "param_bytes": local_bytes(model.parameters()),
+        "grad_bytes": grad_bytes,
+        "optimizer_bytes": optimizer_state_bytes(optimizer),
+        "activation_bytes": saved.bytes,
+        "step_ms": 1000 * statistics.median(step_times[1:] or step_times),
+    }
     if d.device.type == "cuda":
         mine["peak_cuda_bytes"] = torch.cuda.max_memory_allocated(d.device)
     val_loss = evaluate(setup, val_blocks, d.device, autocast)
@@ -416,8 +463,13 @@ def train_one(strategy: str, d: Dist, args, blocks, val_blocks, vocab: int, metr
     ranks = gather(mine, d, strategy)
     for row in ranks:
         metrics.log("memory", strategy=strategy, **row)
-    out = {"strategy": strategy, "losses": losses, "ranks": ranks, "val_loss": val_loss,
-           "params": sum(p.numel() for p in raw.parameters()) if strategy not in ("tp", "pp") else None}
+    out = {
+        "strategy": strategy,
+        "losses": losses,
+        "ranks": ranks,
+        "val_loss": val_loss,
+        "params": sum(p.numel() for p in raw.parameters()) if strategy not in ("tp", "pp") else None,
+    }
     out.update(save_and_reload(strategy, model, d, args, val_blocks, check, check_loss, metrics))
     return out
 
@@ -476,16 +528,23 @@ def plan_reload_check(params: int, rows: int, tokens: int, budget: float = RELOA
     fit = max(1, int(budget // params))  # at least one token: even a 1-token loss compares every weight's effect
     kept_rows, kept_tokens = (min(rows, fit // tokens), tokens) if fit >= tokens else (1, fit)
     size = f"{params / 1e9:.2f}B" if params >= 1e9 else f"{params / 1e6:.2f}M"
-    reason = (f"{size} parameters x {rows * tokens} tokens would take about {duration(seconds(rows * tokens))} on one "
-              f"CPU thread while the other ranks wait; scoring {kept_rows} x {kept_tokens} tokens (about "
-              f"{duration(seconds(kept_rows * kept_tokens))}, budget {budget:.0e} parameters x tokens) against the "
-              f"sharded model's loss on the same tokens")
+    reason = (
+        f"{size} parameters x {rows * tokens} tokens would take about {duration(seconds(rows * tokens))} on one "
+        f"CPU thread while the other ranks wait; scoring {kept_rows} x {kept_tokens} tokens (about "
+        f"{duration(seconds(kept_rows * kept_tokens))}, budget {budget:.0e} parameters x tokens) against the "
+        f"sharded model's loss on the same tokens"
+    )
     return ReloadCheck(kept_rows, kept_tokens, False, reason, seconds(kept_rows * kept_tokens))
 
 
 def duration(seconds: float) -> str:
-    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.1f} min" if seconds >= 60 \
+    return (
+        f"{seconds / 3600:.1f} h"
+        if seconds >= 3600
+        else f"{seconds / 60:.1f} min"
+        if seconds >= 60
         else f"{seconds:.2g} s"
+    )
 
 
 def state_dict_of(model) -> dict:
@@ -496,8 +555,9 @@ def state_dict_of(model) -> dict:
     return model.checkpoint_state() if isinstance(model, DecoderSlice) else get_model_state_dict(model)
 
 
-def save_and_reload(strategy: str, model, d: Dist, args, val_blocks, check: ReloadCheck, check_loss: float,
-                    metrics: Metrics) -> dict:
+def save_and_reload(
+    strategy: str, model, d: Dist, args, val_blocks, check: ReloadCheck, check_loss: float, metrics: Metrics
+) -> dict:
     """Every rank writes its own shards (torch.distributed.checkpoint); rank 0 then loads them into a plain model
     in this process, as inference on one device would, and checks it scores what the sharded model scored
     (``check_loss``) on the tokens ``check`` picks: the whole validation set for small models."""
@@ -521,15 +581,37 @@ def save_and_reload(strategy: str, model, d: Dist, args, val_blocks, check: Relo
     reloaded = load_sharded(path, args)
     reloaded_loss = evaluate(Setup(reloaded, None), check.cut(val_blocks), "cpu", nullcontext())
     files = sorted(f for f in os.listdir(path) if f.endswith(".distcp"))
-    out = {"checkpoint": path, "checkpoint_files": files, "model": reloaded,
-           "reload_check": {"rows": check.rows, "tokens": check.tokens, "full": check.full, "reason": check.reason,
-                            "loss": check_loss, "reloaded_loss": reloaded_loss}}
+    out = {
+        "checkpoint": path,
+        "checkpoint_files": files,
+        "model": reloaded,
+        "reload_check": {
+            "rows": check.rows,
+            "tokens": check.tokens,
+            "full": check.full,
+            "reason": check.reason,
+            "loss": check_loss,
+            "reloaded_loss": reloaded_loss,
+        },
+    }
     if check.full:  # the whole validation set: the reloaded model's validation loss and perplexity
-        metrics.log("checkpoint", strategy=strategy, files=len(files), val_loss=check_loss,
-                    reloaded_val_loss=reloaded_loss, perplexity=math.exp(reloaded_loss))
+        metrics.log(
+            "checkpoint",
+            strategy=strategy,
+            files=len(files),
+            val_loss=check_loss,
+            reloaded_val_loss=reloaded_loss,
+            perplexity=math.exp(reloaded_loss),
+        )
         return {**out, "reloaded_val_loss": reloaded_loss}
-    metrics.log("checkpoint", strategy=strategy, files=len(files), check_tokens=check.rows * check.tokens,
-                loss=check_loss, reloaded_loss=reloaded_loss)
+    metrics.log(
+        "checkpoint",
+        strategy=strategy,
+        files=len(files),
+        check_tokens=check.rows * check.tokens,
+        loss=check_loss,
+        reloaded_loss=reloaded_loss,
+    )
     return out
 
 
@@ -585,22 +667,27 @@ def main(args) -> None:
         raise SystemExit(f"--batch_size {args.batch_size} is the global batch; it must divide by the {d.world} ranks")
     hidden, layers, heads, ffn = LM_MODEL_SIZES[args.model_size]
     if "pp" in args.strategies and (d.world < 2 or layers % d.world):
-        raise SystemExit(f"--strategy pp puts an equal share of the {layers} decoder layers on each of {d.world} "
-                         f"rank(s): launch 2 or more ranks that divide {layers}, or pick another --model_size")
+        raise SystemExit(
+            f"--strategy pp puts an equal share of the {layers} decoder layers on each of {d.world} "
+            f"rank(s): launch 2 or more ranks that divide {layers}, or pick another --model_size"
+        )
     tokenizer = load_tokenizer(os.path.join(args.train, "tokenizer.json"))
     labels = read_labels(args.train)  # the train channel's, for both channels (as train.py)
     blocks = packed_blocks(args.train, labels, tokenizer, args.block_size, args.subset)
     val_blocks = packed_blocks(args.validation, labels, tokenizer, args.block_size, 0)[: args.eval_blocks]
     metrics = Metrics(d)
-    d.print(f"[setup] device={d.device.type} world_size={d.world} precision={args.precision} "
-            f"model_size={args.model_size} hidden={hidden} layers={layers} heads={heads} ffn={ffn} "
-            f"vocab={len(tokenizer)} block_size={args.block_size} global_batch={args.batch_size} "
-            f"sequences={len(blocks)} steps={args.max_steps} strategies={','.join(args.strategies)} "
-            f"activation_checkpointing={args.activation_checkpointing} smp={sagemaker_model_parallel() is not None}"
-            + (f" collective_timeout_s={PROCESS_GROUP_TIMEOUT.total_seconds():.0f}" if d.enabled else ""))
+    d.print(
+        f"[setup] device={d.device.type} world_size={d.world} precision={args.precision} "
+        f"model_size={args.model_size} hidden={hidden} layers={layers} heads={heads} ffn={ffn} "
+        f"vocab={len(tokenizer)} block_size={args.block_size} global_batch={args.batch_size} "
+        f"sequences={len(blocks)} steps={args.max_steps} strategies={','.join(args.strategies)} "
+        f"activation_checkpointing={args.activation_checkpointing} smp={sagemaker_model_parallel() is not None}"
+        + (f" collective_timeout_s={PROCESS_GROUP_TIMEOUT.total_seconds():.0f}" if d.enabled else "")
+    )
     if args.unknown:
         d.print(f"[setup] ignoring unknown arguments: {' '.join(args.unknown)}")
     from transformers import LlamaForCausalLM  # noqa: F401 - import on every rank now, not while others wait
+
     start, results = time.perf_counter(), []
     for strategy in args.strategies:
         if strategy == "single" and d.enabled:  # one process trains alone; the others wait for it
@@ -617,11 +704,16 @@ def sample_and_save(args, tokenizer, val_blocks, model, strategy: str) -> dict:
     """A few greedy tokens from the reloaded model, then that model saved for inference."""
     starts = (val_blocks[0] == tokenizer.cls_token_id).nonzero()  # a title's first tokens, from its [CLS]
     first = int(starts[0]) if len(starts) and int(starts[0]) + 3 <= val_blocks.shape[1] else 0
-    prompt = val_blocks[:1, first:first + 3]
+    prompt = val_blocks[:1, first : first + 3]
     with torch.no_grad():  # greedy, until the end of a title ([SEP]) or generate_tokens
-        out = model.generate(prompt, max_new_tokens=args.generate_tokens, do_sample=False,
-                             eos_token_id=tokenizer.sep_token_id, pad_token_id=tokenizer.pad_token_id)
-    sample = {"prompt": tokenizer.decode(prompt[0]), "generated": tokenizer.decode(out[0, prompt.shape[1]:])}
+        out = model.generate(
+            prompt,
+            max_new_tokens=args.generate_tokens,
+            do_sample=False,
+            eos_token_id=tokenizer.sep_token_id,
+            pad_token_id=tokenizer.pad_token_id,
+        )
+    sample = {"prompt": tokenizer.decode(prompt[0]), "generated": tokenizer.decode(out[0, prompt.shape[1] :])}
     print(f"[sample] strategy={strategy} {sample['prompt']!r} -> {sample['generated']!r}", flush=True)
     os.makedirs(args.model_dir, exist_ok=True)
     model.save_pretrained(args.model_dir)  # the consolidated model, next to the sharded checkpoints
@@ -635,13 +727,21 @@ def finish(args, tokenizer, val_blocks, results: list[dict], metrics: Metrics, s
     sample = sample_and_save(args, tokenizer, val_blocks, model, results[-1]["strategy"]) if model is not None else {}
     for r in results:
         r.pop("model", None)
-    metrics.log("final", strategies=",".join(r["strategy"] for r in results), train_loss=results[-1]["losses"][-1],
-                val_loss=results[-1]["val_loss"], seconds=seconds)
+    metrics.log(
+        "final",
+        strategies=",".join(r["strategy"] for r in results),
+        train_loss=results[-1]["losses"][-1],
+        val_loss=results[-1]["val_loss"],
+        seconds=seconds,
+    )
     os.makedirs(args.output_data_dir, exist_ok=True)
     hyperparameters = {k: v for k, v in vars(args).items() if k != "unknown"}
     with open(os.path.join(args.output_data_dir, "metrics.json"), "w", encoding="utf-8") as f:
-        json.dump({"strategies": results, "sample": sample, "history": metrics.history,
-                   "hyperparameters": hyperparameters}, f, indent=1)
+        json.dump(
+            {"strategies": results, "sample": sample, "history": metrics.history, "hyperparameters": hyperparameters},
+            f,
+            indent=1,
+        )
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ The real module ships only in SageMaker's SMDDP images and, on import, registers
 ``torch.distributed`` backend. This one registers the same name backed by gloo, so a CPU test can check that the
 training script really initialises the ``smddp`` backend when the library is importable (and not its fallback).
 """
+
 import torch.distributed as dist
 from torch.distributed import ProcessGroupGloo
 
