@@ -4,6 +4,7 @@
     python -m helpers.run_labs --labs 01 03 --full   # some labs, full size
     python -m helpers.run_labs --target ml.p4d.24xlarge   # dry-run the real jobs (prints the requests)
     python -m helpers.run_labs -p epochs 3           # any lab parameter, for the labs that declare it
+    python -m helpers.run_labs --solutions           # with the exercises' reference answers (labs/solutions/)
 
 Executed notebooks, each lab's key figures and ``summary.json`` / ``summary.md`` land in ``--out``. The exit
 status is non-zero if any lab fails, and the summary names the failing cell.
@@ -16,6 +17,7 @@ import ast
 import difflib
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -26,9 +28,12 @@ from helpers.aws.dry_run import REQUESTS_ENV
 from helpers.aws.offline import OFFLINE_ENV_FLAG
 from helpers.job import REPO, RUNS_DIR
 from helpers.report import FIGURES_ENV
-from helpers.targets import TargetError, resolve
+from helpers.targets import SAGEMAKER, TargetError, resolve
 
 LABS_DIR = REPO / "labs"
+SOLUTIONS_DIR = LABS_DIR / "solutions"
+EXERCISE_LINE = re.compile(r"^# Your turn (\d\d\.\d+):")  # the first line of an exercise's answer cell
+SOLUTION_LINE = re.compile(r"^# %% (\d\d\.\d+)\s*$", re.M)  # a section of labs/solutions/NN_name.py
 
 
 @dataclass
@@ -70,6 +75,42 @@ def declared_parameters(notebook: Path) -> set[str]:
     raise SystemExit(f"{notebook.name} has no cell tagged 'parameters'; papermill needs one to inject the target")
 
 
+def exercise_cells(nb: dict) -> dict[str, dict]:
+    """The answer cells of a notebook's exercises, by exercise id."""
+    found = {}
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "code" and "exercise" in cell.get("metadata", {}).get("tags", []):
+            first = "".join(cell["source"]).split("\n", 1)[0]
+            m = EXERCISE_LINE.match(first)
+            if not m:
+                raise SystemExit(f"an exercise cell must start with '# Your turn NN.N: ...', not {first!r}")
+            found[m.group(1)] = cell
+    return found
+
+
+def read_solutions(path: Path) -> dict[str, str]:
+    """The reference answers in ``labs/solutions/NN_name.py``, by exercise id (``# %% 02.1`` starts one)."""
+    parts = SOLUTION_LINE.split(path.read_text(encoding="utf-8"))
+    return {parts[i]: parts[i + 1].strip("\n") + "\n" for i in range(1, len(parts), 2)}
+
+
+def with_solutions(notebook: Path, solutions_dir: Path = SOLUTIONS_DIR) -> dict:
+    """The notebook with each exercise's answer cell filled in from its reference answer (first line kept)."""
+    nb = json.loads(notebook.read_text(encoding="utf-8"))
+    cells = exercise_cells(nb)
+    path = solutions_dir / f"{notebook.stem}.py"
+    answers = read_solutions(path) if path.is_file() else {}
+    if set(cells) != set(answers):
+        raise SystemExit(
+            f"{notebook.name}: exercises {sorted(cells)} but reference answers {sorted(answers)} in {path}: "
+            "every exercise needs exactly one answer"
+        )
+    for id, cell in cells.items():
+        first = "".join(cell["source"]).split("\n", 1)[0]
+        cell["source"] = f"{first}\n{answers[id]}"
+    return nb
+
+
 def kernel_config(socket_dir: Path):
     """Talk to the kernel over Unix sockets (IPC) instead of TCP on loopback: no ports, no network at all."""
     from traitlets.config import Config
@@ -95,10 +136,11 @@ def quiet_shutdown_kernel_manager():
     return QuietShutdown
 
 
-def run_lab(notebook: Path, out_dir: Path, parameters: dict, verbose: bool = False) -> LabRun:
+def run_lab(notebook: Path, out_dir: Path, parameters: dict, verbose: bool = False, solutions: bool = False) -> LabRun:
     import papermill as pm
 
     out_dir = Path(out_dir).resolve()  # the kernel runs in the notebook's folder: hand it absolute paths only
+    out_dir.mkdir(parents=True, exist_ok=True)
     wanted = declared_parameters(notebook)
     given = {k: v for k, v in parameters.items() if k in wanted}
     executed = out_dir / notebook.name
@@ -112,9 +154,13 @@ def run_lab(notebook: Path, out_dir: Path, parameters: dict, verbose: bool = Fal
     start = time.perf_counter()
     # a Unix socket path holds ~100 bytes at most: a deep clone would fail every lab, so the sockets live in /tmp
     sockets = tempfile.TemporaryDirectory(prefix="lab-kernel-")
+    source = notebook
+    if solutions:  # the answered copy runs in the lab's folder like the lab itself
+        source = Path(sockets.name) / notebook.name
+        source.write_text(json.dumps(with_solutions(notebook), indent=1, ensure_ascii=False), encoding="utf-8")
     try:
         pm.execute_notebook(
-            str(notebook),
+            str(source),
             str(executed),
             parameters=given,
             kernel_name="python3",
@@ -167,7 +213,12 @@ def refuse_bad(ap: argparse.ArgumentParser, a: argparse.Namespace, labs: list[Pa
     be dropped silently), an --out that is a file."""
 
     try:
-        resolve(target)
+        if target.strip() == SAGEMAKER:  # each lab's own real_target
+            lacking = [nb.stem for nb in labs if "real_target" not in declared_parameters(nb)]
+            if lacking:
+                raise TargetError(f"--target sagemaker: {', '.join(lacking)} declare no real_target")
+        else:
+            resolve(target)
     except TargetError as e:
         ap.error(str(e))
     declared = set().union(*(declared_parameters(nb) for nb in labs))
@@ -184,7 +235,9 @@ def refuse_bad(ap: argparse.ArgumentParser, a: argparse.Namespace, labs: list[Pa
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m helpers.run_labs", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--target", default="local", help="local, local_cpu, local_gpu or an ml.* instance type")
+    ap.add_argument(
+        "--target", default="local", help="local, local_cpu, local_gpu, sagemaker (each lab's real_target) or ml.*"
+    )
     size = ap.add_mutually_exclusive_group()
     size.add_argument("--smoke", dest="smoke", action="store_true", default=True, help="tiny sizes (default)")
     size.add_argument("--full", dest="smoke", action="store_false", help="the labs' full sizes")
@@ -193,13 +246,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--labs-dir", type=Path, default=LABS_DIR, help=argparse.SUPPRESS)
     ap.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
     ap.add_argument("--verbose", action="store_true", help="stream every cell's output")
+    ap.add_argument("--solutions", action="store_true", help="fill in the exercises' reference answers")
     a = ap.parse_args(argv)
 
     parameters = {"target": a.target, "smoke": a.smoke, **{k: parse_value(v) for k, v in a.parameter}}
     labs = discover(a.labs_dir, only=a.labs)
     target = str(parameters["target"])  # --target, or a "-p target ..." given after it
     refuse_bad(ap, a, labs, target)
-    if target.strip().lower().startswith("ml.") and not parameters.get("launch") and OFFLINE_ENV_FLAG not in os.environ:
+    real = target.strip().lower().startswith("ml.") or target.strip() == SAGEMAKER
+    if real and not parameters.get("launch") and OFFLINE_ENV_FLAG not in os.environ:
         # a dry run of every lab: placeholders for account, role and bucket, nothing sent (launch=True lifts it)
         os.environ[OFFLINE_ENV_FLAG] = "1"
         try:
@@ -215,7 +270,7 @@ def run_all(a: argparse.Namespace, labs: list[Path], parameters: dict) -> int:
     runs = []
     for i, nb in enumerate(labs, 1):
         print(f"[{i}/{len(labs)}] {nb.stem} ...", end=" ", flush=True)
-        run = run_lab(nb, a.out, parameters, a.verbose)
+        run = run_lab(nb, a.out, parameters, a.verbose, solutions=a.solutions)
         runs.append(run)
         figs = "  ".join(f"{k}={v}" for k, v in list(run.figures.items())[:4])
         print(f"{run.status} ({run.seconds:.0f} s)  {figs}" + (f"\n    {run.error}" if run.error else ""), flush=True)

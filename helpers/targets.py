@@ -17,6 +17,7 @@ from helpers.errors import TargetError
 from helpers.planning import instances
 
 LOCAL_TARGETS = ("local", "local_cpu", "local_gpu")
+SAGEMAKER = "sagemaker"  # the lab's own real_target
 
 
 @dataclass(frozen=True)
@@ -59,11 +60,21 @@ def local_cpu_count() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def resolve(name: str) -> Target:
-    """Turn a lab's ``target`` parameter into a Target, or fail with what to write instead."""
+def resolve(name: str, real_target: str | None = None) -> Target:
+    """Turn a lab's ``target`` parameter into a Target, or fail with what to write instead.
+
+    ``"sagemaker"`` stands for the lab's own ``real_target``: the cheapest instance type that still teaches it.
+    """
     if not isinstance(name, str):
         raise TargetError(f"target must be a string such as 'local' or 'ml.g5.2xlarge', got {name!r}.")
     name = name.strip()
+    if name == SAGEMAKER:
+        if not real_target:
+            raise TargetError(
+                "target 'sagemaker' means this lab's real_target, and none was given: set real_target to an "
+                "instance type such as 'ml.g5.xlarge', or give the instance type as target."
+            )
+        return resolve(real_target)
     if "." in name:  # an instance type, perhaps without its "ml." or in capitals: the catalogue says which
         spec = instances.lookup(name)
         return Target(spec.name, spec.name, spec.gpus, spec.vcpus)
@@ -85,9 +96,9 @@ def resolve(name: str) -> Target:
             "machine's Docker): run it with helpers.jobs.run_job(job, 'local_container') on a machine "
             "with a Docker daemon, or use target='local' here."
         )
-    close = difflib.get_close_matches(name, LOCAL_TARGETS, n=2)
+    close = difflib.get_close_matches(name, (*LOCAL_TARGETS, SAGEMAKER), n=2)
     hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     raise TargetError(
-        f"unknown target {name!r}.{hint} Choose one of {', '.join(LOCAL_TARGETS)} or a SageMaker "
-        f"instance type such as 'ml.g5.2xlarge'."
+        f"unknown target {name!r}.{hint} Choose one of {', '.join(LOCAL_TARGETS)}, 'sagemaker' (the lab's "
+        f"real_target) or a SageMaker instance type such as 'ml.g5.2xlarge'."
     )

@@ -9,7 +9,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers import run_labs
+from helpers import lab_time, run_labs
 
 LABS = run_labs.discover()
 
@@ -36,12 +36,21 @@ def test_lab_declares_target_and_smoke_and_says_time_and_cost(notebook):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("notebook", LABS, ids=lambda p: p.stem)
-def test_lab_runs_headless_in_smoke_size(notebook, tmp_path):
-    run = run_labs.run_lab(notebook, tmp_path, {"target": "local", "smoke": True})
+def test_lab_runs_headless_in_smoke_size_with_every_answer_right_and_in_its_stated_time(notebook, tmp_path):
+    """The reference answers applied (``run_labs --solutions``): each check says "right", and the lab's stated core
+    and full times agree with the estimate from this very run. ``make`` runs the labs unanswered."""
+    run = run_labs.run_lab(notebook, tmp_path, {"target": "local", "smoke": True}, solutions=True)
     assert run.status == "ok", run.error
     assert run.figures, "a lab records its key figures with helpers.report.record()"
     executed = nbformat.read(run.notebook, as_version=4)
     assert any(c.get("outputs") for c in executed.cells if c.cell_type == "code")
+    exercises = run_labs.exercise_cells(json.loads(notebook.read_text(encoding="utf-8")))
+    outcomes = {k.removeprefix("exercise "): v for k, v in run.figures.items() if k.startswith("exercise ")}
+    assert outcomes == dict.fromkeys(exercises, "right"), "every reference answer passes its check"
+    t = lab_time.estimate(notebook, Path(run.notebook))
+    core, full = t.stated
+    assert lab_time.within(core, t.core.minutes), f"core path: stated {core} min, estimated {t.core.minutes:.1f}"
+    assert lab_time.within(full, t.full.minutes), f"whole lab: stated {full} min, estimated {t.full.minutes:.1f}"
 
 
 def _notebook(path: Path, cells: list[tuple[str, str]]) -> Path:
