@@ -17,6 +17,9 @@ import sys
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from helpers import exercises
+from helpers.run_labs import EXERCISE_LINE, discover
+
 WORDS_PER_MINUTE = 120  # technical prose, read with care
 LINES_PER_MINUTE = 6  # code and printed output: read, not skimmed
 DISPLAY_MINUTES = 1.0  # a plot, a widget or a rich view without a text form
@@ -94,9 +97,6 @@ def _output_lines(outputs: list[dict]) -> tuple[int, int]:
 
 
 def _exercise_minutes(cell: dict) -> float:
-    from helpers import exercises
-    from helpers.run_labs import EXERCISE_LINE
-
     m = EXERCISE_LINE.match("".join(cell["source"]).split("\n", 1)[0])
     return exercises.lookup(m.group(1)).minutes if m else 0.0
 
@@ -155,8 +155,6 @@ def table(times: list[LabTime]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from helpers.run_labs import discover
-
     ap = argparse.ArgumentParser(prog="python -m helpers.lab_time", description=__doc__.split("\n\n")[0])
     ap.add_argument("--executed", type=Path, help="a headless run's folder (runs/labs): adds output and run time")
     ap.add_argument("--labs", nargs="*", help="lab numbers or names (default: all)")

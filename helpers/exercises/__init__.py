@@ -23,8 +23,8 @@ from helpers.errors import WorkshopError
 RIGHT, WRONG, UNANSWERED = "right", "wrong", "unanswered"
 
 
-class NotYet(Exception):
-    """An answer that is not right yet; its message is what the learner reads."""
+class NotYet(WorkshopError):
+    """An answer that is not right yet; its message is what the learner reads (``check`` catches it)."""
 
 
 class ExerciseError(WorkshopError):
