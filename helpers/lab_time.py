@@ -11,6 +11,7 @@ minute for each figure or rich display, the measured run time, and the minutes i
 from __future__ import annotations
 
 import argparse
+import html
 import json
 import re
 import sys
@@ -77,6 +78,14 @@ def _words(text: str) -> int:
     return len(re.findall(r"[\w$€£%.,:;/+#-]*\w[\w$€£%.,:;/+#'-]*", text))
 
 
+def _html_lines(markup: str) -> int:
+    """Lines a reader sees in rendered HTML: a collapsed ``<details>`` is its summary line, a table row is a line."""
+    markup = re.sub(r"<details>.*?</details>", "\n(collapsed)\n", markup, flags=re.S | re.I)
+    markup = re.sub(r"<(tr|br|p|li|div|h\d|pre|caption)\b[^>]*>", "\n", markup, flags=re.I)
+    text = html.unescape(re.sub(r"<[^>]+>", "", markup))
+    return sum(1 for line in text.splitlines() if line.strip())
+
+
 def _output_lines(outputs: list[dict]) -> tuple[int, int]:
     """(text lines, rich displays) of one cell's outputs."""
     lines = displays = 0
@@ -89,7 +98,9 @@ def _output_lines(outputs: list[dict]) -> tuple[int, int]:
             data = out.get("data", {})
             if any(kind in data for kind in RICH):
                 displays += 1
-            elif "text/plain" in data:  # a table's or a value's text form: its rows are what is read
+            elif "text/html" in data:  # what Jupyter shows: a table's rows, a collapsed request's one line
+                lines += _html_lines("".join(data["text/html"]))
+            elif "text/plain" in data:  # a value's text form
                 lines += len("".join(data["text/plain"]).splitlines())
             elif data:
                 displays += 1
