@@ -1,0 +1,62 @@
+"""Each lab's check says, specifically, what is wrong with a typical wrong answer, and passes the right one."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers.exercises import evaluate
+from helpers.planning import instances
+
+GIB = 2**30
+P = 1.236e9  # a parameter count
+CASES = [
+    # (exercise, answers, expected status, words the message must contain)
+    ("01.1", dict(precision_g5="bf16", precision_p3="fp16"), "right", "GradScaler"),
+    ("01.1", dict(precision_g5="bf16", precision_p3="bf16"), "wrong", "no bf16"),
+    ("01.1", dict(precision_g5="fp32", precision_p3="fp16"), "wrong", "tensor cores"),
+    ("01.1", dict(precision_g5="half", precision_p3="fp16"), "wrong", "one of fp32, bf16, fp16"),
+    ("02.1", dict(global_batch_4=128, learning_rate_4=4e-3), "right", "linear scaling"),
+    ("02.1", dict(global_batch_4=128, learning_rate_4=2e-3 * 2**0.5), "right", "square-root scaling"),
+    ("02.1", dict(global_batch_4=32, learning_rate_4=4e-3), "wrong", "one rank's share"),
+    ("02.1", dict(global_batch_4=128, learning_rate_4=2e-3), "wrong", "scale the learning rate"),
+    ("02.1", dict(global_batch_4=128, learning_rate_4=3e-3), "wrong", "square root"),
+    ("03.1", dict(smddp_types={"ml.p3dn.24xlarge", "ml.p4d.24xlarge", "ml.p4de.24xlarge"}), "right", "torchrun"),
+    ("03.1", dict(smddp_types={"ml.p4d.24xlarge", "ml.p5.48xlarge"}), "wrong", "P5 is not supported"),
+    ("03.1", dict(smddp_types={"ml.p4d.24xlarge"}), "wrong", "2 more"),
+    ("03.1", dict(smddp_types="ml.p4d.24xlarge"), "wrong", "a set"),
+    ("04.1", dict(optimizer_gib_ddp=8 * P / GIB, optimizer_gib_zero1=P / GIB), "right", "8× less"),
+    ("04.1", dict(optimizer_gib_ddp=P / GIB, optimizer_gib_zero1=P / GIB), "wrong", "whole optimizer state"),
+    ("04.1", dict(optimizer_gib_ddp=12 * P / GIB, optimizer_gib_zero1=P / GIB), "wrong", "8 bytes"),
+    ("04.1", dict(optimizer_gib_ddp=8 * P / GIB, optimizer_gib_zero1=8 * P / GIB), "wrong", "ZeRO-1 is exactly"),
+    ("05.1", dict(mode_a="File", mode_b="FastFile", mode_c="FSx"), "right", "many jobs"),
+    ("05.1", dict(mode_a="File", mode_b="File", mode_c="FSx"), "wrong", "2 TB"),
+    ("05.1", dict(mode_a="File", mode_b="FastFile", mode_c="S3"), "wrong", "one of File, FastFile, FSx"),
+    ("06.1", dict(interval_min=(2 * 45 * 21600) ** 0.5 / 60), "right", "min"),
+    ("06.1", dict(interval_min=(2 * 45 * 21600) ** 0.5), "wrong", "in seconds"),
+    ("06.1", dict(interval_min=60), "wrong", "21600 s"),
+    ("07.1", dict(my_tokenize="ahead", my_num_workers=2), "right", "tokenize once"),
+    ("07.1", dict(my_tokenize="on_the_fly", my_num_workers=2), "wrong", "every epoch"),
+    ("07.1", dict(my_tokenize="ahead", my_num_workers=0), "wrong", "while the GPU computes"),
+    ("07.1", dict(my_tokenize="ahead", my_num_workers=8), "wrong", "leave none"),
+]
+CONTEXT = {
+    "02.1": dict(per_rank_batch=32, base_batch=64, base_lr=2e-3),
+    "04.1": dict(params=P, gpus=8),
+    "06.1": dict(save_s=45, interruptions_per_hour=1 / 6),
+    "07.1": dict(gpus=1, cores_per_process=8),
+}
+
+
+@pytest.mark.parametrize("id, answers, status, words", CASES, ids=lambda v: v if isinstance(v, str) else "")
+def test_check(id, answers, status, words):
+    got, message = evaluate(id, **answers, **CONTEXT.get(id, {}))
+    assert (got, words in message) == (status, True), message
+
+
+def test_the_cpu_branch_of_the_loader_check():
+    status, message = evaluate("07.1", my_tokenize="ahead", my_num_workers=3, gpus=0, cores_per_process=1)
+    assert status == "wrong" and "take cores from the model" in message
+
+
+def test_the_smddp_answer_follows_the_catalogue():
+    assert {"ml.p3dn.24xlarge", "ml.p4d.24xlarge", "ml.p4de.24xlarge"} <= set(instances.supporting("smddp"))
