@@ -523,3 +523,109 @@ def cleanup(attendee: str | None = None, boto_session=None, region: str | None =
         for name in names:
             client.stop_training_job(TrainingJobName=name)
     return names
+
+
+@dataclass(frozen=True)
+class Stored:
+    """What an attendee keeps in the workshop bucket: everything under ``s3://<bucket>/<attendee>/``."""
+
+    bucket: str
+    prefix: str
+    keys: tuple[str, ...]
+    bytes: int
+    deleted: bool = False
+
+    def __repr__(self) -> str:
+        where = f"s3://{self.bucket}/{self.prefix}"
+        if self.deleted:
+            return f"deleted {len(self.keys)} object(s), {self.bytes / 1e6:.1f} MB, under {where}"
+        if not self.keys:
+            return f"nothing stored under {where}"
+        return (
+            f"{len(self.keys)} object(s), {self.bytes / 1e6:.1f} MB, under {where}: "
+            "account.stored_objects(delete=True) removes them (the bucket's lifecycle rule would, in time)"
+        )
+
+
+def stored_objects(
+    attendee: str | None = None,
+    bucket: str | None = None,
+    boto_session=None,
+    region: str | None = None,
+    delete: bool = False,
+) -> Stored:
+    """This attendee's objects in the workshop bucket (code, inputs, outputs, checkpoints), listed; deleted only
+    with ``delete=True``. Only keys under ``<attendee>/`` are touched, and a shared login name is refused."""
+    import boto3
+
+    who = resolve_attendee(attendee)
+    if who.shared:
+        raise AwsSetupError(
+            f"the attendee prefix would be the shared login name {who.name!r}, which holds other learners' data "
+            f"too: pass attendee='yourname' or set {ATTENDEE_ENV}."
+        )
+    bucket = require_bucket_name(bucket or os.environ.get(BUCKET_ENV, ""))
+    session = boto_session or boto3.Session(region_name=region)
+    s3 = session.client("s3", region_name=region or session.region_name)
+    prefix = f"{who.name}/"
+    found = [
+        (o["Key"], o.get("Size", 0))
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+        for o in page.get("Contents", [])
+        if o["Key"].startswith(prefix)
+    ]
+    keys = tuple(k for k, _ in found)
+    if delete:
+        for i in range(0, len(keys), 1000):  # DeleteObjects takes at most 1,000 keys
+            s3.delete_objects(
+                Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys[i : i + 1000]], "Quiet": True}
+            )
+    return Stored(bucket, prefix, keys, sum(s for _, s in found), deleted=delete and bool(keys))
+
+
+# The event stack's outputs (infra/workshop-account.yaml) and what each one sets for the helpers and the labs
+STACK_OUTPUTS = {
+    "RoleArn": ROLE_ENV[0],
+    "BucketName": BUCKET_ENV,
+    "SubnetIds": "lab 05: subnets",
+    "SecurityGroupIds": "lab 05: security_groups",
+    "FileSystemId": "lab 05: fsx_id",
+    "FileSystemMountName": "lab 05: fsx_mount_name",
+}
+
+
+def settings_from_stack(outputs: list[dict]) -> dict[str, str]:
+    """The settings an event stack's outputs (DescribeStacks' ``Outputs``) give: checked as the helpers check them."""
+    given = {o["OutputKey"]: o["OutputValue"] for o in outputs}
+    missing = [k for k in ("RoleArn", "BucketName") if k not in given]
+    if missing:
+        raise AwsSetupError(
+            f"the stack has no {', '.join(missing)} output: deploy infra/workshop-account.yaml, not another template."
+        )
+    require_role_arn(given["RoleArn"])
+    require_bucket_name(given["BucketName"])
+    return {STACK_OUTPUTS[k]: v for k, v in given.items() if k in STACK_OUTPUTS}
+
+
+def stack_exports(stack: str, boto_session=None, region: str | None = None) -> str:
+    """``export`` lines for a shell (or Studio's terminal) from a deployed event stack, plus lab 05's values."""
+    import boto3
+
+    session = boto_session or boto3.Session(region_name=region)
+    cfn = session.client("cloudformation", region_name=region or session.region_name)
+    outputs = cfn.describe_stacks(StackName=stack)["Stacks"][0].get("Outputs", [])
+    lines = []
+    for name, value in settings_from_stack(outputs).items():
+        lines.append(f"export {name}={value}" if name.startswith("WORKSHOP_") else f"# {name} = {value!r}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m helpers.aws.account", description="The event account's settings.")
+    ap.add_argument("command", choices=["env"], help="env: print export lines from the event stack's outputs")
+    ap.add_argument("--stack", required=True, help="the CloudFormation stack made from infra/workshop-account.yaml")
+    ap.add_argument("--region", default=None)
+    a = ap.parse_args()
+    print(stack_exports(a.stack, region=a.region))

@@ -324,6 +324,12 @@ class OfflineAWS:
             "Prefix": prefix,
         }
 
+    def _s3_DeleteObjects(self, params):
+        with self._lock:
+            held = self.objects.get(params["Bucket"], {})
+            gone = [o["Key"] for o in params["Delete"]["Objects"] if held.pop(o["Key"], None) is not None]
+        return {"Deleted": [{"Key": k} for k in gone]}
+
     def _sagemaker_CreateTrainingJob(self, params):
         name = params["TrainingJobName"]
         self.jobs[name] = params

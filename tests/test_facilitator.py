@@ -1,0 +1,151 @@
+"""The facilitator's kit stays true: the guide's generated tables are what the helpers compute, each lab's real
+target is the table's, the event template passes cfn-lint and its outputs are what the helpers accept, and cleanup
+finds (and only on request deletes) exactly one attendee's objects."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+
+import pytest
+from cfnlint.decode import cfn_yaml
+from conftest import REPO
+
+from helpers.aws import account
+from helpers.aws import offline as aws_offline
+from helpers.planning import workshop
+from helpers.run_labs import discover
+
+GUIDE = REPO / "docs" / "facilitator.md"
+TEMPLATE = REPO / "infra" / "workshop-account.yaml"
+
+
+@pytest.fixture
+def no_studio(monkeypatch, tmp_path):
+    monkeypatch.setattr(account, "STUDIO_METADATA", tmp_path / "no-such-metadata.json")
+    for name in (account.ATTENDEE_ENV, account.BUCKET_ENV, *account.ROLE_ENV):
+        monkeypatch.delenv(name, raising=False)
+
+
+def _parameters(notebook) -> dict:
+    nb = json.loads(notebook.read_text(encoding="utf-8"))
+    cell = next(c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", []))
+    tree = ast.parse("".join(cell["source"]))
+    return {n.targets[0].id: ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)}
+
+
+def test_the_guide_s_generated_blocks_are_what_the_helpers_compute():
+    text = GUIDE.read_text(encoding="utf-8")
+    assert text == workshop.render(text), "run: python -m helpers.planning.workshop --write docs/facilitator.md"
+
+
+@pytest.mark.parametrize("target", workshop.TARGETS, ids=lambda t: f"{t.lab}-{t.parameter}")
+def test_each_lab_defaults_to_the_guide_s_real_target(target):
+    notebook = next(nb for nb in discover() if nb.name.startswith(target.lab))
+    params = _parameters(notebook)
+    assert params[target.parameter] == target.instance_type
+    if "instance_count" in params and target.parameter == "real_target":
+        assert params["instance_count"] == target.count
+
+
+def test_agendas_fit_their_slots_and_use_the_labs_own_times():
+    minutes = workshop.lab_minutes()
+    for name, (slot, parts) in workshop.agendas().items():
+        assert sum(p.minutes for p in parts) <= slot, name
+        for p in parts:
+            if "core path" in p.what:
+                assert p.minutes == minutes[p.what[1:3]][0]
+
+
+def test_quotas_name_what_the_launch_checks():
+    rows = workshop.quota_rows(10)
+    names = {r["Service Quotas name (SageMaker)"] for r in rows}
+    assert "ml.g5.12xlarge for training job usage" in names and "ml.g5.xlarge for spot training job usage" in names
+    assert not any("p4d" in n for n in names)  # SMDDP and SMP are dry runs by default: no P4 quota to ask for
+    assert rows[1]["value for 10 attendees"] == 20  # lab 02: 2 instances each
+
+
+def test_the_event_template_passes_cfn_lint():
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys, cfnlint.runner; sys.exit(cfnlint.runner.main())", str(TEMPLATE)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_template_makes_what_the_labs_need():
+    t = cfn_yaml.loads(TEMPLATE.read_text(encoding="utf-8"))
+    r = t["Resources"]
+    trust = r["ExecutionRole"]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert account.trusts_sagemaker({"Statement": trust})
+    rules = r["WorkshopBucket"]["Properties"]["LifecycleConfiguration"]["Rules"]
+    assert rules[0]["Status"] == "Enabled" and "ExpirationInDays" in rules[0]
+    ports = {
+        (v["Properties"].get("FromPort"), v["Properties"].get("ToPort"))
+        for v in r.values()
+        if v["Type"] == "AWS::EC2::SecurityGroupIngress"
+    }
+    assert {(988, 988), (1018, 1023)} <= ports  # Lustre
+    assert r["S3Endpoint"]["Properties"]["VpcEndpointType"] == "Gateway"
+    assert all(v.get("Condition") == "CreateFsx" for k, v in r.items() if k not in ("WorkshopBucket", "ExecutionRole"))
+    assert set(t["Outputs"]) == set(account.STACK_OUTPUTS)
+
+
+def test_the_helpers_accept_the_stack_s_outputs():
+    outputs = [
+        {"OutputKey": "RoleArn", "OutputValue": "arn:aws:iam::111122223333:role/workshop-ExecutionRole-AbC"},
+        {"OutputKey": "BucketName", "OutputValue": "workshop-111122223333-us-east-1"},
+        {"OutputKey": "FileSystemId", "OutputValue": "fs-0123456789abcdef0"},
+    ]
+    settings = account.settings_from_stack(outputs)
+    assert settings["WORKSHOP_ROLE_ARN"].endswith("workshop-ExecutionRole-AbC")
+    assert settings["WORKSHOP_BUCKET"] == "workshop-111122223333-us-east-1"
+    assert settings["lab 05: fsx_id"] == "fs-0123456789abcdef0"
+    with pytest.raises(account.AwsSetupError, match="no RoleArn output"):
+        account.settings_from_stack(outputs[1:])
+
+
+def test_stack_exports_reads_the_stack_offline():
+    with aws_offline.offline_environment(), aws_offline.network_guard() as attempts:
+        fake = aws_offline.OfflineAWS()
+        fake.respond(
+            "DescribeStacks",
+            {
+                "Stacks": [
+                    {
+                        "StackName": "event",
+                        "CreationTime": "2026-11-23T00:00:00Z",
+                        "StackStatus": "CREATE_COMPLETE",
+                        "Outputs": [
+                            {"OutputKey": "RoleArn", "OutputValue": "arn:aws:iam::111122223333:role/w"},
+                            {"OutputKey": "BucketName", "OutputValue": "event-bucket"},
+                        ],
+                    }
+                ]
+            },
+        )
+        text = account.stack_exports("event", boto_session=fake.boto_session)
+    assert not attempts
+    assert "export WORKSHOP_ROLE_ARN=arn:aws:iam::111122223333:role/w" in text
+    assert "export WORKSHOP_BUCKET=event-bucket" in text
+
+
+def test_stored_objects_lists_then_deletes_only_this_attendee_s(no_studio, monkeypatch):
+    with aws_offline.offline_environment(), aws_offline.network_guard() as attempts:
+        fake = aws_offline.OfflineAWS()
+        for key in ("alice/source/a.tar.gz", "alice/lab02/output/model.tar.gz", "alice-smith/x", "bob/y"):
+            fake._put("event-bucket", key, 1000)
+        listed = account.stored_objects("alice", bucket="event-bucket", boto_session=fake.boto_session)
+        assert listed.keys == ("alice/lab02/output/model.tar.gz", "alice/source/a.tar.gz") and listed.bytes == 2000
+        assert not fake.calls_to("DeleteObjects") and "delete=True" in repr(listed)
+        gone = account.stored_objects("alice", bucket="event-bucket", boto_session=fake.boto_session, delete=True)
+        assert gone.deleted and sorted(fake.objects["event-bucket"]) == ["alice-smith/x", "bob/y"]
+        monkeypatch.setattr(account.getpass, "getuser", lambda: "sagemaker-user")  # Studio's login, no attendee
+        with pytest.raises(account.AwsSetupError, match="shared login"):
+            account.stored_objects(bucket="event-bucket", boto_session=fake.boto_session)
+    assert not attempts
