@@ -56,6 +56,22 @@ def test_a_small_share_of_rows_is_ambiguous_or_mislabeled(rows):
     assert 0.85 < names_own < 0.99
 
 
+def test_a_quarter_of_titles_name_a_second_product_as_a_modifier():
+    """What lab 01's data section says: about 25% of titles carry another leaf's noun before (or, in English
+    "A for B", after) their own head noun; the head decides the category."""
+    gen = catalog.TitleGenerator(7)
+    made = [gen.row(i) for i in range(8000)]
+    assert abs(gen.compounds / len(made) - catalog.COMPOUND_RATE) < 0.02
+    fors = [r.title for r in made if " for " in r.title]
+    heads = {leaf.path: leaf.en for leaf in catalog.LEAVES}
+    # in "A for B" the noun before "for" is the row's own (the few mislabeled rows aside)
+    own = sum(
+        any(t.split(" for ")[0].endswith(n) for n in heads[r.category]) for r in made for t in [r.title] if t in fors
+    )
+    assert fors and own / len(fors) > 0.9
+    assert sum("용 " in r.title for r in made) > 100  # Korean's "B용 A": for B
+
+
 def test_build_writes_a_stratified_split_and_a_tokenizer(small_catalog):
     train, val, labels = catalog.load_split(small_catalog)
     assert labels == catalog.categories()

@@ -3,6 +3,7 @@
 Character n-grams suit the titles: Korean nouns glue onto each other ("셔츠원피스") and typos break whole words, but
 most n-grams survive both. If the network cannot beat this, it has not learned anything a bag of n-grams could not.
 """
+
 from __future__ import annotations
 
 import time
@@ -20,8 +21,13 @@ class BaselineResult:
     seconds: float
 
     def as_row(self) -> dict:
-        return {"model": "TF-IDF + linear (baseline)", "val_accuracy": self.accuracy, "val_macro_f1": self.macro_f1,
-                "train_rows": self.train_rows, "seconds": round(self.seconds, 1)}
+        return {
+            "model": "TF-IDF + linear (baseline)",
+            "val_accuracy": self.accuracy,
+            "val_macro_f1": self.macro_f1,
+            "train_rows": self.train_rows,
+            "seconds": round(self.seconds, 1),
+        }
 
 
 def tfidf_baseline(catalog_dir, max_train_rows: int | None = None, seed: int = 0) -> BaselineResult:
@@ -39,6 +45,10 @@ def tfidf_baseline(catalog_dir, max_train_rows: int | None = None, seed: int = 0
     clf.fit(x_train, [r.category for r in train])
     pred = clf.predict(vec.transform([r.title for r in val]))
     truth = [r.category for r in val]
-    return BaselineResult(accuracy_score(truth, pred), f1_score(truth, pred, average="macro", labels=labels,
-                                                               zero_division=0),
-                          len(train), len(val), time.perf_counter() - start)
+    return BaselineResult(
+        accuracy_score(truth, pred),
+        f1_score(truth, pred, average="macro", labels=labels, zero_division=0),
+        len(train),
+        len(val),
+        time.perf_counter() - start,
+    )

@@ -18,6 +18,7 @@ Command line::
     python -m helpers.data.catalog shards --rows 2000000 --shards 16 --out runs/data/catalog-2m
     python -m helpers.data.catalog from-csv my_products.csv --out runs/data/mine
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,19 +34,23 @@ import random
 import shutil
 import tempfile
 from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from helpers.data.taxonomy import ATTRIBUTES, BRANDS, LEAVES, PROMO_TAGS, STYLE_WORDS, Leaf
 from helpers.errors import WorkshopError
 
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2  # 2: titles that name a second product as a modifier (COMPOUND_RATE)
 COLUMNS = ("id", "title", "category")
 VALIDATION_FRACTION = 0.1
 MISLABEL_RATE = 0.025  # rows whose category is simply wrong
 AMBIGUOUS_RATE = 0.015  # rows whose title names no product at all
 TYPO_RATE = 0.04
+# Titles that name a second product as a modifier of their own ("니트 원피스", "dress shoes", "organizer for socks"):
+# the head noun decides the category, and where the head sits depends on the phrase, so word order matters.
+COMPOUND_RATE = 0.25
+HOLDERS = ("life > storage > organizer", "fashion > bags > tote", "fashion > bags > backpack")  # "for" anything
 LANG_WEIGHTS = {"ko": 0.55, "en": 0.2, "mixed": 0.25}
 MIN_VOCAB_SIZE = 100  # below this WordPiece keeps little more than single characters
 CHECK_BYTES = 1 << 20  # check_channel reads this much of each CSV: catches a wrong encoding or header, even at 1 GB
@@ -75,6 +80,7 @@ class TitleGenerator:
 
     def __init__(self, seed: int):
         self.rng = random.Random(seed)
+        self.compounds = 0  # titles made with a modifier from another leaf
         self._cum_weights = list(itertools.accumulate(leaf.weight for leaf in LEAVES))
         self._by_vertical: dict[str, list[Leaf]] = defaultdict(list)
         for leaf in LEAVES:
@@ -108,11 +114,25 @@ class TitleGenerator:
             words.append(self._say(pair, lang))
         if rng.random() < 0.35:
             words.append(self._say(STYLE_WORDS[rng.randrange(len(STYLE_WORDS))], lang))
-        words.append(self._noun(leaf, lang))
+        head = self._noun(leaf, lang)
+        words += self._compound(leaf, head).split() if rng.random() < COMPOUND_RATE else [head]
         if extra > 6 and rng.random() < 0.5:  # stuffed titles repeat the noun in the other language
             words.append(self._noun(leaf, "en" if lang == "ko" else "ko"))
         title = " ".join(words)
         return _typo(rng, title) if rng.random() < TYPO_RATE else title
+
+    def _compound(self, leaf: Leaf, head: str) -> str:
+        """The head noun with another leaf's noun as its modifier, in the head's language: Korean puts the head
+        last ("B A", "B용 A"); English too ("B A"), unless it says "A for B"."""
+        rng = self.rng
+        pool = LEAVES if leaf.path in HOLDERS and rng.random() < 0.5 else self._by_vertical[leaf.vertical]
+        other = rng.choice([n for n in pool if n is not leaf])
+        english = head in leaf.en
+        modifier = rng.choice(other.en if english else other.ko)
+        self.compounds += 1
+        if english:
+            return f"{head} for {modifier}" if rng.random() < 0.4 else f"{modifier} {head}"
+        return f"{modifier}용 {head}" if rng.random() < 0.2 else f"{modifier} {head}"
 
     def _noun(self, leaf: Leaf, lang: str) -> str:
         if leaf.confusable and self.rng.random() < 0.12:
@@ -154,9 +174,9 @@ def _typo(rng: random.Random, title: str) -> str:
     i = rng.randrange(1, len(title) - 2)
     kind = rng.randrange(3)
     if kind == 0:  # dropped character
-        return title[:i] + title[i + 1:]
+        return title[:i] + title[i + 1 :]
     if kind == 1:  # swapped neighbours
-        return title[:i] + title[i + 1] + title[i] + title[i + 2:]
+        return title[:i] + title[i + 1] + title[i] + title[i + 2 :]
     return title[:i] + title[i] + title[i:]  # doubled character
 
 
@@ -206,22 +226,28 @@ def _parse_rows(path: Path, reader, known: set[str] | None) -> Iterator[Row]:
     at = {name: header.index(name) for name in header}
     for line_no, fields in enumerate(reader, start=2):
         if len(fields) != len(header):
-            raise CatalogError(f"{path}, line {line_no}: expected {len(header)} fields, found {len(fields)} "
-                               f"({fields!r}). Quote titles that contain commas.")
+            raise CatalogError(
+                f"{path}, line {line_no}: expected {len(header)} fields, found {len(fields)} "
+                f"({fields!r}). Quote titles that contain commas."
+            )
         title, category = fields[at["title"]].strip(), fields[at["category"]].strip()
         if not title or not category:
             raise CatalogError(f"{path}, line {line_no}: empty {'title' if not title else 'category'}.")
         if known is not None and category not in known:
-            raise CatalogError(f"{path}, line {line_no}: unknown category {category!r}; "
-                               f"labels.json lists the categories this catalogue knows.")
+            raise CatalogError(
+                f"{path}, line {line_no}: unknown category {category!r}; "
+                f"labels.json lists the categories this catalogue knows."
+            )
         yield Row(fields[at["id"]] if "id" in at else f"line{line_no}", title, category)
 
 
 def _check_header(path: Path, header: list[str] | None) -> list[str]:
     missing = [c for c in ("title", "category") if header is None or c not in header]
     if missing:
-        raise CatalogError(f"{path}, line 1: missing column(s) {', '.join(missing)}; the header must name "
-                           f"{', '.join(COLUMNS)} (found {header}).")
+        raise CatalogError(
+            f"{path}, line 1: missing column(s) {', '.join(missing)}; the header must name "
+            f"{', '.join(COLUMNS)} (found {header})."
+        )
     return header
 
 
@@ -234,15 +260,18 @@ def _not_utf8(path: str | os.PathLike) -> str:
             try:
                 raw.decode("utf-8")
             except UnicodeDecodeError as e:
-                return (f"{path}, line {line_no} (byte {offset + e.start}): not UTF-8 text (byte "
-                        f"0x{raw[e.start]:02x}). Save it as UTF-8, e.g. `iconv -f cp949 -t utf-8 {path} > "
-                        f"utf8.csv` (latin-1: -f latin1), or in Excel: Save As > CSV UTF-8.")
+                return (
+                    f"{path}, line {line_no} (byte {offset + e.start}): not UTF-8 text (byte "
+                    f"0x{raw[e.start]:02x}). Save it as UTF-8, e.g. `iconv -f cp949 -t utf-8 {path} > "
+                    f"utf8.csv` (latin-1: -f latin1), or in Excel: Save As > CSV UTF-8."
+                )
             offset += len(raw)
     return f"{path}: not UTF-8 text. Save it as UTF-8 (e.g. `iconv -f cp949 -t utf-8`)."
 
 
-def stratified_split(rows: list[Row], fraction: float = VALIDATION_FRACTION, seed: int = 0,
-                     source: str = "the catalogue") -> tuple[list[Row], list[Row]]:
+def stratified_split(
+    rows: list[Row], fraction: float = VALIDATION_FRACTION, seed: int = 0, source: str = "the catalogue"
+) -> tuple[list[Row], list[Row]]:
     """Hold out ``fraction`` of every category (at least one row each), as the case study did."""
     by_class: dict[str, list[Row]] = defaultdict(list)
     for row in rows:
@@ -251,9 +280,11 @@ def stratified_split(rows: list[Row], fraction: float = VALIDATION_FRACTION, see
     too_small = {c: len(r) for c, r in by_class.items() if len(r) < need}
     if too_small:
         worst = ", ".join(f"{c!r} ({n} rows)" for c, n in sorted(too_small.items(), key=lambda kv: kv[1])[:5])
-        raise CatalogError(f"{source}: {len(too_small)} categor{'y has' if len(too_small) == 1 else 'ies have'} fewer "
-                           f"than {need} rows, too few for a stratified {fraction:.0%} validation split: {worst}. "
-                           f"Add rows, merge the category into its parent, or drop it.")
+        raise CatalogError(
+            f"{source}: {len(too_small)} categor{'y has' if len(too_small) == 1 else 'ies have'} fewer "
+            f"than {need} rows, too few for a stratified {fraction:.0%} validation split: {worst}. "
+            f"Add rows, merge the category into its parent, or drop it."
+        )
     rng = random.Random(seed)
     train, val = [], []
     for category in sorted(by_class):
@@ -277,10 +308,14 @@ def train_tokenizer(titles: Iterable[str], vocab_size: int = 8000):
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.decoder = decoders.WordPiece()
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=specials, min_frequency=2, show_progress=False)
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=vocab_size, special_tokens=specials, min_frequency=2, show_progress=False
+    )
     tok.train_from_iterator(titles, trainer=trainer)
     cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
-    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
+    )
     return tok
 
 
@@ -296,12 +331,15 @@ def _check_request(out: str | os.PathLike, vocab_size: int, rows: int = 1) -> No
 def _check_out(out: Path) -> None:
     """Replace only a catalogue this module wrote: a rebuild swaps out the whole directory, whatever it holds."""
     if os.path.lexists(out) and not out.is_dir():
-        raise CatalogError(f"--out {out} is a file, not a directory: give a new directory (or an existing "
-                           f"catalogue) as --out.")
+        raise CatalogError(
+            f"--out {out} is a file, not a directory: give a new directory (or an existing catalogue) as --out."
+        )
     if out.is_dir() and any(out.iterdir()) and not _is_catalogue(out):
-        raise CatalogError(f"--out {out} exists and is not a catalogue written by helpers.data.catalog (no valid "
-                           f"manifest.json): building there would delete what it holds. Give a new directory as "
-                           f"--out, or remove this one yourself first.")
+        raise CatalogError(
+            f"--out {out} exists and is not a catalogue written by helpers.data.catalog (no valid "
+            f"manifest.json): building there would delete what it holds. Give a new directory as "
+            f"--out, or remove this one yourself first."
+        )
 
 
 def _is_catalogue(root: Path) -> bool:
@@ -347,8 +385,13 @@ def build(out: str | os.PathLike, rows: int = 30000, seed: int = 0, vocab_size: 
     """Generate ``rows`` titles, split them, train the tokenizer and write a catalogue directory."""
     _check_request(out, vocab_size, rows)
     all_rows = list(generate_rows(rows, seed))
-    return _write_split(out, all_rows, seed, vocab_size, {"source": "generator", "generator_version": GENERATOR_VERSION,
-                                                          "rows": rows, "seed": seed})
+    return _write_split(
+        out,
+        all_rows,
+        seed,
+        vocab_size,
+        {"source": "generator", "generator_version": GENERATOR_VERSION, "rows": rows, "seed": seed},
+    )
 
 
 def from_csv(src: str | os.PathLike, out: str | os.PathLike, seed: int = 0, vocab_size: int = 8000) -> Path:
@@ -356,8 +399,14 @@ def from_csv(src: str | os.PathLike, out: str | os.PathLike, seed: int = 0, voca
     _check_request(out, vocab_size)
     rows = read_rows(src)
     labels = sorted({r.category for r in rows})
-    return _write_split(out, rows, seed, vocab_size, {"source": str(src), "rows": len(rows), "seed": seed,
-                                                      "labels": labels}, source=str(src))
+    return _write_split(
+        out,
+        rows,
+        seed,
+        vocab_size,
+        {"source": str(src), "rows": len(rows), "seed": seed, "labels": labels},
+        source=str(src),
+    )
 
 
 def _write_split(out, rows, seed, vocab_size, manifest, source="the catalogue") -> Path:
@@ -365,22 +414,34 @@ def _write_split(out, rows, seed, vocab_size, manifest, source="the catalogue") 
     with _Staging(out) as tmp:
         write_rows(tmp / "train" / "part-00000.csv", train)
         write_rows(tmp / "validation" / "part-00000.csv", val)
-        manifest.update(train_rows=len(train), validation_rows=len(val), shards=1,
-                        class_counts=dict(sorted(Counter(r.category for r in rows).items())))
+        manifest.update(
+            train_rows=len(train),
+            validation_rows=len(val),
+            shards=1,
+            class_counts=dict(sorted(Counter(r.category for r in rows).items())),
+        )
         _finish(tmp, (r.title for r in train), manifest, vocab_size)
     return Path(out)
 
 
-def shards(out: str | os.PathLike, rows: int, n_shards: int = 8, seed: int = 0, vocab_size: int = 8000,
-           tokenizer_rows: int = 200_000) -> Path:
+def shards(
+    out: str | os.PathLike,
+    rows: int,
+    n_shards: int = 8,
+    seed: int = 0,
+    vocab_size: int = 8000,
+    tokenizer_rows: int = 200_000,
+) -> Path:
     """A large catalogue written as shards, streamed (memory stays flat for millions of rows).
 
     The split is stratified within every shard: each category's every 10th row goes to validation.
     """
     _check_request(out, vocab_size, rows)
     if n_shards < 1 or (n_shards - 1) * math.ceil(rows / n_shards) >= rows:  # else the last part has no rows
-        raise CatalogError(f"{rows} rows cannot fill {n_shards} shard(s): every shard needs rows. Use fewer shards "
-                           f"or more rows (a shard of a few thousand rows or more is worth its file).")
+        raise CatalogError(
+            f"{rows} rows cannot fill {n_shards} shard(s): every shard needs rows. Use fewer shards "
+            f"or more rows (a shard of a few thousand rows or more is worth its file)."
+        )
     per_shard = math.ceil(rows / n_shards)
     with _Staging(out) as tmp:
         counts: Counter = Counter()
@@ -396,9 +457,21 @@ def shards(out: str | os.PathLike, rows: int, n_shards: int = 8, seed: int = 0, 
             write_rows(tmp / "train" / f"part-{s:05d}.csv", train_part)
             val_rows += write_rows(tmp / "validation" / f"part-{s:05d}.csv", val_part)
         titles = (r.title for r in generate_rows(min(rows, tokenizer_rows), seed, 0))
-        _finish(tmp, titles, {"source": "generator", "generator_version": GENERATOR_VERSION, "rows": rows, "seed": seed,
-                              "shards": n_shards, "train_rows": rows - val_rows, "validation_rows": val_rows,
-                              "class_counts": dict(sorted(counts.items()))}, vocab_size)
+        _finish(
+            tmp,
+            titles,
+            {
+                "source": "generator",
+                "generator_version": GENERATOR_VERSION,
+                "rows": rows,
+                "seed": seed,
+                "shards": n_shards,
+                "train_rows": rows - val_rows,
+                "validation_rows": val_rows,
+                "class_counts": dict(sorted(counts.items())),
+            },
+            vocab_size,
+        )
     return Path(out)
 
 
@@ -423,8 +496,10 @@ def load_labels(path: str | os.PathLike) -> list[str]:
         raise CatalogError(f"{path}: must be a JSON list of category names, found {found[:80]}. {fix}")
     if len(set(labels)) < len(labels):
         twice = sorted(c for c, n in Counter(labels).items() if n > 1)
-        raise CatalogError(f"{path}: lists {', '.join(map(repr, twice[:3]))} more than once; a label index needs "
-                           f"each category once. {fix}")
+        raise CatalogError(
+            f"{path}: lists {', '.join(map(repr, twice[:3]))} more than once; a label index needs "
+            f"each category once. {fix}"
+        )
     return labels
 
 
@@ -457,15 +532,19 @@ def check_channel(path: str | os.PathLike, labels: Iterable[str] | None = None) 
     """
     root = Path(path)
     if not root.is_dir():
-        raise CatalogError(f"{root}: not a directory. Build the catalogue with "
-                           f"`python -m helpers.data.catalog build --out data/catalog`, or give the right path.")
+        raise CatalogError(
+            f"{root}: not a directory. Build the catalogue with "
+            f"`python -m helpers.data.catalog build --out data/catalog`, or give the right path."
+        )
     parts = sorted(p for p in root.glob("*.csv") if p.is_file())
     if (root / "labels.json").is_file():
         own = load_labels(root / "labels.json")
         labels = own if labels is None else labels
         if not parts:
-            raise CatalogError(f"{root}: labels.json but no .csv parts beside it, so nothing to train on. Copy "
-                               f"the CSV parts there, or point the channel at the catalogue's train directory.")
+            raise CatalogError(
+                f"{root}: labels.json but no .csv parts beside it, so nothing to train on. Copy "
+                f"the CSV parts there, or point the channel at the catalogue's train directory."
+            )
     known = None if labels is None else set(labels)
     for part in parts:
         _check_part(part, known)
@@ -475,8 +554,11 @@ def check_channels(channels: dict) -> None:
     """:func:`check_channel` on a job's local train and validation channels (``s3://`` ones are not here to read);
     one without labels.json of its own (validation) is checked against the categories of one that has them (train)."""
     # the channels the training script reads as a catalogue; another channel may hold any data
-    local = {name: Path(src) for name, src in channels.items()
-             if name in ("train", "validation") and not str(src).startswith("s3://")}
+    local = {
+        name: Path(src)
+        for name, src in channels.items()
+        if name in ("train", "validation") and not str(src).startswith("s3://")
+    }
     with_labels = [p / "labels.json" for p in local.values() if (p / "labels.json").is_file()]
     labels = load_labels(with_labels[0]) if with_labels else None
     for name, path in local.items():
@@ -502,11 +584,15 @@ def _check_part(path: Path, known: set[str] | None) -> None:
     category = header.index("category")
     for line_no, fields in enumerate(records[1:-1] if cut else records[1:], start=2):  # a cut leaves the last partial
         if len(fields) != len(header):
-            raise CatalogError(f"{path}, line {line_no}: expected {len(header)} fields, found {len(fields)} "
-                               f"({fields!r}). Quote titles that contain commas.")
+            raise CatalogError(
+                f"{path}, line {line_no}: expected {len(header)} fields, found {len(fields)} "
+                f"({fields!r}). Quote titles that contain commas."
+            )
         if known is not None and fields[category] not in known:  # exact, as the training script compares
-            raise CatalogError(f"{path}, line {line_no}: category {fields[category]!r} is not in labels.json. Add "
-                               f"it there, or rebuild the catalogue with `python -m helpers.data.catalog from-csv`.")
+            raise CatalogError(
+                f"{path}, line {line_no}: category {fields[category]!r} is not in labels.json. Add "
+                f"it there, or rebuild the catalogue with `python -m helpers.data.catalog from-csv`."
+            )
 
 
 def _at_least(low: int):
@@ -550,7 +636,7 @@ def main(argv: list[str] | None = None) -> None:
         else:
             out = from_csv(a.csv, a.out, a.seed, a.vocab_size)
     except CatalogError as e:
-        raise SystemExit(f"error: {e}")
+        raise SystemExit(f"error: {e}") from None
     m = load_manifest(out)
     print(f"wrote {out}: {m['train_rows']} train + {m['validation_rows']} validation rows, {m['shards']} shard(s)")
 
