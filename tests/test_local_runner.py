@@ -150,6 +150,13 @@ def test_local_gpu_without_a_gpu_is_refused(monkeypatch):
         resolve("local_gpu")
 
 
+def test_a_hub_checkpoint_is_refused_before_anything_runs(runner, small_catalog):
+    job = Job("hub", {**TINY, "hub_checkpoint": "distilbert-base-multilingual-cased"}, catalog_channels(small_catalog))
+    with pytest.raises(JobSetupError, match="local jobs never leave this machine: run it on an ml.. target"):
+        runner.run(job, CPU)
+    assert not (runner.runs_dir / "hub").exists()
+
+
 def test_failed_job_shows_its_error_not_just_an_exit_code(runner, small_catalog):
     # settings each fine alone but refused together by the script itself: only the job can find this out
     job = Job("broken", {**TINY, "max_length": 64, "pad_to": 16}, catalog_channels(small_catalog))

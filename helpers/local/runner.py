@@ -341,6 +341,12 @@ class LocalRunner:
             raise JobSetupError(f"entry point {entry} does not exist.")
         if problem := hyperparameters.check(job):
             raise JobSetupError(problem)
+        if job.hyperparameters.get("hub_checkpoint"):
+            raise JobSetupError(
+                f"hub_checkpoint={job.hyperparameters['hub_checkpoint']!r} would download a model, and local jobs "
+                "never leave this machine: run it on an ml.* target (the container downloads it), or pass a "
+                "save_pretrained() directory as the 'pretrained' channel."
+            )
         for name, path in job.channels.items():
             p = Path(path)
             if str(path).startswith("s3://"):

@@ -65,6 +65,12 @@ def train_parser(description: str | None = None) -> ArgumentParser:
         default=env("SM_CHANNEL_PRETRAINED", ""),
         help="a save_pretrained() directory to start from instead of random weights",
     )
+    p.add_argument(
+        "--hub_checkpoint",
+        default="",
+        help="a Hugging Face Hub model id to fine-tune (e.g. distilbert-base-multilingual-cased): the container "
+        "downloads it and its tokenizer, so SageMaker targets only; local jobs never download",
+    )
     p.add_argument("--model_dir", default=env("SM_MODEL_DIR", "/opt/ml/model"))
     p.add_argument("--output_data_dir", default=env("SM_OUTPUT_DATA_DIR", "/opt/ml/output/data"))
     p.add_argument("--checkpoint_dir", default="/opt/ml/checkpoints")

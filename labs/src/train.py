@@ -69,10 +69,15 @@ def main(args) -> None:
     per_rank_batch = args.batch_size // d.world
 
     labels = read_labels(args.train)
-    tokenizer_file = os.path.join(args.pretrained, "tokenizer.json") if args.pretrained else ""
-    if not os.path.isfile(tokenizer_file):
-        tokenizer_file = os.path.join(args.train, "tokenizer.json")
-    tokenizer = load_tokenizer(tokenizer_file)
+    if args.hub_checkpoint:  # the case study's start: a pretrained multilingual encoder, with its own vocabulary
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(args.hub_checkpoint)
+    else:
+        tokenizer_file = os.path.join(args.pretrained, "tokenizer.json") if args.pretrained else ""
+        if not os.path.isfile(tokenizer_file):
+            tokenizer_file = os.path.join(args.train, "tokenizer.json")
+        tokenizer = load_tokenizer(tokenizer_file)
     Titles = TitlesTokenizedOnTheFly if args.tokenize == "on_the_fly" else TokenizedTitles
     train_set = Titles(*read_channel(args.train, labels, args.subset), tokenizer, args.max_length)
     val_set = TokenizedTitles(*read_channel(args.validation, labels, args.eval_subset), tokenizer, args.max_length)
@@ -237,7 +242,7 @@ def main(args) -> None:
         summary["mfu"] = samples_per_sec * summary["flops_per_sample"] / (peak * 1e12 * d.world)  # of all GPUs
     metrics.log("final", **{k: v for k, v in final.items() if k.startswith("val_")}, **summary)
     if d.master:
-        save(args, raw_model, labels, metrics, summary)
+        save(args, raw_model, labels, metrics, summary, tokenizer)
     d.exit(0)
 
 
@@ -247,6 +252,12 @@ def build_model(args, vocab_size: int, num_labels: int, pad_id: int):
 
     hf_logging.disable_progress_bar()  # a progress bar per save is noise in a job log
 
+    if args.hub_checkpoint:
+        from transformers import AutoModelForSequenceClassification
+
+        return AutoModelForSequenceClassification.from_pretrained(
+            args.hub_checkpoint, num_labels=num_labels, attn_implementation=args.attn_implementation
+        )
     if args.pretrained:
         return DistilBertForSequenceClassification.from_pretrained(
             args.pretrained, num_labels=num_labels, local_files_only=True, attn_implementation=args.attn_implementation
@@ -313,11 +324,14 @@ def evaluate(model, data, collate, d: Dist, autocast, batch_size: int, num_label
     }
 
 
-def save(args, model, labels, metrics: Metrics, summary: dict) -> None:
+def save(args, model, labels, metrics: Metrics, summary: dict, tokenizer=None) -> None:
     """Rank 0 saves the unwrapped model (no DDP ``module.`` prefix) with what inference needs beside it."""
     os.makedirs(args.model_dir, exist_ok=True)
     model.save_pretrained(args.model_dir)
-    shutil.copy(os.path.join(args.train, "tokenizer.json"), args.model_dir)
+    if args.hub_checkpoint:  # the hub model's own vocabulary, not the catalogue's
+        tokenizer.save_pretrained(args.model_dir)
+    else:
+        shutil.copy(os.path.join(args.train, "tokenizer.json"), args.model_dir)
     with open(os.path.join(args.model_dir, "labels.json"), "w", encoding="utf-8") as f:
         json.dump(labels, f, ensure_ascii=False)
     os.makedirs(args.output_data_dir, exist_ok=True)
