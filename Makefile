@@ -12,7 +12,7 @@ LABS   ?=
 TORCH  ?= torch==2.13.0
 TORCH_INDEX ?=
 
-.PHONY: all labs test setup data clean
+.PHONY: all labs test setup data clean lab browser-test
 
 all: labs
 
@@ -42,6 +42,17 @@ labs: setup data
 
 test: setup data
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The labs in JupyterLab, as an attendee on a laptop opens them (the "python3" kernel is this environment's)
+lab: setup data
+	$(PY) -m pip --disable-pip-version-check install --quiet -e ".[test,lab]"
+	$(PY) -m jupyter lab labs/
+
+# Lab 01 run cell by cell in JupyterLab by headless Chromium (Debian's package; installed here if missing)
+browser-test: setup data
+	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
+	$(PY) -m pip --disable-pip-version-check install --quiet -e ".[test,lab]"
+	WORKSHOP_BROWSER_TEST=1 $(PY) -m pytest -q tests/test_jupyterlab.py
 
 clean:
 	rm -rf runs
