@@ -6,9 +6,12 @@ import csv
 import json
 import re
 import statistics
+import subprocess
+import sys
 from collections import Counter
 
 import pytest
+from conftest import REPO
 
 from helpers.data import catalog
 from helpers.data.catalog import CatalogError
@@ -94,6 +97,25 @@ def test_tokenizer_keeps_hangul_syllables_and_lowercases_latin(small_catalog):
     assert "원피스" in enc.tokens or "원" in "".join(enc.tokens)
     assert not any("\u1100" <= ch <= "\u11ff" for t in enc.tokens for ch in t)  # no decomposed jamo
     assert "dress" in enc.tokens
+
+
+def test_the_tokenizer_is_the_same_from_one_process_to_the_next():
+    """The library's trainer alone gives a different vocabulary per process (hash-map order, tokenizers#1794), so
+    a test's catalogue, and what a model learns from it, changed from run to run. Two fresh processes, one answer;
+    and every word-inner piece listed up front is an ordinary token, not a special one."""
+    script = (
+        "from helpers.data import catalog\n"
+        "titles = [r.title for r in catalog.generate_rows(4000, 7, 0)]\n"
+        "print(catalog.train_tokenizer(titles, 1500).to_str())\n"
+    )
+    runs = [
+        subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, check=True).stdout
+        for _ in range(2)
+    ]
+    assert runs[0] == runs[1]
+    saved = json.loads(runs[0])
+    assert [t["content"] for t in saved["added_tokens"]] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    assert any(t.startswith("##") and len(t) > 3 for t in saved["model"]["vocab"])  # it merged pieces too
 
 
 def test_shards_are_stratified_within_each_shard(tmp_path):

@@ -217,7 +217,9 @@ def test_compile_with_inductor_keeps_the_loss_curve(small_catalog, tmp_path, pla
 @pytest.mark.slow
 def test_the_cpu_visible_fast_path_keeps_validation_accuracy(small_catalog, tmp_path):
     """Length buckets change which titles share a batch, not what is learnt: accuracy stays in the same ballpark
-    (3 epochs of 3,000 titles; chance is 1 in 44). Buckets of one exact length failed this (fastpath.bucket_keys)."""
+    (3 epochs of 3,000 titles; chance is 1 in 44). Buckets of one exact length failed this (fastpath.bucket_keys).
+    At lr 1e-3, not the 2e-3 of the curve tests: at 2e-3 this tiny model sits on a plateau for a number of epochs
+    that changes with the seed and the CPU (0.40-0.68 over four seeds, either path), so one run compared nothing."""
     runs = {
         name: train_curve(
             small_catalog,
@@ -227,6 +229,8 @@ def test_the_cpu_visible_fast_path_keeps_validation_accuracy(small_catalog, tmp_
             "3",
             "--log_every",
             "50",
+            "--lr",
+            "1e-3",
             rows=3000,
             steps=0,
             val_rows=600,

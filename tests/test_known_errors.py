@@ -41,18 +41,18 @@ TRIGGERS = {  # a distinctive part of the row's message -> what produces it
 }
 
 
-def tested_rows() -> list[str]:
+def rows_marked_tested() -> list[str]:
     rows = [line for line in GUIDE.read_text(encoding="utf-8").splitlines() if line.rstrip().endswith("**tested** |")]
     return [re.search(r"`([^`]+)`", row).group(1) for row in rows]
 
 
 def test_every_tested_row_has_a_trigger_and_every_trigger_a_row():
-    rows = tested_rows()
+    rows = rows_marked_tested()
     assert len(rows) == len(TRIGGERS)
     assert all(sum(key in row for key in TRIGGERS) == 1 for row in rows)
 
 
-@pytest.mark.parametrize("message", tested_rows())
+@pytest.mark.parametrize("message", rows_marked_tested())
 def test_the_helpers_say_what_the_table_says(message, monkeypatch):
     trigger = next(f for key, f in TRIGGERS.items() if key in message)
     with pytest.raises(Exception) as err:

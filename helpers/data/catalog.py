@@ -299,19 +299,38 @@ def stratified_split(
 
 
 def train_tokenizer(titles: Iterable[str], vocab_size: int = 8000):
-    """A BERT-style WordPiece tokenizer trained here, on the training titles only (no hub download)."""
+    """A BERT-style WordPiece tokenizer trained here, on the training titles only (no hub download).
+
+    Deterministic: the same titles give the same vocabulary and ids. The library's trainer gives each word-inner
+    piece (``##a``) its id in hash-map order, which differs from one process to the next, and breaks ties between
+    equally frequent merges by id (huggingface/tokenizers#1794, open as of 0.23). Listing every such piece up front,
+    in sorted order, fixes their ids; the trained vocabulary is then loaded into a plain WordPiece model, so they are
+    ordinary tokens, not special ones.
+    """
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    # strip_accents=False: accent stripping decomposes Hangul syllables into jamo
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True, strip_accents=False, clean_text=True)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.decoder = decoders.WordPiece()
+    titles = list(titles)
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+    def blank() -> Tokenizer:
+        tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+        # strip_accents=False: accent stripping decomposes Hangul syllables into jamo
+        tok.normalizer = normalizers.BertNormalizer(lowercase=True, strip_accents=False, clean_text=True)
+        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        tok.decoder = decoders.WordPiece()
+        return tok
+
+    trainee = blank()
+    words = (w for t in titles for w, _ in trainee.pre_tokenizer.pre_tokenize_str(trainee.normalizer.normalize_str(t)))
+    inner = sorted({"##" + c for w in words for c in w[1:]})
     trainer = trainers.WordPieceTrainer(
-        vocab_size=vocab_size, special_tokens=specials, min_frequency=2, show_progress=False
+        vocab_size=vocab_size, special_tokens=specials + inner, min_frequency=2, show_progress=False
     )
-    tok.train_from_iterator(titles, trainer=trainer)
+    trainee.train_from_iterator(titles, trainer=trainer)
+
+    tok = blank()
+    tok.model = models.WordPiece(trainee.get_vocab(with_added_tokens=True), unk_token="[UNK]")
+    tok.add_special_tokens(specials)
     cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
