@@ -89,8 +89,9 @@ def test_stop_ends_the_process_and_removes_its_sockets(tmp_path):
 STARTER = textwrap.dedent("""
     import sys, time
     from helpers.local.objectstore import ObjectStore
-    store = ObjectStore(sys.argv[1]).start()
-    print(store.proc.pid, *store.ports.values(), flush=True)
+    from helpers.local.s3_profile import AWS_S3
+    store = ObjectStore(sys.argv[1], profile=AWS_S3).start()
+    print(store.proc.pid, store.throttle.proc.pid, *store.ports.values(), flush=True)
     if sys.argv[2] == "raise":
         raise RuntimeError("a cell failed")
     time.sleep(600)
@@ -99,7 +100,8 @@ STARTER = textwrap.dedent("""
 
 @pytest.mark.parametrize("how", ["raise", "killed"])
 def test_store_goes_with_the_python_process_that_started_it(tmp_path, how):
-    """A failing notebook ends its kernel (exit handlers run); a kernel killed outright takes the store along too."""
+    """A failing notebook ends its kernel (exit handlers run); a kernel killed outright takes the store along too,
+    and the S3-profile proxy in front of it."""
     proc = subprocess.Popen(
         [sys.executable, "-c", STARTER, str(tmp_path / "store"), how],
         cwd=REPO,
@@ -109,12 +111,13 @@ def test_store_goes_with_the_python_process_that_started_it(tmp_path, how):
     )
     ports: list[int] = []
     try:
-        pid, *ports = map(int, proc.stdout.readline().split())
-        assert psutil.pid_exists(pid)
+        pid, proxy, *ports = map(int, proc.stdout.readline().split())
+        assert psutil.pid_exists(pid) and psutil.pid_exists(proxy)
         if how == "killed":
             proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=60)
         assert _gone(pid), f"the store (pid {pid}) outlived its Python process"
+        assert _gone(proxy), f"the S3-profile proxy (pid {proxy}) outlived its Python process"
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -37,6 +37,7 @@ from urllib.parse import urlparse
 
 from helpers.errors import WorkshopError
 from helpers.local.ports import free_ports as _free_ports
+from helpers.local.s3_profile import S3Profile, Throttle
 
 ACCESS_KEY, SECRET_KEY = "workshop", "workshop-local-store"  # the store accepts any key pair; boto3 needs one
 REGION = "us-east-1"
@@ -212,11 +213,23 @@ class ObjectStore:
     """One SeaweedFS ``weed server -s3`` on loopback; a context manager (also ``start()`` / ``stop()``).
 
     ``root`` holds the store's data (``root/data``, wiped at start unless ``keep=True``) and its log
-    (``root/weed.log``).
+    (``root/weed.log``). With a ``profile`` (e.g. ``s3_profile.AWS_S3``), ``endpoint`` is a proxy that gives every
+    request S3's first-byte latency and every connection S3's bandwidth; the store's own methods (bucket, upload,
+    list, delete: setting up, not what a job reads) use ``direct_endpoint``.
     """
 
-    def __init__(self, root: str | os.PathLike, keep: bool = False, start_timeout_s: float = 60.0, echo: bool = False):
+    def __init__(
+        self,
+        root: str | os.PathLike,
+        keep: bool = False,
+        start_timeout_s: float = 60.0,
+        echo: bool = False,
+        profile: S3Profile | None = None,
+    ):
         self.root, self.keep, self.start_timeout_s, self.echo = Path(root), keep, start_timeout_s, echo
+        self.profile = profile
+        self.throttle: Throttle | None = None
+        self._throttle_finalizer = None
         self.proc: subprocess.Popen | None = None
         self.ports: dict[str, int] = {}
         self._client = None
@@ -225,6 +238,12 @@ class ObjectStore:
     # ------------------------------------------------------------------------------------------- life cycle
     @property
     def endpoint(self) -> str:
+        """Where jobs read: through the S3 profile if the store has one."""
+        direct = self.direct_endpoint
+        return self.throttle.endpoint if self.throttle else direct
+
+    @property
+    def direct_endpoint(self) -> str:
         if not self.running:
             raise ObjectStoreError(
                 "the object store is not running: start it with `with ObjectStore(root) as store:` or store.start()."
@@ -299,11 +318,16 @@ class ObjectStore:
         self._finalizer = weakref.finalize(self, _stop, self.proc, dict(self.ports))
         try:
             self._wait_ready()
+            if self.profile:
+                self.throttle = Throttle(self.ports["s3.port"], self.profile, self.root / "s3-profile.log")
+                self._throttle_finalizer = weakref.finalize(self, self.throttle.stop)
         except BaseException:
             self.stop()
             raise
         if self.echo:
             print(f"object store ready at {self.endpoint} in {time.perf_counter() - t0:.1f} s (data in {data})")
+            if self.profile:
+                print(f"jobs read it as from Amazon S3: {self.profile.describe()}")
         return self
 
     def _wait_ready(self) -> None:
@@ -343,6 +367,9 @@ class ObjectStore:
 
     def stop(self) -> None:
         """Stop every process of the store (SIGTERM, then SIGKILL) and remove its sockets; safe to call twice."""
+        if self._throttle_finalizer is not None:
+            self._throttle_finalizer()
+        self.throttle = None
         if self._finalizer is not None:
             self._finalizer()  # runs _stop at most once
         self._client = None
@@ -361,7 +388,7 @@ class ObjectStore:
     # ------------------------------------------------------------------------------------------- data
     def client(self):
         if self._client is None:
-            self._client = s3_client(self.endpoint)
+            self._client = s3_client(self.direct_endpoint)
         return self._client
 
     def uri(self, bucket: str, prefix: str = "") -> str:
