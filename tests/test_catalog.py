@@ -185,6 +185,17 @@ def test_from_csv_round_trip(tmp_path, small_catalog):
     assert len(t2) + len(v2) == len(train) and labels == sorted({r.category for r in train})
 
 
+def test_the_shipped_catalogue_is_what_the_build_command_makes(tmp_path):
+    """The README's command regenerates data/catalog byte for byte, tokenizer included."""
+    from helpers.job import DATA_DIR
+
+    shipped = DATA_DIR / "catalog"
+    rebuilt = catalog.build(tmp_path / "catalog", rows=30000, seed=0, vocab_size=8000)
+    files = sorted(p.relative_to(shipped) for p in shipped.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(rebuilt) for p in rebuilt.rglob("*") if p.is_file())
+    assert [f for f in files if (shipped / f).read_bytes() != (rebuilt / f).read_bytes()] == []
+
+
 def test_shipped_catalogue_is_small_and_valid():
     from helpers.job import DATA_DIR
 
