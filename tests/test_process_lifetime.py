@@ -73,7 +73,8 @@ def test_a_failed_job_leaves_no_process_behind(probe_dir, small_catalog, tmp_pat
 
 
 KERNEL = textwrap.dedent("""
-    import json, sys, time
+    import faulthandler, json, sys, time
+    faulthandler.enable()  # a fatal signal leaves its traceback in the kernel's stderr
     from pathlib import Path
     from helpers.job import Job, catalog_channels
     from helpers.local.runner import LocalRunner
@@ -104,15 +105,27 @@ KERNEL = textwrap.dedent("""
 def test_a_notebook_killed_or_interrupted_leaves_no_process_behind(how, small_catalog, tmp_path):
     """The kernel is killed outright (its containers see their launcher go and end everything; the object store
     dies with it), or interrupted (the runner kills the job before the KeyboardInterrupt goes on)."""
+    errors = tmp_path / "kernel.err"
     kernel = subprocess.Popen(
         [sys.executable, "-c", KERNEL, str(small_catalog), str(tmp_path), how],
         cwd=REPO,
         stdout=subprocess.PIPE,
+        stderr=errors.open("w"),
         text=True,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )
+
+    def said() -> str:  # how the kernel ended and what it printed to stderr, for a failure to explain itself
+        try:
+            code = kernel.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            code = "still running"
+        return f"kernel exit status {code}; its stderr:\n" + errors.read_text()[-3000:]
+
     try:
-        seen = json.loads(kernel.stdout.readline())
+        first = kernel.stdout.readline()
+        assert first, said()
+        seen = json.loads(first)
         job = seen["job"]
         names = [" ".join(psutil.Process(p).cmdline()) for p in job]
         assert sum("train.py" in n for n in names) >= 3, names  # torchrun and its two workers (besides the init)
@@ -120,7 +133,7 @@ def test_a_notebook_killed_or_interrupted_leaves_no_process_behind(how, small_ca
             kernel.kill()
         else:
             kernel.send_signal(signal.SIGINT)
-            assert kernel.stdout.readline().strip() == "interrupted"
+            assert kernel.stdout.readline().strip() == "interrupted", said()
         kernel.wait(timeout=30)
         assert not wait_gone(job + [seen["store"]]), "processes outlived their notebook"
     finally:
