@@ -73,8 +73,11 @@ def test_a_failed_job_leaves_no_process_behind(probe_dir, small_catalog, tmp_pat
 
 
 KERNEL = textwrap.dedent("""
-    import faulthandler, json, sys, time
+    import faulthandler, json, signal, sys, time
     faulthandler.enable()  # a fatal signal leaves its traceback in the kernel's stderr
+    # an interrupt raises KeyboardInterrupt, as in a Jupyter kernel: a test run started in the background
+    # (`cmd &` in a script) inherits SIGINT ignored, and Python keeps an ignored SIGINT ignored
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from pathlib import Path
     from helpers.job import Job, catalog_channels
     from helpers.local.runner import LocalRunner
