@@ -4,3 +4,8 @@
 mode_a = "File"  # small: the copy is over in moments, then every epoch reads local disk
 mode_b = "FastFile"  # copying 2 TB would hold the first step for hours; one sequential pass streams well
 mode_c = "FSx"  # loaded from S3 once, then every job of the search reads it warm
+
+# %% 05.2
+S3, streams = s3_profile.AWS_S3, input_modes.FILE_MODE_CONNECTIONS
+copy_min_100mb = S3.seconds(300e9, requests=3000) / streams / 60  # 3,000 files of 100 MB, two at a time
+files_for_an_hour = (3600 * streams - S3.seconds(300e9, requests=0)) / (S3.first_byte_ms / 1e3)  # the rest: waits
