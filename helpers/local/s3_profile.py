@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass
 
 from helpers.errors import WorkshopError
+from helpers.local.children import DIE_WITH_PARENT
 from helpers.local.ports import free_port
 
 _CHUNK = 256 << 10  # bytes forwarded at a time: 3 ms of one connection at 85 MB/s
@@ -84,6 +85,7 @@ class Throttle:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
+                preexec_fn=DIE_WITH_PARENT,  # a kernel killed outright takes its proxy along
             )
         finally:
             log.close()
@@ -185,10 +187,6 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--first-byte-ms", type=float, default=AWS_S3.first_byte_ms)
     p.add_argument("--mb-per-s", type=float, default=AWS_S3.connection_mb_per_s)
     a = p.parse_args(argv)
-    if sys.platform == "linux":  # die with the process that started the store
-        import ctypes
-
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL)
     asyncio.run(_serve(a.port, a.upstream, a.first_byte_ms, a.mb_per_s))
 
 
