@@ -56,7 +56,7 @@ lab: setup data
 browser-test: setup data
 	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
 	$(PY) -m pip --disable-pip-version-check install --quiet -e ".[test,lab]"
-	WORKSHOP_BROWSER_TEST=1 $(PY) -m pytest -q tests/test_jupyterlab.py
+	WORKSHOP_BROWSER_TEST=1 $(PY) -m pytest -q -n 0 tests/test_jupyterlab.py
 
 clean:
 	rm -rf runs

@@ -54,3 +54,12 @@ def run_script(
     return subprocess.run(
         [sys.executable, *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout
     )
+
+
+def pytest_configure(config):
+    """Under pytest-xdist, each worker gets its own share of the cores, as if it were a machine of its own."""
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER"), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if worker and count > 1 and hasattr(os, "sched_setaffinity"):
+        cores = sorted(os.sched_getaffinity(0))
+        if len(cores) >= count:
+            os.sched_setaffinity(0, cores[int(worker.removeprefix("gw")) :: count])

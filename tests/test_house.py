@@ -85,3 +85,14 @@ def test_actionlint_catches_what_the_schema_cannot(tmp_path):
     done = actionlint(tmp_path)
     assert done.returncode != 0
     assert 'input "pyton-version" is not defined' in done.stdout and '"reff" is not defined' in done.stdout, done.stdout
+
+
+def test_the_conda_environment_has_the_packages_and_ranges_of_pyproject():
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    wanted = [r for r in project["dependencies"] if not r.startswith("torch")] + extras["test"]
+    pip = yaml.safe_load((REPO / "environment.yml").read_text())["dependencies"][-1]["pip"]
+    assert "torch==2.13.0" in pip and "-e ." in pip  # torch at the tested version, as `make` installs it
+    assert sorted(p for p in pip if p not in ("torch==2.13.0", "-e .")) == sorted(wanted)

@@ -72,6 +72,33 @@ def test_a_failed_job_leaves_no_process_behind(probe_dir, small_catalog, tmp_pat
     assert not wait_gone(orphans, 5), "the script's daemon outlived the job"
 
 
+# kill_all in a process of its own (it reaps every child of the process it runs in), with the /proc walk made to
+# miss the one child, as it could miss a dying process whose parent it read as a zombie: kill_all must still wait
+# for that child to end, here by itself after half a second, instead of returning while it lives
+MISSED_CHILD = textwrap.dedent("""
+    import os, subprocess, time
+    from helpers.local import container_init
+    container_init.descendants = lambda root: []
+    child = subprocess.Popen(["sleep", "0.5"])
+    t0 = time.monotonic()
+    container_init.kill_all()
+    waited = time.monotonic() - t0
+    try:
+        os.waitpid(-1, os.WNOHANG)
+        left = "child"
+    except ChildProcessError:
+        left = "none"
+    print(f"{waited:.2f} {left}")
+""")
+
+
+def test_the_container_ends_only_when_its_last_process_has_ended():
+    done = subprocess.run([sys.executable, "-c", MISSED_CHILD], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    waited, left = done.stdout.split()
+    assert left == "none" and float(waited) >= 0.4, done.stdout
+
+
 KERNEL = textwrap.dedent("""
     import faulthandler, json, signal, sys, time
     faulthandler.enable()  # a fatal signal leaves its traceback in the kernel's stderr

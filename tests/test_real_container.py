@@ -31,7 +31,7 @@ from helpers.aws.offline import OfflineAWS
 from helpers.job import Job, catalog_channels, parse_metric_line
 from helpers.local.contract import HostConfig
 from helpers.local.runner import LocalRunner
-from helpers.targets import resolve
+from helpers.targets import local_cpu_count, resolve
 
 VENV = Path(sys.prefix)
 TARGET = "ml.g5.2xlarge"  # lab 01's real target: one GPU, so the SDK's basic script driver
@@ -220,6 +220,15 @@ def _comparable(env: dict) -> dict:
     return env
 
 
+def _counting_usable_cores(env: dict) -> dict:
+    """``env`` with the runner's count of cores. The toolkit counts the machine's (``multiprocessing.cpu_count()``),
+    the runner those this process may run on (its affinity): the same on a whole machine, fewer for the runner in
+    a process pinned to a share of them, as each of the test suite's workers is."""
+    assert env["SM_NUM_CPUS"] == env["SM_TRAINING_ENV"]["num_cpus"] == os.cpu_count()
+    cores = local_cpu_count()
+    return {**env, "SM_NUM_CPUS": cores, "SM_TRAINING_ENV": {**env["SM_TRAINING_ENV"], "num_cpus": cores}}
+
+
 def _named(value, old: str, new: str):
     return json.loads(json.dumps(value).replace(json.dumps(old)[1:-1], json.dumps(new)[1:-1]))
 
@@ -252,7 +261,7 @@ def test_lab01_request_trains_in_the_real_container_with_the_local_runner_s_envi
         "algo-1",
         7777,
     )
-    real_env = _comparable(_without_driver_channels(_named(real_env, TARGET, "local_cpu")))
+    real_env = _comparable(_without_driver_channels(_named(_counting_usable_cores(real_env), TARGET, "local_cpu")))
     differing = {k: (real_env.get(k), v) for k, v in _comparable(seen).items() if real_env.get(k) != v}
     assert not differing, differing
     assert len(seen) >= 30

@@ -40,8 +40,13 @@ def become_subreaper() -> bool:
 
 
 def descendants(root: int) -> list[int]:
-    """Live (not zombie) descendants of ``root``, read from /proc; empty where there is no /proc."""
+    """Live (not zombie) descendants of ``root``, read from /proc; empty where there is no /proc.
+
+    Zombies are walked through, not returned: a dying process may still name as its parent one that has already
+    become a zombie, and it must not drop out of the tree for that.
+    """
     children: dict[int, list[int]] = {}
+    zombies: set[int] = set()
     try:
         entries = os.listdir("/proc")
     except OSError:
@@ -55,22 +60,29 @@ def descendants(root: int) -> list[int]:
         except OSError:
             continue
         fields = stat[stat.rfind(")") + 2 :].split()  # the command name may contain spaces and parentheses
-        if fields[0] != "Z":
-            children.setdefault(int(fields[1]), []).append(int(entry))
+        children.setdefault(int(fields[1]), []).append(int(entry))
+        if fields[0] == "Z":
+            zombies.add(int(entry))
     found, todo = [], list(children.get(root, []))
     while todo:
         pid = todo.pop()
-        found.append(pid)
+        if pid not in zombies:
+            found.append(pid)
         todo.extend(children.get(pid, []))
     return found
 
 
-def kill_all(sig: int = signal.SIGKILL) -> None:
-    """Send ``sig`` to every descendant until none is left (a process forking meanwhile is caught next round)."""
-    for _ in range(100):
+def kill_all(sig: int = signal.SIGKILL, patience_s: float = 60.0) -> None:
+    """Send ``sig`` to every descendant; with SIGKILL, until none is left, not even one still dying.
+
+    A killed process lives on until the kernel has torn it down, seconds on a busy machine for one holding a large
+    heap, and it is reparented here (we are the subreaper) only when its own parent has gone. So SIGKILL ends when
+    no descendant is seen and every child of ours has been reaped (a process forking meanwhile is caught next round),
+    or after ``patience_s``.
+    """
+    deadline = time.monotonic() + patience_s
+    while True:
         pids = descendants(os.getpid())
-        if not pids:
-            return
         for pid in pids:
             try:
                 os.kill(pid, sig)
@@ -78,18 +90,21 @@ def kill_all(sig: int = signal.SIGKILL) -> None:
                 pass
         if sig != signal.SIGKILL:
             return
-        _reap()
+        none_left = _reap()
+        if (none_left and not pids) or time.monotonic() > deadline:
+            return
         time.sleep(0.01)
 
 
-def _reap() -> None:
+def _reap() -> bool:
+    """Collect every child that has ended; True when no child is left at all."""
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return
+            return True
         if pid == 0:
-            return
+            return False
 
 
 def _end_everything(*_) -> None:

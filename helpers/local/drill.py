@@ -67,6 +67,7 @@ class Segment:
     lost_seconds: float = 0.0  # the time those steps took
     restart_seconds: float = 0.0  # the next launch's start-up: launch to its first step
     survivors: list[int] = field(default_factory=list)  # PIDs of its processes still alive after it ended
+    survivor_names: list[str] = field(default_factory=list)  # what each was: "pid command (status, parent)"
     result: JobResult | None = field(default=None, repr=False)
 
     @property
@@ -408,7 +409,7 @@ def verify(segments: list[Segment], plan: list[Interruption], total_steps: int) 
                 f"{after.resumed_from}: a process that outlived the launch went on training"
             )
     problems += [
-        f"launch {s.index}: {len(s.survivors)} of its processes outlived it (PIDs {s.survivors})"
+        f"launch {s.index}: {len(s.survivors)} of its processes outlived it: {'; '.join(s.survivor_names)}"
         for s in segments
         if s.survivors
     ]
@@ -493,6 +494,7 @@ def _launch(
     segment.end_s = time.perf_counter() - t0
     segment.status, segment.exit_code, segment.result = result.status, result.exit_code, result
     segment.survivors = [pid for pid, p in seen.items() if _alive(p)]
+    segment.survivor_names = [_describe(seen[pid]) for pid in segment.survivors]
     return segment
 
 
@@ -503,6 +505,16 @@ def _alive(process) -> bool:
         return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+def _describe(process) -> str:
+    import psutil
+
+    try:
+        with process.oneshot():
+            return f"{process.pid} {' '.join(process.cmdline())[:120]} ({process.status()}, parent {process.ppid()})"
+    except psutil.Error:
+        return f"{process.pid} (gone)"
 
 
 def _account_loss(before: Segment, after: Segment) -> None:
