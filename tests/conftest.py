@@ -62,4 +62,5 @@ def pytest_configure(config):
     if worker and count > 1 and hasattr(os, "sched_setaffinity"):
         cores = sorted(os.sched_getaffinity(0))
         if len(cores) >= count:
+            os.environ["WORKSHOP_TEST_CORES"] = ",".join(map(str, cores))  # what the whole run had
             os.sched_setaffinity(0, cores[int(worker.removeprefix("gw")) :: count])

@@ -4,6 +4,7 @@ is valid."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -96,3 +97,14 @@ def test_the_conda_environment_has_the_packages_and_ranges_of_pyproject():
     pip = yaml.safe_load((REPO / "environment.yml").read_text())["dependencies"][-1]["pip"]
     assert "torch==2.13.0" in pip and "-e ." in pip  # torch at the tested version, as `make` installs it
     assert sorted(p for p in pip if p not in ("torch==2.13.0", "-e .")) == sorted(wanted)
+
+
+def test_each_test_worker_runs_on_a_share_of_the_cores_of_its_own():
+    if "WORKSHOP_TEST_CORES" not in os.environ:
+        pytest.skip("a serial run (-n 0), or fewer cores than workers: nothing is pinned")
+    cores = [int(c) for c in os.environ["WORKSHOP_TEST_CORES"].split(",")]
+    count, worker = int(os.environ["PYTEST_XDIST_WORKER_COUNT"]), int(os.environ["PYTEST_XDIST_WORKER"][2:])
+    assert os.sched_getaffinity(0) == set(cores[worker::count])
+    import torch  # its thread pool follows the worker's share, not the machine
+
+    assert torch.get_num_threads() == len(cores[worker::count])
