@@ -107,6 +107,17 @@ def jupyterlab(tmp_path):
         server.kill()
 
 
+def _kernel_idle(url: str, deadline: float) -> None:
+    """Wait until the server has a kernel for the notebook and it is idle."""
+    while True:
+        with urllib.request.urlopen(f"{url}/api/kernels?token={TOKEN}", timeout=5) as answer:
+            kernels = json.loads(answer.read())
+        if any(k.get("execution_state") == "idle" for k in kernels):
+            return
+        assert time.monotonic() < deadline, f"no kernel became idle: {kernels}"
+        time.sleep(0.5)
+
+
 def _saved(page, path) -> dict:
     """The notebook as the browser's JupyterLab has it: saved (Ctrl+S), then read from disk."""
     page.keyboard.press("Control+s")
@@ -122,7 +133,10 @@ def test_lab01_runs_in_jupyterlab_in_a_real_browser(jupyterlab, tmp_path):
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         page.goto(f"{jupyterlab}/lab/tree/labs/01_single_gpu.ipynb?token={TOKEN}")
         page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
-        page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
+        # the kernel ready on both sides: the server's kernel idle, and the page connected to it (its status bar
+        # names it). The toolbar's indicator alone reads idle before the kernel is there, and Run All then runs none
+        _kernel_idle(jupyterlab, deadline=time.monotonic() + 60)
+        page.wait_for_selector(".jp-StatusBar-TextItem:has-text('ipykernel) | Idle')", timeout=60_000)
         page.click("div.lm-MenuBar-itemLabel:text-is('Run')")
         page.click("div.lm-Menu-itemLabel:text-is('Run All Cells')")
         while True:  # until every code cell has run, or one failed (Run All stops there)
