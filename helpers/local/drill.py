@@ -66,8 +66,8 @@ class Segment:
     lost_steps: int = 0  # trained here but not in the checkpoint the next launch resumed from
     lost_seconds: float = 0.0  # the time those steps took
     restart_seconds: float = 0.0  # the next launch's start-up: launch to its first step
-    survivors: list[int] = field(default_factory=list)  # PIDs of its processes still alive after it ended
-    survivor_names: list[str] = field(default_factory=list)  # what each was: "pid command (status, parent)"
+    # its processes still alive after it ended: PID -> "pid command (status, parent)"
+    survivors: dict[int, str] = field(default_factory=dict)
     result: JobResult | None = field(default=None, repr=False)
 
     @property
@@ -409,7 +409,7 @@ def verify(segments: list[Segment], plan: list[Interruption], total_steps: int) 
                 f"{after.resumed_from}: a process that outlived the launch went on training"
             )
     problems += [
-        f"launch {s.index}: {len(s.survivors)} of its processes outlived it: {'; '.join(s.survivor_names)}"
+        f"launch {s.index}: {len(s.survivors)} of its processes outlived it: {'; '.join(s.survivors.values())}"
         for s in segments
         if s.survivors
     ]
@@ -493,8 +493,7 @@ def _launch(
             timer.cancel()
     segment.end_s = time.perf_counter() - t0
     segment.status, segment.exit_code, segment.result = result.status, result.exit_code, result
-    segment.survivors = [pid for pid, p in seen.items() if _alive(p)]
-    segment.survivor_names = [_describe(seen[pid]) for pid in segment.survivors]
+    segment.survivors = {pid: _describe(p) for pid, p in seen.items() if _alive(p)}
     return segment
 
 
