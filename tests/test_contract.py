@@ -1,13 +1,18 @@
-"""The local runner's container contract, held against the installed SageMaker SDK's own container driver."""
+"""The local runner's container contract, held against the installed SageMaker SDK's own container driver, and what
+the container side (labs/src/container.py) adds to every entry script."""
 
 from __future__ import annotations
 
 import importlib.util
 import multiprocessing
 import shlex
+import signal
+import subprocess
 import sys
+import textwrap
 
 import pytest
+from conftest import SRC
 
 from helpers.local.contract import HostConfig, Layout, container_env, hyperparameter_args, sdk_driver_dir
 
@@ -107,10 +112,38 @@ def test_torchrun_command_matches_the_sdk_driver(tmp_path, monkeypatch):
 
     job = Job("cmd", {"epochs": 1, "lr": 0.01}, {}, processes_per_host=2)
     runner = LocalRunner(runs_dir=tmp_path / "jobs", echo=False)
-    run_dir, commands = runner.prepare(job, Target("local_cpu", "local_cpu", 0, 2))
-    ours = commands[0][1]
+    prepared = runner.prepare(job, Target("local_cpu", "local_cpu", 0, 2))
+    run_dir, ours = prepared.run_dir, prepared.commands[0][1]
     assert ours[:3] == [sys.executable, "-m", "torch.distributed.run"]
     # the local additions: the rendezvous on loopback, and this host's own checkpoint directory (no SM_* variable
     # names /opt/ml/checkpoints, and a local job must not write the machine's)
     assert ours[-2:] == ["--checkpoint_dir", str(tmp_path / "jobs" / run_dir.name / "algo-1" / "checkpoints")]
     assert [a for a in ours[3:-2] if not a.startswith(("--master_", "--node_rank"))] == theirs[1:]
+
+
+STALLED_RANK = textwrap.dedent("""
+    import time
+    import container
+
+    def waiting_in_a_collective(args):
+        print("ready", flush=True)
+        time.sleep(60)
+
+    container.run(waiting_in_a_collective, lambda: None)
+""")
+
+
+def test_a_live_rank_prints_its_python_stacks_on_sigusr1():
+    """A runner (or a person) asks a hung rank where it is without stopping it: the stacks go to the job log."""
+    rank = subprocess.Popen(
+        [sys.executable, "-c", STALLED_RANK], cwd=SRC, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert rank.stdout.readline() == "ready\n"
+        rank.send_signal(signal.SIGUSR1)
+        with pytest.raises(subprocess.TimeoutExpired):  # still running: the signal did not end it
+            rank.wait(timeout=1)
+    finally:
+        rank.kill()
+    stacks = rank.communicate()[1]
+    assert "most recent call first" in stacks and "in waiting_in_a_collective" in stacks, stacks

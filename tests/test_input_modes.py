@@ -150,10 +150,10 @@ def test_an_object_gone_after_presenting_fails_the_job_naming_it(data, runner, p
     uri = f"s3://{BUCKET}/vanishing/"
     store.upload_dir(shards / "train", uri)
     job = probe_job(store, "FastFile", probe_dir, uri=uri)
-    run_dir, commands = runner.prepare(job, CPU)
+    prepared = runner.prepare(job, CPU)
     gone = sorted(o.key for o in store.list(uri))[0]
     store.client().delete_object(Bucket=BUCKET, Key=gone)
-    result = LocalJob(job, CPU, run_dir, commands, False, None).wait()
+    result = LocalJob(job, CPU, prepared).wait()
     assert result.status == "Failed"
     log = "\n".join(result.log_tail)
     assert f"s3://{BUCKET}/{gone}" in log and "no longer has it" in log

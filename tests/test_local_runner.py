@@ -92,7 +92,8 @@ def test_two_hosts_get_their_own_directories_and_ranks(runner, probe_dir, small_
         processes_per_host=1,
         environment={"PROBE": "1"},
     )
-    run_dir, commands = runner.prepare(job, CPU)
+    prepared = runner.prepare(job, CPU)
+    run_dir, commands = prepared.run_dir, prepared.commands
     assert [c[0] for c in commands] == ["algo-1", "algo-2"]
     env2 = commands[1][2]
     assert env2["SM_CURRENT_HOST"] == "algo-2" and env2["SM_CURRENT_HOST_RANK"] == "1"

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from helpers.errors import WorkshopError
 from helpers.job import RUNS_DIR, Job, parse_metric_line
-from helpers.local.runner import JobResult, LocalRunner
+from helpers.local.runner import Clock, JobResult, LocalRunner
 from helpers.targets import Target, resolve
 
 SIGNALS = {"SIGTERM": signal.SIGTERM, "SIGKILL": signal.SIGKILL}
@@ -351,6 +351,7 @@ def run_drill(
     segments: list[Segment] = []
     t0 = time.perf_counter()
     pending = list(plan)
+    clock = Clock.of(watched)  # one job's clock across its launches, as SageMaker keeps a spot job's
     while True:
         segment = _launch(
             watched,
@@ -364,7 +365,9 @@ def run_drill(
             forward_sigterm,
             grace_steps,
             grace_s,
+            clock,
         )
+        clock.ran_s += segment.end_s - segment.start_s
         segments.append(segment)
         if segment.signalled_s is not None:
             pending.pop(0)
@@ -429,6 +432,7 @@ def _launch(
     forward_sigterm: bool = False,
     grace_steps: int = 3,
     grace_s: float = 30.0,
+    clock: Clock | None = None,
 ) -> Segment:
     """One launch on the shared checkpoint dir; interrupts it when it logs the interruption's step."""
     import psutil
@@ -484,6 +488,7 @@ def _launch(
         job_name=segment.run_dir.name,
         checkpoint_dir=checkpoint_dir,
         forward_sigterm=forward_sigterm,
+        clock=clock,
     )
     live = runner.start(job, t)
     try:

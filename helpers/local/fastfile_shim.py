@@ -4,7 +4,9 @@ The local runner copies this file into the job's run folder as ``sitecustomize.p
 ``PYTHONPATH``, so every Python process of the job (torchrun, each rank, data-loader workers) loads it before the
 training script runs. The script is not changed and does not know: it lists the channel directory (every object is
 there at its real size from the start) and opens plain files. Opening one that still holds no bytes blocks until
-the runner's FastFile server has fetched it from the store; the open then proceeds on the real file.
+the runner's FastFile server has fetched it from the store; the open then proceeds on the real file. A fetch that
+failed (the store died, the object vanished, it arrived short) fails every open of that file with ``EIO``: a reader
+never sees the placeholder's zeros.
 
 Two hooks, standard library only: an audit hook on ``open`` (``open()``, ``io.open``, ``os.open``), and
 ``tokenizers.Tokenizer.from_file``, which reads from Rust without passing Python's ``open``. Other native readers
@@ -13,6 +15,7 @@ Two hooks, standard library only: an audit hook on ``open`` (``open()``, ``io.op
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 
@@ -54,7 +57,8 @@ class ReadThrough:
         if reply == "OK":
             self.ready.add(path)
             return
-        raise FileNotFoundError(2, f"FastFile: {reply.removeprefix('ERR ')}", path)
+        # an input/output error, as a read on SageMaker's FastFile mount fails when S3 does: never the placeholder
+        raise OSError(errno.EIO, f"FastFile: {reply.removeprefix('ERR ')}", path)
 
     def _ask(self, path: str) -> str:
         import socket

@@ -99,6 +99,19 @@ def check_channels(job) -> tuple[str | None, dict[str, ChannelSource]]:
             f"running? Start it with `with ObjectStore(root) as store:` and pass store.endpoint; a "
             f"store from an earlier kernel stops with that kernel."
         )
+    try:
+        return endpoint, _check_each(job, wanted, endpoint)
+    except InputModeError:
+        raise
+    except Exception as err:  # noqa: BLE001 - the store answered its port but not the request: it is failing
+        raise InputModeError(
+            f"cannot read channel(s) {names} from the object store at {endpoint}: "
+            f"{_describe_failure(err, 'its listing', endpoint)}. Restart it (a new `ObjectStore`) and upload the "
+            f"data again."
+        ) from err
+
+
+def _check_each(job, wanted: dict[str, str], endpoint: str) -> dict[str, ChannelSource]:
     client = objectstore.s3_client(endpoint)
     buckets = {b["Name"] for b in client.list_buckets().get("Buckets", [])}
     checked = {}
@@ -119,7 +132,7 @@ def check_channels(job) -> tuple[str | None, dict[str, ChannelSource]]:
                 f"store.create_bucket({where.bucket!r}); store.upload_dir(local_dir, {uri!r})."
             )
         checked[name] = _locate(client, name, mode, where)
-    return endpoint, checked
+    return checked
 
 
 def _locate(client, name: str, mode: str, where: S3Uri) -> ChannelSource:
@@ -155,42 +168,65 @@ def _locate(client, name: str, mode: str, where: S3Uri) -> ChannelSource:
 
 
 # ---------------------------------------------------------------------------------------------- transfers
-def _fetch(client, bucket: str, key: str, dest: Path, modified: float, scratch: Path) -> int:
-    """Stream one object into ``dest`` (written beside, then renamed into place: a reader never sees half)."""
+def _fetch(client, bucket: str, key: str, dest: Path, modified: float, scratch: Path, size: int) -> int:
+    """Stream one object into ``dest`` (written beside, then renamed into place: a reader never sees half).
+
+    The object must arrive whole: ``size`` bytes, as listed when the channel was presented. A connection that ends
+    early (the store died mid-object) raises, and ``dest`` keeps what it had; nothing short is ever renamed in."""
     scratch.mkdir(parents=True, exist_ok=True)
     tmp = scratch / f"{uuid.uuid4().hex}.part"
-    size = 0
+    got = 0
     try:
         body = client.get_object(Bucket=bucket, Key=key)["Body"]
         with open(tmp, "wb") as f:
             for chunk in body.iter_chunks(_CHUNK):
                 f.write(chunk)
-                size += len(chunk)
+                got += len(chunk)
+        if got != size:
+            raise ShortRead(f"received {got} of its {size} bytes")
         os.utime(tmp, (modified, modified))
         dest.parent.mkdir(parents=True, exist_ok=True)
         os.replace(tmp, dest)
     finally:
         tmp.unlink(missing_ok=True)
-    return size
+    return got
 
 
-def _describe_failure(err: Exception, uri: str, endpoint: str) -> str:
-    code = getattr(err, "response", {}).get("Error", {}).get("Code", "")
-    if code in ("NoSuchKey", "404", "NotFound"):
-        return (
-            f"{uri} was listed when the channel was presented, but the store no longer has it (deleted or "
-            f"renamed since)"
-        )
-    if code == "NoSuchBucket":
-        return f"the bucket of {uri} is gone from the store"
-    if type(err).__name__ in (
-        "EndpointConnectionError",
-        "ConnectionClosedError",
-        "ReadTimeoutError",
-        "ConnectTimeoutError",
-    ):
-        return f"lost the object store at {endpoint} while fetching {uri} ({err})"
-    return f"fetching {uri} failed: {type(err).__name__}: {err}"
+class ShortRead(OSError):
+    """An object arrived with fewer (or more) bytes than the store listed for it."""
+
+
+_LOST_STORE = (
+    "EndpointConnectionError",
+    "ConnectionClosedError",
+    "ReadTimeoutError",
+    "ConnectTimeoutError",
+    "ResponseStreamingError",
+    "IncompleteReadError",
+    "ProtocolError",
+    "ConnectionError",
+    "ShortRead",
+)
+
+
+def _describe_failure(err: BaseException, uri: str, endpoint: str) -> str:
+    """Why fetching ``uri`` failed, in the job's terms. Never raises: botocore's connection errors carry no
+    ``response`` (or ``None``), and an error while describing an error must not hide the first one."""
+    try:
+        response = getattr(err, "response", None)
+        code = str(((response or {}).get("Error") or {}).get("Code", "")) if isinstance(response, dict) else ""
+        if code in ("NoSuchKey", "404", "NotFound"):
+            return (
+                f"{uri} was listed when the channel was presented, but the store no longer has it (deleted or "
+                f"renamed since)"
+            )
+        if code == "NoSuchBucket":
+            return f"the bucket of {uri} is gone from the store"
+        if type(err).__name__ in _LOST_STORE or isinstance(err, ConnectionError):
+            return f"lost the object store at {endpoint} while fetching {uri} ({type(err).__name__}: {err})"
+        return f"fetching {uri} failed: {type(err).__name__}: {err}"
+    except Exception:  # noqa: BLE001 - the plainest description is still a description
+        return f"fetching {uri} failed: {type(err).__name__}"
 
 
 def download(
@@ -215,7 +251,7 @@ def download(
 
     def one(o: S3Object) -> int:
         try:
-            return _fetch(client, source.uri.bucket, o.key, dest / source.relative(o), o.modified, scratch)
+            return _fetch(client, source.uri.bucket, o.key, dest / source.relative(o), o.modified, scratch, o.size)
         except Exception as err:  # noqa: BLE001 - said in the job's terms
             why = _describe_failure(err, f"s3://{source.uri.bucket}/{o.key}", endpoint)
             raise InputModeError(f"channel {source.name!r}: {why}") from err
@@ -254,6 +290,7 @@ class FastFileServer:
         self.requests = 0
         self.blocked_s = 0.0  # how long the job's opens waited for bytes, all together
         self._lock = threading.Lock()
+        self._closed = False
         self._ahead = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="fastfile-read-ahead")
         self.t0 = time.perf_counter()
         server = self
@@ -261,7 +298,10 @@ class FastFileServer:
         class Handler(socketserver.StreamRequestHandler):
             def handle(self):
                 path = self.rfile.readline().decode("utf-8", "surrogateescape").rstrip("\n")
-                error = server.ensure(path)
+                try:
+                    error = server.ensure(path)
+                except Exception as err:  # noqa: BLE001 - the reader gets an error, never a silent "OK"
+                    error = f"the FastFile server failed on {path}: {type(err).__name__}: {err}"
                 self.wfile.write(b"OK\n" if error is None else f"ERR {error}\n".encode("utf-8", "replace"))
 
         self.tcp = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
@@ -292,7 +332,10 @@ class FastFileServer:
         return objectstore.Transfer(0, 0, time.perf_counter() - t0)
 
     def ensure(self, path: str, reason: str = "open") -> str | None:
-        """Make ``path`` hold its bytes; None when it does (or is not a presented object), else why not."""
+        """Make ``path`` hold its bytes; None when it does (or is not a presented object), else why not.
+
+        Only a file whose fetch completed is ever reported ready: a failed fetch, whatever failed, is an error for
+        every reader that opens it, then and later."""
         lazy = self.files.get(os.path.realpath(path)) or self.files.get(path)
         if lazy is None:
             return None
@@ -309,18 +352,26 @@ class FastFileServer:
         if reason == "open":
             with self._lock:
                 self.blocked_s += time.perf_counter() - asked
-            self._read_ahead(lazy)
-        return lazy.error or None
+            if lazy.state == "ready":
+                self._read_ahead(lazy)
+        if lazy.state == "ready":
+            return None
+        return lazy.error or f"s3://{lazy.bucket}/{lazy.key} could not be fetched"
 
     def _fill(self, lazy: _Lazy, reason: str) -> None:
         start = time.perf_counter()
         got = 0
         try:
-            got = _fetch(self.client, lazy.bucket, lazy.key, Path(lazy.path), lazy.modified, lazy.scratch)
+            got = _fetch(self.client, lazy.bucket, lazy.key, Path(lazy.path), lazy.modified, lazy.scratch, lazy.size)
             lazy.state = "ready"
-        except Exception as err:  # noqa: BLE001 - reported to the job's open()
-            lazy.state, lazy.error = "failed", _describe_failure(err, f"s3://{lazy.bucket}/{lazy.key}", self.endpoint)
+        except BaseException as err:  # anything (even an interrupt) leaves the file failed, never "ready"
+            lazy.error = _describe_failure(err, f"s3://{lazy.bucket}/{lazy.key}", self.endpoint)
+            if not isinstance(err, Exception):
+                raise
         finally:
+            if lazy.state != "ready":
+                lazy.state = "failed"
+                lazy.error = lazy.error or f"fetching s3://{lazy.bucket}/{lazy.key} was interrupted"
             with self._lock:
                 self.fetches.append(
                     {
@@ -335,6 +386,11 @@ class FastFileServer:
                 )
             lazy.done.set()
 
+    def errors(self) -> list[str]:
+        """Why each failed fetch failed, in order (the job's failure reason names them)."""
+        with self._lock:
+            return [f["error"] for f in self.fetches if f["error"]]
+
     def _read_ahead(self, lazy: _Lazy) -> None:
         nxt = lazy
         for _ in range(self.read_ahead):
@@ -345,6 +401,9 @@ class FastFileServer:
                 self._ahead.submit(self.ensure, nxt.path, "read-ahead")
 
     def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
         self.tcp.shutdown()
         self.tcp.server_close()
         self._ahead.shutdown(wait=True, cancel_futures=True)
@@ -409,16 +468,16 @@ class Staged:
 
 
 class JobInputs:
-    """The s3:// channels of one local job: checked on creation (before anything is written), staged per host, and
-    (FastFile) served while the job runs. :func:`release` ends it and writes ``inputs.json``."""
+    """The s3:// channels of one local job, owned by it: checked on creation (before anything is written), staged
+    per host, and (FastFile) served while the job runs. :meth:`close` ends it and writes ``inputs.json`` into the
+    job's run directory."""
 
-    def __init__(self, job, fsx_root: str | os.PathLike):
+    def __init__(self, job, fsx_root: str | os.PathLike, run_dir: str | os.PathLike):
         self.endpoint, self.sources = check_channels(job)
-        self.fsx_root = Path(fsx_root)
+        self.fsx_root, self.run_dir = Path(fsx_root), Path(run_dir)
         self.staged: list[Staged] = []
         self.server: FastFileServer | None = None
         self.lazy_dirs: dict[str, list[str]] = {}  # host -> its FastFile channel directories
-        self.run_dir: Path | None = None
         self._client = objectstore.s3_client(self.endpoint) if self.sources else None
 
     def serves(self, channel: str) -> bool:
@@ -457,7 +516,7 @@ class JobInputs:
     def environment(self, env: dict[str, str], host: str) -> dict[str, str]:
         """What a host's processes need for the FastFile read-through: the shim first on PYTHONPATH, the server."""
         dirs = self.lazy_dirs.get(host)
-        if not dirs or self.server is None or self.run_dir is None:
+        if not dirs or self.server is None:
             return {}
         shim = self.run_dir / "fastfile-shim"
         shim.mkdir(exist_ok=True)
@@ -485,34 +544,19 @@ class JobInputs:
             "blocked_s": self.server.blocked_s if self.server else 0.0,
         }
 
+    def errors(self) -> list[str]:
+        """Why each object that failed to arrive during the job failed (the job's failure reason names them)."""
+        return self.server.errors() if self.server is not None else []
+
     def write(self) -> None:
-        if self.run_dir is not None:
+        if self.sources and self.run_dir.is_dir():
             (self.run_dir / "inputs.json").write_text(json.dumps(self.record(), indent=1))
 
     def close(self) -> None:
+        """The job ended: stop serving its channels and write what they moved to ``inputs.json``. Idempotent."""
         if self.server is not None:
             self.server.close()
         self.write()
-
-
-_OPEN: dict[str, JobInputs] = {}
-
-
-def register(run_dir: Path, inputs: JobInputs) -> None:
-    """Keep a job's inputs until its processes end (the FastFile server must outlive them)."""
-    if not inputs.sources:
-        return
-    inputs.run_dir = Path(run_dir)
-    inputs.write()
-    if inputs.server is not None:
-        _OPEN[str(run_dir)] = inputs
-
-
-def release(run_dir: Path) -> None:
-    """The job ended: stop serving its channels and write what they moved to ``inputs.json``."""
-    inputs = _OPEN.pop(str(run_dir), None)
-    if inputs is not None:
-        inputs.close()
 
 
 # ---------------------------------------------------------------------------------------------- figures

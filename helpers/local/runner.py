@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import re
 import shutil
 import signal
 import subprocess
@@ -81,6 +82,7 @@ class JobResult(RunResult):
     timings: dict = field(default_factory=dict)  # seconds: launch_to_first_log, launch_to_first_step, total
     failure_reason: str = ""
     log_tail: list[str] = field(default_factory=list)
+    secondary_status: str = ""  # as DescribeTrainingJob: Completed, Failed, Stopped, MaxRuntimeExceeded...
 
     @property
     def model_dir(self) -> Path:
@@ -92,6 +94,32 @@ class JobResult(RunResult):
 
     def _repr_parts(self, figures: str) -> list[str]:
         return [f"{self.status} in {self.timings.get('total', 0):.1f}s", figures]
+
+
+GRACE_S = 120.0  # SageMaker's: SIGTERM, then SIGKILL 120 s later (StoppingCondition's documentation)
+STALL_S = 120.0  # no log line for this long: the runner says where each process of the job is
+
+
+@dataclass
+class Clock:
+    """SageMaker's two limits on a job's time. ``MaxRuntimeInSeconds`` counts the time the job runs, a spot job's
+    earlier attempts included (``ran_s``); ``MaxWaitTimeInSeconds`` (spot) everything since it was submitted."""
+
+    max_runtime_s: float
+    max_wait_s: float | None = None
+    ran_s: float = 0.0
+    submitted: float = field(default_factory=time.monotonic)
+
+    @classmethod
+    def of(cls, job: Job) -> Clock:
+        return cls(job.max_runtime_s, job.max_wait_s if job.spot else None)
+
+    def deadline(self, started: float) -> tuple[float, str]:
+        """(monotonic time, secondary status) at which a job started at ``started`` is stopped."""
+        runtime_end = started + self.max_runtime_s - self.ran_s
+        if self.max_wait_s is not None and self.submitted + self.max_wait_s < runtime_end:
+            return self.submitted + self.max_wait_s, "MaxWaitTimeExceeded"
+        return runtime_end, "MaxRuntimeExceeded"
 
 
 def _kill_tree(pid: int) -> None:
@@ -122,6 +150,18 @@ def _file_mode_only(mode: str) -> str:
     )
 
 
+_NAME_MAX = 63  # SageMaker's TrainingJobName: ^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}
+_STAMP = "%Y%m%d-%H%M%S-%f"
+
+
+def run_name(job_name: str, now: datetime | None = None) -> str:
+    """``<name>-<timestamp>`` within SageMaker's 63 characters: the name part is shortened, never the timestamp
+    (two runs of one job must not collide), and it follows SageMaker's rule (letters, digits, single dashes)."""
+    stamp = (now or datetime.now()).strftime(_STAMP)
+    stem = re.sub(r"[^A-Za-z0-9]+", "-", job_name).strip("-")[: _NAME_MAX - len(stamp) - 1].rstrip("-")
+    return f"{stem or 'job'}-{stamp}"
+
+
 def stage_channel(mode: str, source: Path, dest: Path) -> None:
     """Present a channel in ``input/data/<channel>`` as SageMaker does for ``mode``.
 
@@ -136,21 +176,36 @@ def stage_channel(mode: str, source: Path, dest: Path) -> None:
         shutil.copytree(source, dest, dirs_exist_ok=True)
 
 
+@dataclass
+class Prepared:
+    """A checked job, ready to start: its run directory, every host's command, and its s3:// channels."""
+
+    run_dir: Path
+    commands: list[tuple[str, list[str], dict, Path]]
+    inputs: input_modes.JobInputs | None = None
+
+
 class LocalJob:
     """One launched job: one container per host (see ``container_init.py``), their merged log, and the ways
-    SageMaker ends a job: :meth:`stop` (StopTrainingJob) and :meth:`kill` (the instance is lost)."""
+    SageMaker ends a job: :meth:`stop` (StopTrainingJob), :meth:`kill` (the instance is lost) and its clock
+    (``MaxRuntimeInSeconds``: SIGTERM, then SIGKILL after ``grace_s``). While it waits, a job that logs nothing for
+    ``stall_s`` gets a report of where each of its processes is."""
 
     def __init__(
         self,
         job: Job,
         target: Target,
-        run_dir: Path,
-        commands: list[tuple[str, list[str], dict, Path]],
-        echo: bool,
-        on_line: Callable[[str, str], None] | None,
+        prepared: Prepared,
+        echo: bool = False,
+        on_line: Callable[[str, str], None] | None = None,
         forward_sigterm: bool = False,
+        clock: Clock | None = None,
+        grace_s: float = GRACE_S,
+        stall_s: float = STALL_S,
     ):
-        self.job, self.target, self.run_dir, self.echo, self.on_line = job, target, run_dir, echo, on_line
+        self.job, self.target, self.echo, self.on_line = job, target, echo, on_line
+        self.run_dir, self.inputs = prepared.run_dir, prepared.inputs
+        commands = prepared.commands
         self.lines: queue.Queue[tuple[str, str | None]] = queue.Queue()
         self.history: list[dict] = []
         self.tail: list[str] = []
@@ -158,6 +213,13 @@ class LocalJob:
         self.first_log = self.first_step = None
         self.procs: dict[str, subprocess.Popen] = {}  # host -> its container's first process
         self.interrupted = False  # stopped or killed from outside: the job ends as Stopped, as on SageMaker
+        self.clock = clock or Clock.of(job)
+        self.deadline, self.limit_status = self.clock.deadline(time.monotonic())
+        self.grace_s, self.stall_s = grace_s, stall_s
+        self.timed_out = ""  # the secondary status of a job its clock stopped
+        self._kill_at: float | None = None
+        self._last_line = time.monotonic()
+        self._stall_reported = 0.0
         init = [sys.executable, str(CONTAINER_INIT), *(["--forward-sigterm"] if forward_sigterm else []), "--"]
         for host, cmd, env, cwd in commands:
             # stdin stays open while this process lives: the container ends everything when it closes
@@ -242,7 +304,11 @@ class LocalJob:
         multi = len(self.procs) > 1
         try:
             while open_streams:
-                host, line = self.lines.get()
+                try:
+                    host, line = self.lines.get(timeout=self._next_check())
+                except queue.Empty:
+                    self._keep_time()
+                    continue
                 if line is None:
                     open_streams -= 1
                     continue
@@ -252,11 +318,49 @@ class LocalJob:
             self.kill()
             raise
         finally:
-            input_modes.release(self.run_dir)  # stop serving FastFile channels; record what they fetched
+            if self.inputs is not None:
+                self.inputs.close()  # stop serving FastFile channels; record what they fetched
         return self._result(codes)
+
+    def _next_check(self) -> float:
+        now = time.monotonic()
+        due = [self.deadline if not self.timed_out else self._kill_at, self._last_line + self.stall_s]
+        return max(0.05, min(d for d in due if d is not None) - now)
+
+    def _keep_time(self) -> None:
+        """The job's clock: at its limit SIGTERM (which the container's first process drops, as on SageMaker),
+        SIGKILL ``grace_s`` later; a job silent for ``stall_s`` gets a report."""
+        now = time.monotonic()
+        if not self.timed_out and now >= self.deadline:
+            self.timed_out = self.limit_status
+            limit = "MaxWaitTimeInSeconds" if self.timed_out == "MaxWaitTimeExceeded" else "MaxRuntimeInSeconds"
+            self._say(
+                f"[runner] {limit} reached ({self._limit_s():.0f} s): SIGTERM to each host, SIGKILL in "
+                f"{self.grace_s:.0f} s ({self.timed_out})"
+            )
+            self.signal(signal.SIGTERM)
+            self._kill_at = now + self.grace_s
+        elif self._kill_at is not None and now >= self._kill_at:
+            self._kill_at = None
+            self.kill()
+        if now - self._last_line >= self.stall_s and now - self._stall_reported >= self.stall_s:
+            self._stall_reported = now
+            self._say(stall_report(self, now - self._last_line))
+
+    def _limit_s(self) -> float:
+        if self.timed_out == "MaxWaitTimeExceeded":
+            return self.clock.max_wait_s or 0.0
+        return self.clock.max_runtime_s
+
+    def _say(self, text: str) -> None:
+        """A line of the runner's own, in the log as the job's lines are."""
+        if self.echo:
+            print(text, flush=True)
+        self.tail = (self.tail + text.splitlines())[-60:]
 
     def _take(self, host: str, line: str, multi: bool) -> None:
         now = time.perf_counter() - self.t0
+        self._last_line = time.monotonic()
         self.first_log = self.first_log if self.first_log is not None else now
         text = f"[{host}] {line}" if multi else line
         if self.echo:
@@ -281,12 +385,20 @@ class LocalJob:
             if f.is_file() and f.read_text(errors="replace").strip():
                 failure = f.read_text(errors="replace").strip()
                 break
+        lost = self.inputs.errors() if self.inputs is not None else []
+        if lost and not all(e in failure for e in lost):  # a channel's bytes never arrived: say which, and why
+            failure = "; ".join([*([failure] if failure else []), *(f"input: {e}" for e in dict.fromkeys(lost))])
         if code and not failure:
             failure = f"exit code {code}" + (f" (killed by signal {-code})" if code < 0 else "")
         finals = [h for h in self.history if h["kind"] == "final"]
         metrics = {k: v for k, v in (finals[-1] if finals else {}).items() if k not in ("kind", "host", "t")}
         stopped = (-signal.SIGTERM, -signal.SIGKILL, 128 + signal.SIGTERM)  # 143: saved a checkpoint on SIGTERM, left
         status = "Completed" if code == 0 else ("Stopped" if code in stopped or self.interrupted else "Failed")
+        if code == 0 and lost:
+            status = "Failed"  # the script carried on past a channel that never arrived: not a completed job
+        if self.timed_out:
+            status = "Stopped"  # as SageMaker reports a job its StoppingCondition ended
+        secondary = self.timed_out if status == "Stopped" and self.timed_out else status
         return JobResult(
             self.run_dir.name,
             status,
@@ -297,7 +409,67 @@ class LocalJob:
             {"launch_to_first_log": self.first_log, "launch_to_first_step": self.first_step, "total": total},
             failure,
             self.tail,
+            secondary,
         )
+
+
+def stall_report(job: LocalJob, silent_s: float) -> str:
+    """Where each process of a silent job is: what it is (a rank, torchrun...), its state, its CPU time and the kernel
+    call it sleeps in; a live Python rank is asked for its stacks, which it prints into the log (``container.run``
+    registers faulthandler on SIGUSR1). A stopped process cannot answer: the report says it is stopped."""
+    import psutil
+
+    lines = [f"[runner] no log line for {silent_s:.0f} s; where each process of the job is:"]
+    for host, proc in job.procs.items():
+        try:
+            processes = psutil.Process(proc.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            continue
+        for p in processes:
+            try:
+                with p.oneshot():
+                    state, cpu, role = p.status(), sum(p.cpu_times()[:2]), _role(p)
+                where = _read(f"/proc/{p.pid}/wchan") or "-"
+                if state == psutil.STATUS_STOPPED:
+                    stack = "stopped (SIGSTOP or a debugger): it cannot run, or answer, until SIGCONT"
+                elif role != "torchrun" and _catches(p.pid, signal.SIGUSR1):
+                    os.kill(p.pid, signal.SIGUSR1)
+                    stack = "its Python stacks follow in the log"
+                else:
+                    stack = ""
+            except (psutil.Error, OSError):
+                continue
+            detail = f"{state}, {cpu:.1f} s CPU, waiting in {where}" + (f"; {stack}" if stack else "")
+            lines.append(f"[runner]   {host} pid {p.pid} {role}: {detail}")
+    return "\n".join(lines)
+
+
+def _role(p) -> str:
+    cmd = " ".join(p.cmdline())
+    if "torch.distributed.run" in cmd or "torchrun" in cmd:
+        return "torchrun"
+    try:
+        rank = p.environ().get("RANK")
+    except Exception:  # noqa: BLE001 - psutil.AccessDenied and friends: say less
+        rank = None
+    return f"rank {rank}" if rank is not None else (cmd[:60] or p.name())
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def _catches(pid: int, sig: int) -> bool:
+    """Whether process ``pid`` has a handler for ``sig`` (its ``SigCgt`` mask): a signal it does not catch would
+    end it."""
+    for line in _read(f"/proc/{pid}/status").splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
+    return False
 
 
 class LocalRunner:
@@ -309,6 +481,11 @@ class LocalRunner:
     checkpoints from S3); without it every job gets a fresh, empty one in its run directory, as every SageMaker
     job does. ``forward_sigterm``: SIGTERM to a container reaches every process in it (the best case; on SageMaker
     an SDK v3 job's first process drops it, and so does the local runner by default).
+
+    The job's clock is SageMaker's: at ``Job.max_runtime_s`` (or a spot job's ``max_wait_s``) SIGTERM, then SIGKILL
+    after ``grace_s`` (120 s, SageMaker's; a test may scale it down), status Stopped with secondary status
+    MaxRuntimeExceeded. ``clock`` carries a spot job's time across restarts. A job that logs nothing for ``stall_s``
+    seconds gets a report of where each of its processes is.
     """
 
     def __init__(
@@ -320,14 +497,19 @@ class LocalRunner:
         job_name: str | None = None,
         checkpoint_dir: Path | str | None = None,
         forward_sigterm: bool = False,
+        clock: Clock | None = None,
+        grace_s: float = GRACE_S,
+        stall_s: float = STALL_S,
     ):
         self.runs_dir, self.echo, self.check = Path(runs_dir), echo, check
         self.on_line, self.job_name = on_line, job_name
         self.checkpoint_dir = Path(checkpoint_dir).resolve() if checkpoint_dir else None
         self.forward_sigterm = forward_sigterm
+        self.clock, self.grace_s, self.stall_s = clock, grace_s, stall_s
 
-    def prepare(self, job: Job, target: Target) -> tuple[Path, list[tuple[str, list[str], dict, Path]]]:
-        """Check the job and build every host's directory and command; raises before anything runs."""
+    def prepare(self, job: Job, target: Target) -> Prepared:
+        """Check the job and build every host's directory and command; raises before anything runs, and a failure
+        while building (a channel that cannot be staged) leaves no run directory behind."""
         procs = job.processes_per_host or target.default_processes()
         if target.gpus and procs > target.gpus:
             raise JobSetupError(
@@ -363,12 +545,22 @@ class LocalRunner:
         except catalog.CatalogError as e:
             raise JobSetupError(str(e)) from None
 
-        inputs = input_modes.JobInputs(job, self.runs_dir.parent / "fsx")  # s3:// channels, File/FastFile/FSx
-
-        name = self.job_name or f"{job.name}-{datetime.now():%Y%m%d-%H%M%S-%f}"[:63]
-        run_dir = self.runs_dir / name
+        run_dir = self.runs_dir / (self.job_name or run_name(job.name))
+        inputs = input_modes.JobInputs(job, self.runs_dir.parent / "fsx", run_dir)  # s3:// channels, in their modes
         if run_dir.exists():
             raise JobSetupError(f"{run_dir} exists already: give the job another name.")
+        try:
+            return Prepared(run_dir, self._build(job, target, run_dir, inputs), inputs)
+        except BaseException:
+            inputs.close()
+            shutil.rmtree(run_dir, ignore_errors=True)  # nothing half-staged stays for anyone to trust
+            raise
+
+    def _build(self, job: Job, target: Target, run_dir: Path, inputs: input_modes.JobInputs) -> list:
+        """Every host's directory and command."""
+        name = run_dir.name
+        procs = job.processes_per_host or target.default_processes()
+        entry = Path(job.source_dir) / job.entry_point
         hosts = [f"algo-{i + 1}" for i in range(job.instance_count)]
         takes_checkpoint_dir = "checkpoint_dir" in (hyperparameters.options(entry) or {})
         threads = max(1, target.cpus // (procs * len(hosts)))
@@ -405,7 +597,6 @@ class LocalRunner:
                 env["GLOO_SOCKET_IFNAME"] = "lo"  # gloo would otherwise resolve the host name to pick a NIC
                 env["CUDA_VISIBLE_DEVICES"] = ""
             env.update(job.environment)
-            inputs.run_dir = run_dir
             env.update(inputs.environment(env, host))  # FastFile: the read-through, first on PYTHONPATH
             args = hyperparameter_args(cfg.hyperparameters_json())
             if self.checkpoint_dir:
@@ -433,18 +624,28 @@ class LocalRunner:
                 cmd = [sys.executable, job.entry_point, *args]
             (layout.input / "command.json").write_text(json.dumps(cmd, indent=1))
             commands.append((host, cmd, env, layout.code))
-        input_modes.register(run_dir, inputs)
-        return run_dir, commands
+        inputs.write()
+        return commands
 
     def start(self, job: Job, target: Target) -> LocalJob:
-        run_dir, commands = self.prepare(job, target)
+        prepared = self.prepare(job, target)
         if self.echo:
             print(
-                f"launching {run_dir.name} on {target.describe()}: {len(commands)} host(s) x "
+                f"launching {prepared.run_dir.name} on {target.describe()}: {len(prepared.commands)} host(s) x "
                 f"{job.processes_per_host or target.default_processes()} process(es); logs below",
                 flush=True,
             )
-        return LocalJob(job, target, run_dir, commands, self.echo, self.on_line, self.forward_sigterm)
+        return LocalJob(
+            job,
+            target,
+            prepared,
+            self.echo,
+            self.on_line,
+            self.forward_sigterm,
+            self.clock,
+            self.grace_s,
+            self.stall_s,
+        )
 
     def run(self, job: Job, target: Target) -> JobResult:
         return self.checked(self.start(job, target).wait())
