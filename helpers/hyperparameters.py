@@ -3,9 +3,10 @@
 The training scripts keep going past options they do not know (SageMaker adds its own), and argparse only rejects a
 bad value once the job has started: a misspelt switch would cost a whole run without taking effect, a bad value a
 launch. The scripts publish their options: ``labs/src/options.py`` holds every entry script's parser, and
-``python options.py --schema`` prints each option's type, choices and default, the scripts' model sizes and the
-spellings their booleans accept, as JSON. It is standard library only (no torch, no container needed), so this
-module runs it in a subprocess (tens of milliseconds) and keeps the answer per source directory.
+``python options.py --schema`` prints each option's type, choices, allowed range and default, the scripts' model
+sizes and the spellings their booleans accept, as JSON. It is standard library only (no torch, no container needed),
+so this module runs it in a subprocess (tens of milliseconds) and keeps the answer per source directory. A value
+outside its option's range (lr=inf, epochs=0, batch_size=-4: it would not train) is refused with the range.
 
 An entry point it does not describe is not checked, and launches as before: a shell script, a file the source
 directory lacks, or a user's own script (with no ``options.py`` beside it, or one whose ``SCRIPTS`` does not list
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import os
 import subprocess
 import sys
@@ -88,10 +90,29 @@ class SchemaError(WorkshopError, RuntimeError):
 
 
 @dataclass(frozen=True)
+class Range:
+    """The values a numeric option can train with, as options.py publishes them (its ``Range.published``)."""
+
+    min: float | None = None
+    max: float | None = None
+    min_exclusive: bool = False
+    max_exclusive: bool = False
+    finite: bool = False
+    text: str = ""  # in words, as the script's own refusal says it: "a finite float > 0"
+
+    def allows(self, value: float) -> bool:
+        if self.finite and not math.isfinite(value):
+            return False
+        low = self.min is None or (value > self.min if self.min_exclusive else value >= self.min)
+        return low and (self.max is None or (value < self.max if self.max_exclusive else value <= self.max))
+
+
+@dataclass(frozen=True)
 class Option:
     type: str | None = None  # "int", "float", "bool", "str" (or None: not known, any string)
     choices: tuple[str, ...] | None = None
     default: Any = field(default=None, compare=False)  # as the script's parser declares it
+    range: Range | None = None  # None: any value of its type
 
 
 _SCHEMAS: dict[tuple, dict | None] = {}
@@ -156,7 +177,12 @@ def options(entry: Path) -> dict[str, Option] | None:
     if published is None:
         return None
     return {
-        name: Option(o["type"], tuple(o["choices"]) if o["choices"] is not None else None, o.get("default"))
+        name: Option(
+            o["type"],
+            tuple(o["choices"]) if o["choices"] is not None else None,
+            o.get("default"),
+            Range(**o["range"]) if o.get("range") else None,  # an options.py of before ranges publishes none
+        )
         for name, o in published[0]["options"].items()
     } or None
 
@@ -185,9 +211,11 @@ def _bad_value(value: Any, option: Option, spellings: tuple[tuple[str, ...], ...
         return "true or false"
     if option.type in _CONVERT:
         try:
-            _CONVERT[option.type](text)
+            number = _CONVERT[option.type](text)
         except ValueError:
             return f"a{'n' if option.type == 'int' else ''} {option.type}"
+        if option.range and not option.range.allows(number):
+            return option.range.text
     return None
 
 

@@ -491,3 +491,33 @@ def test_unwritable_checkpoint_dir_says_what_to_do(tmp_path):
     blocker.write_text("")
     with pytest.raises(SystemExit, match="cannot write checkpoints to .* Job\\(checkpoints=True\\)"):
         Trainer().checkpointer(blocker / "ckpt")
+
+
+def test_a_read_only_checkpoint_dir_fails_at_start_not_at_the_first_save(tmp_path, monkeypatch):
+    """The directory exists, so mkdir passes; a read-only mount (EROFS) refuses the first file written in it."""
+    real_open = open
+
+    def read_only_mount(path, *a, **kw):
+        if Path(path).parent == tmp_path and "w" in (a[0] if a else kw.get("mode", "r")):
+            raise OSError(30, "Read-only file system", str(path))
+        return real_open(path, *a, **kw)
+
+    monkeypatch.setattr(checkpointing, "open", read_only_mount, raising=False)
+    with pytest.raises(SystemExit, match="cannot write checkpoints to .*Read-only file system.*--checkpoint_dir"):
+        Trainer().checkpointer(tmp_path)
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.undo()
+    Trainer().checkpointer(tmp_path)  # a writable one: the probe leaves nothing behind
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_model_gone_nan_is_never_checkpointed_over_the_good_ones(tmp_path):
+    t = Trainer()
+    ckpt = t.checkpointer(tmp_path)
+    train(t, ckpt, 0, 2)
+    with torch.no_grad():
+        t.model[0].weight[0, 0] = float("nan")  # what a diverged update leaves
+    with pytest.raises(SystemExit, match="step 4: the weights hold nan or inf .* Lower --lr"):
+        ckpt.save(step=4, epoch=0)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-00000002"]  # nothing partial either
+    assert Trainer(seed=1).checkpointer(tmp_path).resume({"step": 0})["step"] == 2

@@ -16,12 +16,12 @@ from helpers.job import SOURCE_DIR, Job
 
 def test_the_options_a_script_takes_are_what_its_parser_declares():
     train, lm = hp.options(SOURCE_DIR / "train.py"), hp.options(SOURCE_DIR / "train_lm.py")
-    assert train["bucket_by_length"] == hp.Option("bool") and train["batch_size"] == hp.Option("int")
+    assert train["bucket_by_length"] == hp.Option("bool") and train["batch_size"].type == "int"
     assert train["precision"].choices == ("auto", "fp32", "bf16", "fp16")
     assert train["model_size"].choices == ("base", "small", "tiny")  # sorted(CLASSIFIER_MODEL_SIZES), as argparse
     assert "reduce-overhead" in train["compile_mode"].choices
     assert train["profile"] == hp.Option("bool") and "profile_dir" in train  # profiling's flags are train.py's
-    assert train["lr"] == hp.Option("float") and train["lr"].default == 1e-3 and train["compile_backend"].type == "str"
+    assert train["lr"].type == "float" and train["lr"].default == 1e-3 and train["compile_backend"].type == "str"
     assert train["train"].default == "/opt/ml/input/data/train"  # the container's default, not this machine's
     assert (
         "strategy" in lm
@@ -118,6 +118,46 @@ def test_values_as_the_script_receives_them_pass():
         "profile_dir": "",
     }
     assert hp.check(Job("x", good)) is None
+
+
+# (entry script, option, a value that passes as a number but cannot train or run, the allowed value nearest to it,
+# the range the check names)
+CANNOT_TRAIN = [
+    ("train.py", "lr", float("inf"), 1e-12, "a finite float > 0"),  # trained to a NaN model, "Completed"
+    ("train.py", "lr", "nan", 1e-12, "a finite float > 0"),
+    ("train.py", "lr", 0, 1e-12, "a finite float > 0"),
+    ("train.py", "epochs", 0, 0.01, "a finite float > 0"),  # zero steps, "Completed"
+    ("train.py", "max_steps", -1, 0, "an int >= 0"),  # 0: every epoch
+    ("train.py", "batch_size", -4, 1, "an int >= 1"),  # "__len__() should return >= 0" once running
+    ("train.py", "log_every", 0, 1, "an int >= 1"),  # a modulo by zero once running
+    ("train.py", "dropout", 1, 0, "a finite float >= 0 and < 1"),
+    ("train.py", "warmup_ratio", 1.5, 1, "a finite float >= 0 and <= 1"),
+    ("train.py", "checkpoint_keep", 0, 1, "an int >= 1"),
+    ("train.py", "dist_timeout_s", 0, 1, "an int >= 1"),
+    ("train_lm.py", "max_steps", 0, 1, "an int >= 1"),  # train_lm.py counts steps, not epochs: 0 trains nothing
+    ("train_lm.py", "block_size", 0, 1, "an int >= 1"),
+    ("read_channel.py", "fraction", 0, 1, "a finite float > 0 and <= 1"),
+    ("read_channel.py", "block_kb", 0, 1, "an int >= 1"),
+]
+
+
+@pytest.mark.parametrize("script, name, bad, edge, allowed", CANNOT_TRAIN)
+def test_a_value_that_cannot_train_is_refused_before_launch_with_its_range(
+    script, name, bad, edge, allowed, capsys, monkeypatch
+):
+    problem = hp.check(Job("x", {name: bad}, entry_point=script))
+    assert f"{name}={bad!r} is not {allowed}" in problem and f"python {script} --help" in problem
+    assert hp.check(Job("x", {name: edge}, entry_point=script)) is None
+    # the script's own parser draws the same line (a job launched unchecked fails at once, saying the range)
+    monkeypatch.syspath_prepend(str(SOURCE_DIR))
+    import options
+
+    parser = options.SCRIPTS[script][0]()
+    assert vars(parser.parse_known_args([f"--{name}", str(edge)])[0])[name] == float(edge)
+    with pytest.raises(SystemExit) as refused:
+        parser.parse_known_args([f"--{name}", str(bad)])
+    said = f"{refused.value.code} {capsys.readouterr().err}"  # container's ArgumentParser, or plain argparse's exit 2
+    assert f"argument --{name}: {str(bad)!r} is out of range: it must be {allowed}" in said
 
 
 @pytest.mark.parametrize(

@@ -74,7 +74,7 @@ def test_strategy_names_are_checked_before_anything_runs():
 def test_every_strategy_matches_the_single_process_losses(five):
     _, runs, _, log = five
     assert "[memory] strategy=fsdp rank=1" in log  # per-rank metric lines for the scrapers
-    assert "collective_timeout_s=1800" in log  # train_lm.PROCESS_GROUP_TIMEOUT, not the backend's default
+    assert "collective_timeout_s=1800" in log  # options.LM_DIST_TIMEOUT_S (--dist_timeout_s), not the backend's default
     single = runs["single"]["losses"]
     assert len(single) == 4 and single[-1] < single[0]
     for name in STRATEGIES[1:]:

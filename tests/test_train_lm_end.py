@@ -1,12 +1,13 @@
 """train_lm.py's end of a strategy: rank 0's check of the reloaded checkpoint stays bounded however big the model
 (issue 14: the 7b SMP job's full check would have taken hours on one CPU thread while the other ranks waited past
-the collective timeout), and the process group's timeout is chosen, not the backend's default. No real 7b model
+the collective timeout), the process group's timeout is chosen (--dist_timeout_s), not the backend's default, and
+a loss gone nan fails the job before anything is saved. No real 7b model
 is allocated: its size comes from the meta device and the planner."""
 
 from __future__ import annotations
 
-import inspect
 import sys
+from datetime import timedelta
 from types import SimpleNamespace
 
 import pytest
@@ -62,21 +63,53 @@ def test_a_bounded_plan_keeps_whole_sequences_before_cutting_one():
     assert (check.rows, check.tokens) == (1, 1)
 
 
-def test_the_process_group_gets_the_chosen_timeout(monkeypatch):
+def test_the_process_group_gets_the_jobs_timeout(monkeypatch):
     calls = []
     fake = lambda **kw: calls.append(kw)  # noqa: E731 - records the arguments, creates no process group
     monkeypatch.setattr(torch.distributed, "init_process_group", fake)
     for name, value in {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "2"}.items():
         monkeypatch.setenv(name, value)
-    d = train_lm.Dist("gloo", timeout=train_lm.PROCESS_GROUP_TIMEOUT)
-    assert d.enabled and len(calls) == 1
-    assert calls[0]["timeout"] == train_lm.PROCESS_GROUP_TIMEOUT
-    assert calls[0]["backend"] == "gloo" and calls[0]["world_size"] == 2
-    assert "timeout=PROCESS_GROUP_TIMEOUT" in inspect.getsource(train_lm.main)  # what the script passes
-    # the bounded 7b check leaves the timeout a wide margin (building and loading the plain model, then the end of
+    dist = train_lm.Dist
+
+    def dist_then_stop(backend, timeout=None):
+        dist(backend, timeout=timeout)
+        raise SystemExit("stop: the process group is all this test looks at")
+
+    monkeypatch.setattr(train_lm, "Dist", dist_then_stop)
+    for argv, seconds in [([], 1800), (["--dist_timeout_s", "42"], 42)]:
+        with pytest.raises(SystemExit, match="stop"):
+            train_lm.main(train_lm.parse_args(["--backend", "gloo", *argv]))
+        assert len(calls) == 1 and calls.pop()["timeout"] == timedelta(seconds=seconds)
+    # the default leaves the bounded 7b check a wide margin (building and loading the plain model, then the end of
     # the run, come on top of scoring it)
     check = train_lm.plan_reload_check(params_of("7b"), rows=32, tokens=2048)
-    assert check.seconds * 5 < train_lm.PROCESS_GROUP_TIMEOUT.total_seconds()
+    assert check.seconds * 5 < train_lm.parse_args([]).dist_timeout_s
+
+
+def one_process():
+    return SimpleNamespace(
+        device=torch.device("cpu"), rank=0, world=1, enabled=False, master=True, print=print, all_reduce=lambda t: t
+    )
+
+
+@pytest.mark.parametrize(
+    "steps, says",
+    [
+        (5, r"train_loss \(single\) is nan at step 3"),  # seen on the CPU every step
+        (2, r"val_loss \(single\) is nan at step 2"),  # the last update did it: caught before the checkpoint
+    ],
+)
+def test_a_loss_gone_nan_fails_the_job_before_anything_is_saved(tmp_path, steps, says):
+    # a huge but finite lr passes every check before launch; its updates send the weights past fp32's range
+    argv = ["--model_dir", str(tmp_path), "--max_steps", str(steps), "--batch_size", "4", "--precision", "fp32"]
+    args = train_lm.parse_args([*argv, "--lr", "1e30"])
+    gen = torch.Generator().manual_seed(0)
+    blocks = torch.randint(1, VOCAB, (8, args.block_size + 1), generator=gen)
+    val_blocks = torch.randint(1, VOCAB, (4, args.block_size + 1), generator=gen)
+    d = one_process()
+    with pytest.raises(SystemExit, match=says + r" \(lr=1e\+30, precision=fp32\): training diverged"):
+        train_lm.train_one("single", d, args, blocks, val_blocks, VOCAB, train_lm.Metrics(d))
+    assert list(tmp_path.iterdir()) == []  # no sharded checkpoint, no model
 
 
 @pytest.mark.parametrize("budget", [None, 1.0])  # None: the default budget (full check); 1.0: a bounded one
@@ -100,9 +133,7 @@ def test_rank_0_checks_the_reloaded_model_on_the_planned_tokens(tmp_path, monkey
             "1",
         ]
     )
-    d = SimpleNamespace(
-        device=torch.device("cpu"), rank=0, world=1, enabled=False, master=True, print=print, all_reduce=lambda t: t
-    )
+    d = one_process()
     gen = torch.Generator().manual_seed(0)
     blocks = torch.randint(1, VOCAB, (8, args.block_size + 1), generator=gen)
     val_blocks = torch.randint(1, VOCAB, (4, args.block_size + 1), generator=gen)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import re
 import sys
+from datetime import timedelta
 
 import pytest
-from conftest import SRC, TINY, run_script
+from conftest import REPO, SRC, TINY, run_script
 
 from helpers.job import METRIC_DEFINITIONS, parse_metric_line
 from helpers.local.ports import free_port
@@ -16,6 +17,16 @@ sys.path.insert(0, str(SRC))
 import options  # noqa: E402  (the container's options: str2bool and its spellings)
 import ranks  # noqa: E402  (the container's rank, device and precision)
 import train  # noqa: E402  (the container's script, imported for its argument parsing)
+
+CATALOG = REPO / "data" / "catalog"  # the repository's own: no catalogue to build for a few steps
+
+
+def tiny_run(out, *extra: str) -> list[str]:
+    """train.py on 64 rows of the catalogue (2 steps an epoch): seconds, most of them importing torch."""
+    paths = {"train": CATALOG / "train", "validation": CATALOG / "validation"}
+    paths.update(model_dir=out / "model", output_data_dir=out / "data")
+    settings = {**TINY, **paths, "subset": 64, "eval_subset": 32}
+    return ["train.py", *[x for k, v in settings.items() for x in (f"--{k}", str(v))], *extra]
 
 
 @pytest.mark.parametrize(
@@ -204,3 +215,65 @@ def test_global_batch_must_split_across_ranks(small_catalog, tmp_path):
         env={"SM_OUTPUT_DIR": str(tmp_path), "GLOO_SOCKET_IFNAME": "lo"},
     )
     assert done.returncode != 0 and "must divide by the 2 ranks" in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["--lr", "inf"], "argument --lr: 'inf' is out of range: it must be a finite float > 0"),  # a NaN model
+        (["--lr", "0"], "argument --lr: '0' is out of range: it must be a finite float > 0"),
+        (["--epochs", "0"], "argument --epochs: '0' is out of range: it must be a finite float > 0"),  # 0 steps
+        (["--max_steps", "-1"], "argument --max_steps: '-1' is out of range: it must be an int >= 0"),
+        (["--batch_size", "-4"], "argument --batch_size: '-4' is out of range: it must be an int >= 1"),
+        (["--log_every", "0"], "argument --log_every: '0' is out of range: it must be an int >= 1"),  # x % 0
+    ],
+)
+def test_a_value_that_cannot_train_fails_before_it_starts_with_the_range(argv, says):
+    """The parse's SystemExit is what container.run writes as the FailureReason."""
+    with pytest.raises(SystemExit, match=re.escape(says)):
+        train.parse_args(argv)
+
+
+@pytest.mark.parametrize(
+    "steps, says",
+    [
+        (2, "train_loss is nan at step 2"),  # checked at each log step, on the loss already reduced across ranks
+        (1, "val_loss is nan at step 1"),  # the last update did it: the final evaluation sees it, before the save
+    ],
+)
+def test_a_diverging_loss_fails_the_job_and_saves_no_model(tmp_path, steps, says):
+    # a huge but finite lr passes every check before launch; the first update sends the weights past fp32's range
+    done = run_script(
+        tiny_run(tmp_path, "--lr", "1e30", "--max_steps", str(steps), "--log_every", "1"),
+        env={"SM_OUTPUT_DIR": str(tmp_path / "output")},
+    )
+    failure = (tmp_path / "output" / "failure").read_text()
+    assert done.returncode != 0 and f"{says.split()[0]}=nan" in done.stdout, done.stdout + done.stderr
+    assert f"{says} (lr=1e+30, precision=fp32): training diverged, and no model is saved. Lower --lr" in failure
+    assert "[final]" not in done.stdout and not (tmp_path / "model").exists()
+
+
+def test_a_checkpoint_past_the_schedule_fails_instead_of_training_nothing(tmp_path):
+    ckpt = ["--checkpoint_dir", str(tmp_path / "ckpt"), "--checkpoint_every", "2", "--max_steps"]
+    first = run_script(tiny_run(tmp_path / "a", *ckpt, "2"), env={"SM_OUTPUT_DIR": str(tmp_path / "a")})
+    assert first.returncode == 0 and (tmp_path / "ckpt" / "step-00000002").is_dir(), first.stderr[-2000:]
+    # a shorter schedule is an allowed change, but this run would train 0 steps and end "Completed"
+    again = tiny_run(tmp_path / "b", *ckpt, "1", "--resume_allow_changes", "max_steps")
+    done = run_script(again, env={"SM_OUTPUT_DIR": str(tmp_path / "b")})
+    assert done.returncode != 0 and "[final]" not in done.stdout
+    assert "is at step 2, past this run's last step 1: raise --max_steps" in (tmp_path / "b" / "failure").read_text()
+
+
+def test_the_process_group_timeout_is_the_jobs_own(monkeypatch):
+    """gloo's default (30 minutes) would leave a stalled rank hanging the job that long."""
+    asked = []
+
+    def no_process_group(backend, timeout=None):
+        asked.append(timeout)
+        raise SystemExit("stop here")
+
+    monkeypatch.setattr(train, "Dist", no_process_group)
+    for argv, seconds in [([], 600), (["--dist_timeout_s", "42"], 42)]:
+        with pytest.raises(SystemExit, match="stop here"):
+            train.main(train.parse_args(argv))
+        assert asked.pop() == timedelta(seconds=seconds)

@@ -52,6 +52,7 @@ RESUME_SAFE = frozenset(
         "checkpoint_keep",
         "resume_allow_changes",
         "backend",
+        "dist_timeout_s",
         "unknown",
         "num_workers",
         "pin_memory",
@@ -81,6 +82,11 @@ def write_atomic(path: Path, data: bytes) -> None:
         os.fsync(f.fileno())
     os.replace(tmp, path)
     fsync_dir(path.parent)
+
+
+def finite_weights(model) -> bool:
+    """Whether every weight is a number (no nan, no inf): one device sync for the whole model."""
+    return bool(torch.stack([torch.isfinite(p).all() for p in model.parameters()]).all())
 
 
 def fsync_dir(path: Path) -> None:
@@ -211,11 +217,14 @@ class Checkpointer:
         self._signalled = False
         self._smddp = d.enabled and dist.get_backend() == "smddp"  # no sub-groups there: see _cpu_group
         self._flag_group = self._cpu_group()
-        try:
+        try:  # a directory that takes no file fails the job now, not at the first save, hours in
             self.dir.mkdir(parents=True, exist_ok=True)
+            probe = self.dir / f".write-probe-{d.rank:05d}"  # one per rank: ranks may share the directory
+            write_atomic(probe, b"")
+            probe.unlink()
         except OSError as err:
             raise SystemExit(
-                f"cannot write checkpoints to {self.dir} ({err}): pass --checkpoint_dir, or set "
+                f"cannot write checkpoints to {self.dir} ({err}): pass a writable --checkpoint_dir, or set "
                 f"Job(checkpoints=True) so the runner provides /opt/ml/checkpoints"
             ) from None
         # a SIGTERM that reaches the script (StopTrainingJob's, where the container passes it on; in an SDK v3 job
@@ -254,6 +263,11 @@ class Checkpointer:
         """Write the checkpoint for ``progress["step"]`` (every rank calls this at the same step)."""
         t0 = time.perf_counter()
         d, name = self.d, f"step-{progress['step']:08d}"
+        if not finite_weights(self.model):  # every rank holds the same weights: all of them stop here
+            raise SystemExit(
+                f"step {progress['step']}: the weights hold nan or inf (training diverged), so no checkpoint is "
+                f"saved; the good ones in {self.dir} are kept. Lower --lr, or train in fp32 (--precision fp32)"
+            )
         partial = self.dir / f".partial-{name}"
         partial.mkdir(exist_ok=True)
         files = {rank_file(d.rank): {"rng": rng_state(d.device), "progress": progress}}

@@ -3,7 +3,8 @@
 - :class:`ArgumentParser`: a bad hyperparameter becomes the job's failure reason, not a bare exit code 2;
 - :func:`run`: an entry script's ``main``, with the reason it failed written to ``$SM_OUTPUT_DIR/failure``, which
   SageMaker shows as the job's FailureReason (the local runner does the same);
-- :func:`leave`: the clean exit after training, past a gloo teardown that can abort at interpreter exit.
+- :func:`leave`: the clean exit after training, past a gloo teardown that can abort at interpreter exit;
+- ``kill -USR1 <pid>`` makes a live rank print every thread's Python stack to stderr (the job log): where it hangs.
 
 Standard library only (torch.distributed is imported by :func:`leave` alone, and only where a process group
 exists), so ``options.py``, which builds its parsers from this module, runs without torch.
@@ -12,7 +13,9 @@ exists), so ``options.py``, which builds its parsers from this module, runs with
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import os
+import signal
 import sys
 import traceback
 
@@ -27,6 +30,8 @@ class ArgumentParser(argparse.ArgumentParser):
 
 def run(main, parse_args) -> None:
     """An entry script's main, with why it failed recorded (SageMaker's FailureReason) before it leaves."""
+    if hasattr(signal, "SIGUSR1"):  # not on Windows
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
         main(parse_args())
     except SystemExit as e:

@@ -1,5 +1,6 @@
 """Where this process runs, for both training scripts: its rank in the job and its device (:class:`Dist`), the precision
-that device computes in (:func:`pick_precision`), and the metric lines rank 0 prints (:class:`Metrics`).
+that device computes in (:func:`pick_precision`), the metric lines rank 0 prints (:class:`Metrics`), and the job's
+end when its loss diverges (:func:`require_finite`).
 
 A script reaches torch.distributed through :class:`Dist` only (plus its one model wrap), so nothing else in it
 changes with the world size.
@@ -7,6 +8,7 @@ changes with the world size.
 
 from __future__ import annotations
 
+import math
 import os
 
 import torch
@@ -33,7 +35,8 @@ class Dist:
             torch.cuda.set_device(self.device)
         self.backend = self.pick_backend(backend) if self.enabled else "none"
         if self.enabled:
-            # timeout: None keeps the backend's default; a script whose ranks may wait long on purpose sets one
+            # timeout: how long a rank waits in a collective before the job fails (the scripts' --dist_timeout_s);
+            # None keeps the backend's default (gloo's 30 minutes leaves a stalled rank hanging the job that long)
             dist.init_process_group(
                 backend=self.backend,
                 rank=self.rank,
@@ -95,6 +98,16 @@ def pick_precision(requested: str, device: torch.device, without_bf16: str = "fp
         )
         return without_bf16
     return requested
+
+
+def require_finite(name: str, value: float, step: int, lr: float, precision: str) -> None:
+    """A loss that is nan or inf does not come back: fail the job now, saying why, instead of "Completed" with a NaN
+    model. The scripts check losses already on the CPU, reduced across ranks: no extra sync, and every rank agrees."""
+    if not math.isfinite(value):
+        raise SystemExit(
+            f"{name} is {value} at step {step} (lr={lr:g}, precision={precision}): training diverged, and no model "
+            f"is saved. Lower --lr" + (", or train in fp32 (--precision fp32)" if precision != "fp32" else "")
+        )
 
 
 class Metrics:

@@ -22,6 +22,7 @@ import os
 import shutil
 import time
 from contextlib import nullcontext
+from datetime import timedelta
 
 import torch
 
@@ -38,7 +39,7 @@ from catalog_data import (
 )
 from checkpointing import EXIT_STOPPED, Checkpointer
 from container import run
-from ranks import Dist, Metrics, pick_precision
+from ranks import Dist, Metrics, pick_precision, require_finite
 from sampling import GlobalBatchPlan
 
 # dense tensor-core TFLOP/s used as the MFU denominator. H100/H200: the bf16 matmul ceiling measured on the
@@ -57,7 +58,7 @@ def parse_args(argv=None):
 
 def main(args) -> None:
     fastpath.check(args)  # contradictory switches fail before anything starts
-    d = Dist(args.backend)
+    d = Dist(args.backend, timeout=timedelta(seconds=args.dist_timeout_s))  # a stalled rank fails the job
     torch.manual_seed(args.seed + d.rank)  # per-rank stream: dropout differs across ranks, as it should
     torch.set_num_threads(args.threads or torch.get_num_threads())  # workers + threads > cores: they fight
     precision = pick_precision(args.precision, d.device)
@@ -122,7 +123,7 @@ def main(args) -> None:
     if args.unknown:
         d.print(f"[setup] ignoring unknown arguments: {' '.join(args.unknown)}")
     metrics = Metrics(d)
-    evals = max(1, args.evals_per_epoch)
+    evals = args.evals_per_epoch  # >= 1: options.py's range
     eval_due = lambda s: s == total_steps or (s * evals) // steps_per_epoch > ((s - 1) * evals) // steps_per_epoch
     peak = (
         next((v for k, v in MEASURED_PEAK_TFLOPS.items() if k in torch.cuda.get_device_name()), 0.0)
@@ -151,6 +152,11 @@ def main(args) -> None:
         dict(step=0, epoch=0, seen=0, tokens=0, flops=0.0, timed_seconds=0.0, timed_samples=0, train_seconds=0.0)
     )
     step, epoch, seen, tokens, flops, timed_seconds, timed_samples, done_seconds = progress.values()
+    if step > total_steps:  # a schedule shortened below the checkpoint (--resume_allow_changes): nothing to train
+        raise SystemExit(
+            f"the checkpoint in {args.checkpoint_dir} is at step {step}, past this run's last step {total_steps}: "
+            f"raise --max_steps or --epochs, or point --checkpoint_dir at a fresh directory"
+        )
     flops_of = FlopCounter(raw_model)
     window_start, window_samples = time.perf_counter(), 0
     train_start = time.perf_counter() - done_seconds
@@ -192,16 +198,14 @@ def main(args) -> None:
                     lr=schedule.get_last_lr()[0],
                     samples_per_sec=rate,
                 )
+                require_finite("train_loss", loss_now, step, args.lr, precision)  # all-reduced: every rank agrees
                 window_start, window_samples = time.perf_counter(), 0
             if eval_due(step):
                 eval_start = time.perf_counter()
                 with fastpath.eager(args):  # --compile: eval's many widths are not worth a compile each
-                    metrics.log(
-                        "eval",
-                        step=step,
-                        epoch=round(step / steps_per_epoch, 3),
-                        **evaluate(raw_model, val_set, collate, d, autocast, per_rank_batch * 2, len(labels)),
-                    )
+                    scores = evaluate(raw_model, val_set, collate, d, autocast, per_rank_batch * 2, len(labels))
+                metrics.log("eval", step=step, epoch=round(step / steps_per_epoch, 3), **scores)
+                require_finite("val_loss", scores["val_loss"], step, args.lr, precision)  # the weights after the step
                 window_start += time.perf_counter() - eval_start  # the window's clock stops while evaluating
             if ckpt.due(step):
                 ckpt.save(

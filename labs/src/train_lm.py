@@ -52,18 +52,8 @@ import torch.nn.functional as F
 from catalog_data import load_tokenizer, read_channel, read_labels
 from container import run
 from options import LM_MODEL_SIZES, STRATEGIES, lm_parser, parse_known
-from ranks import Dist, Metrics, pick_precision
+from ranks import Dist, Metrics, pick_precision, require_finite
 from sampling import GlobalBatchPlan
-
-# How long a rank waits in a collective before the job fails. The longest legitimate wait is rank 0 working alone
-# while the others sit in a barrier: the end-of-strategy reload check (bounded: see RELOAD_CHECK_BUDGET; for the 7b
-# shape an estimated 2 minutes to build and load the plain model on one CPU thread, then at most 3 to score it) and
-# the end of the run (a few greedy tokens, then the consolidated model saved: 26 GB in fp32 for 7b): an estimated
-# 10 minutes in all for 7b, more than NCCL's default timeout of 10 minutes could absorb. 30 minutes leaves three
-# times that, and a hung collective still fails the job well inside lab 04's 2-hour MaxRuntime, with its logs.
-# (``single`` in a multi-rank launch also has the others wait while rank 0 trains alone: keep its --max_steps
-# within this.)
-PROCESS_GROUP_TIMEOUT = timedelta(minutes=30)
 
 
 def parse_args(argv=None):
@@ -75,7 +65,7 @@ def parse_args(argv=None):
         raise SystemExit(
             f"--strategy {args.strategy!r}: choose one or several (comma-separated) of {', '.join(STRATEGIES)}"
         )
-    if "pp" in args.strategies and (args.microbatches < 1 or args.batch_size % args.microbatches):
+    if "pp" in args.strategies and args.batch_size % args.microbatches:
         raise SystemExit(
             f"--strategy pp cuts the global batch of {args.batch_size} into --microbatches "
             f"{args.microbatches} equal micro-batches: pick a divisor of --batch_size"
@@ -441,6 +431,8 @@ def train_one(strategy: str, d: Dist, args, blocks, val_blocks, vocab: int, metr
                     train_loss=losses[-1],
                     step_ms=1000 * statistics.median(step_times[1:] or step_times),
                 )
+            # on the CPU every step already (and the same on every rank that trains): checked every step
+            require_finite(f"train_loss ({strategy})", losses[-1], step, args.lr, args.precision)
             if step >= args.max_steps:
                 break
         epoch += 1
@@ -456,6 +448,7 @@ def train_one(strategy: str, d: Dist, args, blocks, val_blocks, vocab: int, metr
     if d.device.type == "cuda":
         mine["peak_cuda_bytes"] = torch.cuda.max_memory_allocated(d.device)
     val_loss = evaluate(setup, val_blocks, d.device, autocast)
+    require_finite(f"val_loss ({strategy})", val_loss, step, args.lr, args.precision)  # before any checkpoint is saved
     # the same plan on every rank (it depends on the shapes only): where the reload check scores fewer tokens than
     # the validation set, all ranks score the sharded model on those tokens too, now, so rank 0 has its reference
     check = plan_reload_check(params, *val_blocks[:, 1:].shape, budget=RELOAD_CHECK_BUDGET)
@@ -495,7 +488,7 @@ def gather(row: dict, d: Dist, strategy: str) -> list[dict]:
 
 # ---------------------------------------------------------------------------------------------------- checkpoints
 # Rank 0 scores the reloaded model on its CPU, with one thread (torchrun sets OMP_NUM_THREADS=1), while the other
-# ranks wait for it, so that work must stay well inside PROCESS_GROUP_TIMEOUT. Its cost is parameters x tokens: a
+# ranks wait for it, so that work must stay well inside --dist_timeout_s. Its cost is parameters x tokens: a
 # forward pass is about 2 FLOPs per parameter per token, and one CPU thread does about 45 GFLOP/s on the 1b shape
 # (measured on an AMD EPYC core). The whole validation set of the 7b SMP job (32 x 2,048 tokens) would take hours; this
 # budget is about 3 minutes, and still checks the lab's runs in full (tiny: 16-32 x 64 tokens; 1b: 32 x 64 tokens).
@@ -661,7 +654,7 @@ def vocab_size_of(path: str) -> int:
 def main(args) -> None:
     # rank 0 alone writes and reads checkpoints without the process group on purpose: no warning for that
     warnings.filterwarnings("ignore", message="torch.distributed is disabled")
-    d = Dist(args.backend, timeout=PROCESS_GROUP_TIMEOUT)
+    d = Dist(args.backend, timeout=timedelta(seconds=args.dist_timeout_s))  # options.LM_DIST_TIMEOUT_S: why 30 min
     args.precision = pick_precision(args.precision, d.device, without_bf16="fp32")  # no loss scaler here
     if args.batch_size % d.world:
         raise SystemExit(f"--batch_size {args.batch_size} is the global batch; it must divide by the {d.world} ranks")
@@ -682,7 +675,7 @@ def main(args) -> None:
         f"vocab={len(tokenizer)} block_size={args.block_size} global_batch={args.batch_size} "
         f"sequences={len(blocks)} steps={args.max_steps} strategies={','.join(args.strategies)} "
         f"activation_checkpointing={args.activation_checkpointing} smp={sagemaker_model_parallel() is not None}"
-        + (f" collective_timeout_s={PROCESS_GROUP_TIMEOUT.total_seconds():.0f}" if d.enabled else "")
+        + (f" collective_timeout_s={args.dist_timeout_s}" if d.enabled else "")
     )
     if args.unknown:
         d.print(f"[setup] ignoring unknown arguments: {' '.join(args.unknown)}")
