@@ -15,9 +15,11 @@ class TargetError(WorkshopError, ValueError):
     """An unknown or unusable target; the message says what to choose instead."""
 
 
-class JobSetupError(WorkshopError, ValueError):
-    """The job cannot start as described (missing channel, bad process count...); nothing was launched."""
+class JobCheckError(WorkshopError, ValueError):
+    """The job cannot run as described (a rule of :mod:`helpers.checks` refused it): found before anything is
+    launched or written, with a message that names the fix."""
 
 
-class PreflightError(WorkshopError, ValueError):
-    """The job cannot run as described; the message names the fix. Raised before any AWS call."""
+# the family's older names, as notebooks and the known-errors table use them: one class, wherever the job runs
+JobSetupError = JobCheckError
+PreflightError = JobCheckError

@@ -18,7 +18,10 @@ RUNS_DIR = REPO / "runs"
 # what the training script prints, as SageMaker metric definitions (one regex per figure)
 METRIC_NAMES = ("train_loss", "val_loss", "val_accuracy", "val_macro_f1", "samples_per_sec", "mfu")
 METRIC_DEFINITIONS = [{"Name": name, "Regex": rf"\b{name}=([-+0-9.eE]+|nan|inf)"} for name in METRIC_NAMES]
-_JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
+# SageMaker's TrainingJobName is ^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}: the helpers turn "_" into "-" and add the attendee
+# prefix (up to 16 characters) and a timestamp, which leaves 30 for the lab's own name
+_JOB_NAME = re.compile(r"[a-zA-Z0-9]([-_]*[a-zA-Z0-9])*")
+JOB_NAME_MAX = 30
 _METRIC_LINE = re.compile(r"^\[(?P<kind>[a-z_]+)\] (?P<body>(?:\w+=\S+ ?)+)$")
 
 
@@ -66,8 +69,8 @@ class Job:
 
     def __post_init__(self):
         # the name becomes a directory and a SageMaker job name: no path separators, no spaces
-        if not isinstance(self.name, str) or not _JOB_NAME.fullmatch(self.name):
-            raise ValueError(f"job name {self.name!r}: use letters, digits, '-' and '_' (e.g. 'lab01-single').")
+        if problem := name_problem(self.name):
+            raise ValueError(problem)
         for name in ("instance_count", "max_runtime_s", "processes_per_host", "max_wait_s"):
             value = getattr(self, name)
             if not (isinstance(value, int) and not isinstance(value, bool)) and value is not None:
@@ -79,6 +82,17 @@ class Job:
 
     def mode_of(self, channel: str) -> str:
         return self.channel_modes.get(channel, self.input_mode)
+
+
+def name_problem(name) -> str | None:
+    """What SageMaker would refuse in a lab job's name, with what to do; None if nothing."""
+    if not isinstance(name, str) or not _JOB_NAME.fullmatch(name) or len(name) > JOB_NAME_MAX:
+        return (
+            f"job name {name!r}: use letters, digits, '-' and '_', starting and ending with a letter or digit, at "
+            f"most {JOB_NAME_MAX} characters (e.g. 'lab01-single'; the attendee prefix and a timestamp are added "
+            f"to make the SageMaker job name)."
+        )
+    return None
 
 
 @functools.lru_cache(maxsize=1)

@@ -22,9 +22,9 @@ def run_job(job: Job, target: str = "local", *, launch: bool = False, budget_usd
     ``launch`` and ``budget_usd`` guard real instances (a dry run by default); local runs are free and start at once.
     Other ``options`` go to the local runner or, as :class:`~helpers.aws.launch.LaunchOptions`, to SageMaker.
     """
-    if target == "local_container":  # the SDK's own Docker local mode: runs, or says precisely why it cannot
-        return run_local_container(job, **options)
     t = targets.resolve(target)
-    if t.is_local:
+    if t.kind == "local":
         return LocalRunner(**options).run(job, t)
+    if t.kind == targets.LOCAL_CONTAINER:  # the SDK's own Docker local mode: runs, or says precisely why it cannot
+        return run_local_container(job, t, **options)
     return sagemaker_jobs.run(job, t, launch=launch, budget_usd=budget_usd, **options)

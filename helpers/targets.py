@@ -17,6 +17,7 @@ from helpers.errors import TargetError
 from helpers.planning import instances
 
 LOCAL_TARGETS = ("local", "local_cpu", "local_gpu")
+LOCAL_CONTAINER = "local_container"  # the SDK's Docker local mode: the training image on this machine's Docker
 SAGEMAKER = "sagemaker"  # the lab's own real_target
 
 
@@ -28,8 +29,17 @@ class Target:
     cpus: int
 
     @property
+    def kind(self) -> str:
+        """Who runs the job: ``local`` (the local runner), ``local_container`` (the SDK's Docker local mode) or
+        ``sagemaker`` (an instance type)."""
+        if self.name.startswith("ml."):
+            return "sagemaker"
+        return LOCAL_CONTAINER if self.name == LOCAL_CONTAINER else "local"
+
+    @property
     def is_local(self) -> bool:
-        return not self.name.startswith("ml.")
+        """Run by the local runner, on this machine, without Docker."""
+        return self.kind == "local"
 
     @property
     def device(self) -> str:
@@ -90,15 +100,12 @@ def resolve(name: str, real_target: str | None = None) -> Target:
                 "Use target='local' (GPU when present, else CPU) or 'local_cpu'."
             )
         return Target(name, name, gpus, cpus)
-    if name == "local_container":
-        raise TargetError(
-            "target 'local_container' is SageMaker's Docker local mode (the training image on this "
-            "machine's Docker): run it with helpers.jobs.run_job(job, 'local_container') on a machine "
-            "with a Docker daemon, or use target='local' here."
-        )
-    close = difflib.get_close_matches(name, (*LOCAL_TARGETS, SAGEMAKER), n=2)
+    if name == LOCAL_CONTAINER:
+        return Target(name, "local_gpu" if gpus else "local_cpu", gpus, cpus)
+    close = difflib.get_close_matches(name, (*LOCAL_TARGETS, SAGEMAKER, LOCAL_CONTAINER), n=2)
     hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     raise TargetError(
         f"unknown target {name!r}.{hint} Choose one of {', '.join(LOCAL_TARGETS)}, 'sagemaker' (the lab's "
-        f"real_target) or a SageMaker instance type such as 'ml.g5.2xlarge'."
+        f"real_target), a SageMaker instance type such as 'ml.g5.2xlarge', or '{LOCAL_CONTAINER}' (the SDK's Docker "
+        f"local mode, where Docker runs)."
     )

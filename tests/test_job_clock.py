@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import textwrap
+import threading
 import time
 from datetime import datetime
 
@@ -71,19 +72,34 @@ def test_a_spot_job_clock_counts_earlier_attempts_and_the_wait():
 
 
 def test_a_stalled_rank_is_reported_while_the_runner_waits(probe_dir, tmp_path):
-    job = probe(probe_dir, 8, stop_host="algo-2")
+    job = probe(probe_dir, 600, stop_host="algo-2")
     job.instance_count = 2
     job.processes_per_host = 1
-    runner = LocalRunner(tmp_path / "jobs", echo=False, check=False, grace_s=1, stall_s=3)
-    result = runner.run(job, CPU)
+    live = LocalRunner(tmp_path / "jobs", echo=False, check=False, stall_s=2).start(job, CPU)
+
+    def reported() -> list[str]:
+        """The runner's report lines after both ranks started (on a loaded machine a report may come before)."""
+        tail = list(live.tail)
+        started = [i for i, line in enumerate(tail) if "[probe] started" in line]
+        return tail[started[-1] :] if len(started) == 2 else []
+
+    def end_once_reported():
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not any("stopped (SIGSTOP" in line for line in reported()):
+            time.sleep(0.1)
+        time.sleep(1)  # the live rank's stacks reach the log
+        live.kill()
+
+    watcher = threading.Thread(target=end_once_reported)
+    watcher.start()
+    result = live.wait()
+    watcher.join()
     log = "\n".join(result.log_tail)
-    assert "no log line for 3 s" in log
-    report = [line for line in result.log_tail if line.startswith("[runner]   ")]
-    stopped = [line for line in report if "algo-2" in line and "stopped (SIGSTOP" in line]
-    waiting = [line for line in report if "algo-1" in line and "Python stacks follow" in line]
-    assert stopped and waiting, log
+    report = [line for line in reported() if line.startswith("[runner]   ")]
+    assert any("algo-2" in line and "rank 1: stopped" in line and "(SIGSTOP" in line for line in report), log
+    assert any("algo-1" in line and "rank 0" in line and "Python stacks follow" in line for line in report), log
     assert "in waiting_for_the_other_rank" in log  # the live rank's own stack, printed on request
-    assert result.secondary_status == "MaxRuntimeExceeded"  # and the job still ends at its limit
+    assert "no log line for 2 s" in log
 
 
 @pytest.mark.parametrize(
@@ -101,6 +117,6 @@ def test_run_names_keep_the_timestamp_whole_and_follow_sagemaker_rules(name):
 
 def test_long_job_names_rerun_without_collisions(probe_dir, tmp_path):
     runner = LocalRunner(tmp_path / "jobs", echo=False)
-    long = Job("a" * 60, {}, {}, entry_point="probe.py", source_dir=probe_dir)
+    long = Job("a" * 30, {}, {}, entry_point="probe.py", source_dir=probe_dir)  # the longest a job takes
     first, second = runner.prepare(long, CPU), runner.prepare(long, CPU)
     assert first.run_dir != second.run_dir

@@ -5,6 +5,8 @@ from __future__ import annotations
 import functools
 
 from helpers.aws import offline as aws_offline
+from helpers.aws import sdk_compat
+from helpers.checks import UnsupportedFeature
 from helpers.planning import instances
 
 # The framework image every lab runs on, retrieved through the SDK's image_uris (it knows PyTorch DLCs up to 2.10).
@@ -28,10 +30,9 @@ def region_for_images(region: str | None) -> str:
 
 @functools.lru_cache(maxsize=64)
 def _image_uri(**query) -> str:
-    """``image_uris.retrieve``, remembered: it reads botocore's endpoint tables (~0.5 s) on every call."""
-    from sagemaker.core import image_uris
-
-    return image_uris.retrieve(image_scope="training", **query)
+    """``image_uris.retrieve``, remembered: it reads botocore's endpoint tables (~0.5 s) on every call. An SDK
+    older than the DLC gets its entry from :mod:`helpers.aws.sdk_compat`."""
+    return sdk_compat.training_image_uri(**query)
 
 
 def default_image(launcher: str, instance: instances.InstanceType, region: str | None = None) -> tuple[str, str]:
@@ -116,3 +117,49 @@ def smddp_images(region: str | None = None) -> list[dict]:
             }
         )
     return rows
+
+
+def choose_image(job, where, region: str | None = None, has_smddp: bool | None = None) -> tuple[str, str, list[str]]:
+    """(image URI, why this image, notes) for a checked job on an instance type in ``region``: its own step, since
+    an image lives in one region (pulls across regions are refused) and the region is known only at launch.
+
+    Raises ``UnsupportedFeature`` for an image that cannot run the job's launcher. ``has_smddp`` vouches for (or
+    against) a custom image's SMDDP."""
+    if job.image_uri:
+        image, why = job.image_uri, "image given in Job.image_uri"
+    else:
+        image, why = default_image(where.launcher, where.instance, region)
+    notes = []
+    if where.launcher == "smddp":
+        if not (image_has_smddp(image) if has_smddp is None else has_smddp):
+            default = SMDDP_DLC[0]
+            others = sorted(set(SMDDP_IN_DLC) - {minor(default)})
+            raise UnsupportedFeature(
+                f"image {image} does not ship SMDDP: leave Job.image_uri unset (the helpers pick the PyTorch "
+                f"{default} DLC, which AWS's SMDDP table and its Dockerfile both list with SMDDP), or use the "
+                f"SageMaker GPU DLC for PyTorch {' or '.join(others)} (their Dockerfiles install SMDDP) or an SMP "
+                f"image; for your own image that installs smdistributed-dataparallel pass image_has_smddp=True."
+            )
+        repo, _, version = image_tag(image)
+        if (
+            has_smddp is None
+            and repo == "pytorch-training"
+            and minor(version) in set(SMDDP_IN_DLC) - set(SMDDP_IN_AWS_TABLE)
+        ):
+            notes.append(
+                f"{image.rsplit('/', 1)[-1]}: AWS's SMDDP support table does not list it, but its Dockerfile "
+                f"installs SMDDP {SMDDP_IN_DLC[minor(version)]}, and the Dockerfile is what goes into the image"
+            )
+    if where.launcher == "smp" and job.image_uri and "smdistributed-modelparallel" not in job.image_uri:
+        raise UnsupportedFeature(
+            f"SMP v2 needs an SMP image (smdistributed-modelparallel); {job.image_uri} is not one. Leave "
+            f"Job.image_uri unset."
+        )
+    attention = str(job.hyperparameters.get("attn_implementation", "sdpa"))
+    if "smdistributed-modelparallel" in image and job.entry_point == "train.py" and attention == "sdpa":
+        notes.append(
+            "an SMP image keeps its own transformers (requirements.txt installs one only where the image has none "
+            "that fits: 4.44.2 in the SMP 2.5.1 image), and DistilBERT has SDPA attention only from transformers "
+            "4.46: pass attn_implementation='eager' to train.py there"
+        )
+    return image, why, notes

@@ -95,7 +95,14 @@ class Checked:
     def __init__(self, job: Job, target: Target | str, options: LaunchOptions):
         self.job, self.target, self.options = job, target, options
         self.pricing_notes: list[str] = []  # kept when the plan is re-made for the job's region
-        self.plan = self.plan_in(options.region)  # every check before any AWS call, the region's image later
+        # every check before any AWS call, once; the image is chosen again for the job's region (plan_in)
+        self.plan = preflight(
+            job,
+            target,
+            region=options.region,
+            tensorboard=options.tensorboard,
+            image_has_smddp_override=options.image_has_smddp,
+        )
         if options.role:
             options = replace(options, role=aws.require_role_arn(options.role))
         if options.bucket:
@@ -116,16 +123,10 @@ class Checked:
             self.plan.notes.append(str(err))
 
     def plan_in(self, region: str | None) -> Plan:
-        """The plan for ``region``. The image lives in the job's region (pulls across regions are refused), so the
-        plan is re-made once the region is known."""
-        plan = preflight(
-            self.job,
-            self.target,
-            region=region,
-            tensorboard=self.options.tensorboard,
-            image_has_smddp_override=self.options.image_has_smddp,
-        )
-        plan.notes.extend(self.pricing_notes)
+        """The plan for ``region``: the image lives in the job's region (pulls across regions are refused), so it is
+        chosen again once the region is known; the job's checks ran once, in :meth:`__init__`."""
+        plan = self.plan.in_region(region)
+        plan.notes.extend(n for n in self.pricing_notes if n not in plan.notes)
         return plan
 
 

@@ -8,13 +8,12 @@ import subprocess
 import time
 from pathlib import Path
 
-from helpers import hyperparameters
+from helpers import checks
 from helpers.aws.images import default_image
-from helpers.channels import ChannelError
-from helpers.errors import PreflightError, WorkshopError
+from helpers.errors import WorkshopError
 from helpers.job import RUNS_DIR, Job
 from helpers.planning import instances
-from helpers.targets import local_gpu_count
+from helpers.targets import Target
 
 
 class LocalContainerUnavailable(WorkshopError, RuntimeError):
@@ -47,16 +46,6 @@ def local_container_trainer(job: Job, gpus: int, root: Path, session=None):
     from sagemaker.train.distributed import Torchrun
     from sagemaker.train.model_trainer import Mode
 
-    if job.spot or job.checkpoints or job.fsx:
-        raise PreflightError(
-            "local_container runs no spot, checkpoint sync or FSx (SDK local mode has none): "
-            "drop spot/checkpoints/fsx for this target, or use target='local'."
-        )
-    for name, source in job.channels.items():
-        if str(source).startswith("s3://"):
-            continue
-        if not Path(source).is_dir():
-            raise ChannelError(f"channel {name!r}: {source} is not a directory.")
     procs = job.processes_per_host or (gpus or 1)
     kind = "local_gpu" if gpus else "local_cpu"
     probe = instances.lookup("ml.g5.xlarge" if gpus else "ml.m5.xlarge")
@@ -77,10 +66,9 @@ def local_container_trainer(job: Job, gpus: int, root: Path, session=None):
     )
 
 
-def run_local_container(job: Job, echo: bool = True, session=None):
+def run_local_container(job: Job, target: Target, echo: bool = True, session=None):
     """Run ``job`` with the SDK's own ``Mode.LOCAL_CONTAINER`` (Docker), or say precisely why it cannot."""
-    if problem := hyperparameters.check(job):
-        raise PreflightError(problem)
+    checks.check(job, checks.Where.local(job, target))
     problem = docker_problem()
     if problem:
         raise LocalContainerUnavailable(
@@ -91,6 +79,6 @@ def run_local_container(job: Job, echo: bool = True, session=None):
         )
 
     root = RUNS_DIR / "local_container" / f"{job.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    trainer = local_container_trainer(job, local_gpu_count(), root, session)
+    trainer = local_container_trainer(job, target.gpus, root, session)
     trainer.train(wait=True, logs=echo)
     return root

@@ -22,7 +22,7 @@ from helpers.aws.preflight import ProcessCountError, SpotConfigError, Unsupporte
 from helpers.channels import ChannelError, FSxConfigError
 from helpers.errors import PreflightError
 from helpers.job import Job
-from helpers.targets import Target, TargetError
+from helpers.targets import LOCAL_CONTAINER, Target, TargetError, resolve
 
 __all__ = [
     "ChannelError",
@@ -51,8 +51,8 @@ def run(job: Job, target: Target | str, launch: bool = False, budget_usd: float 
     Target ``local_container`` runs the job in the SDK's Docker local mode instead.
     """
     chosen = LaunchOptions.of(budget_usd=budget_usd, **options)
-    if (target.name if isinstance(target, Target) else str(target)) == "local_container":
-        return run_local_container(job, echo=chosen.echo, session=chosen.session)
+    if (target.name if isinstance(target, Target) else str(target)) == LOCAL_CONTAINER:
+        return run_local_container(job, resolve(LOCAL_CONTAINER), echo=chosen.echo, session=chosen.session)
     return launch_job(job, target, chosen) if launch else dry_run(job, target, chosen)
 
 

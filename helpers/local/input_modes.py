@@ -33,10 +33,11 @@ import uuid
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from helpers import channels
-from helpers.errors import JobSetupError
+from helpers import checks
+from helpers.errors import JobSetupError, WorkshopError
 from helpers.local import fastfile_shim, objectstore
 from helpers.local.objectstore import S3Object, S3Uri
+from helpers.targets import Target
 
 MODES = ("File", "FastFile", "FSx")
 READ_AHEAD = 1  # FastFile: files fetched ahead of a sequential reader
@@ -192,7 +193,7 @@ def _fetch(client, bucket: str, key: str, dest: Path, modified: float, scratch: 
     return got
 
 
-class ShortRead(OSError):
+class ShortRead(WorkshopError, OSError):
     """An object arrived with fewer (or more) bytes than the store listed for it."""
 
 
@@ -705,8 +706,8 @@ def fsx_preflight(job) -> None:
     """The FSx checks of ``sagemaker_jobs.preflight`` alone (file system id, subnets, security groups, directory
     paths), without choosing an image: fast enough to run in every lab, offline. Raises ``FSxConfigError``."""
 
-    plans = channels.plan_channels(job)
-    channels.check_fsx(job, [c for c in plans if c.kind == "fsx"])
+    where = checks.Where(Target("fsx", "fsx", 0, 1), None, 1, "script")  # the FSx rule reads neither
+    checks.check(job, where, [checks.fsx])
 
 
 def channel_definitions(request: dict) -> list[dict]:

@@ -24,8 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from helpers import hyperparameters
-from helpers.data import catalog
+from helpers import checks, hyperparameters
 from helpers.errors import JobSetupError, WorkshopError
 from helpers.job import RUNS_DIR, Job, parse_metric_line
 from helpers.local import input_modes
@@ -142,14 +141,6 @@ def clean_environment(cwd: Path) -> dict[str, str]:
     return env
 
 
-def _file_mode_only(mode: str) -> str:
-    return (
-        f"input mode {mode!r} needs an s3:// channel on the local object store "
-        f"(helpers.local.objectstore, lab 05); "
-        f"a local directory is presented in 'File' mode."
-    )
-
-
 _NAME_MAX = 63  # SageMaker's TrainingJobName: ^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}
 _STAMP = "%Y%m%d-%H%M%S-%f"
 
@@ -162,14 +153,12 @@ def run_name(job_name: str, now: datetime | None = None) -> str:
     return f"{stem or 'job'}-{stamp}"
 
 
-def stage_channel(mode: str, source: Path, dest: Path) -> None:
-    """Present a channel in ``input/data/<channel>`` as SageMaker does for ``mode``.
+def stage_channel(source: Path, dest: Path) -> None:
+    """Present a local directory in ``input/data/<channel>`` as SageMaker's File mode does.
 
     File mode copies everything before the script starts (hard links where the file system allows, which costs
     nothing and keeps the job from altering the source).
     """
-    if mode != "File":
-        raise JobSetupError(_file_mode_only(mode))
     try:
         shutil.copytree(source, dest, copy_function=os.link, dirs_exist_ok=True)
     except OSError:
@@ -429,7 +418,7 @@ def stall_report(job: LocalJob, silent_s: float) -> str:
             try:
                 with p.oneshot():
                     state, cpu, role = p.status(), sum(p.cpu_times()[:2]), _role(p)
-                where = _read(f"/proc/{p.pid}/wchan") or "-"
+                where = _read(f"/proc/{p.pid}/wchan")  # the kernel call it sleeps in ("0": on a CPU)
                 if state == psutil.STATUS_STOPPED:
                     stack = "stopped (SIGSTOP or a debugger): it cannot run, or answer, until SIGCONT"
                 elif role != "torchrun" and _catches(p.pid, signal.SIGUSR1):
@@ -439,7 +428,8 @@ def stall_report(job: LocalJob, silent_s: float) -> str:
                     stack = ""
             except (psutil.Error, OSError):
                 continue
-            detail = f"{state}, {cpu:.1f} s CPU, waiting in {where}" + (f"; {stack}" if stack else "")
+            detail = f"{state}, {cpu:.1f} s CPU" + (f", waiting in {where}" if where not in ("", "0") else "")
+            detail += f"; {stack}" if stack else ""
             lines.append(f"[runner]   {host} pid {p.pid} {role}: {detail}")
     return "\n".join(lines)
 
@@ -510,41 +500,7 @@ class LocalRunner:
     def prepare(self, job: Job, target: Target) -> Prepared:
         """Check the job and build every host's directory and command; raises before anything runs, and a failure
         while building (a channel that cannot be staged) leaves no run directory behind."""
-        procs = job.processes_per_host or target.default_processes()
-        if target.gpus and procs > target.gpus:
-            raise JobSetupError(
-                f"{procs} processes per host but {target.describe()}: use at most {target.gpus} "
-                f"(one per GPU), or target='local_cpu'."
-            )
-        if procs < 1 or job.instance_count < 1:
-            raise JobSetupError("processes_per_host and instance_count must be at least 1.")
-        entry = Path(job.source_dir) / job.entry_point
-        if not entry.is_file():
-            raise JobSetupError(f"entry point {entry} does not exist.")
-        if problem := hyperparameters.check(job):
-            raise JobSetupError(problem)
-        if job.hyperparameters.get("hub_checkpoint"):
-            raise JobSetupError(
-                f"hub_checkpoint={job.hyperparameters['hub_checkpoint']!r} would download a model, and local jobs "
-                "never leave this machine: run it on an ml.* target (the container downloads it), or pass a "
-                "save_pretrained() directory as the 'pretrained' channel."
-            )
-        for name, path in job.channels.items():
-            p = Path(path)
-            if str(path).startswith("s3://"):
-                continue  # checked against the object store by input_modes, below
-            if not p.is_dir() or not any(p.iterdir()):
-                raise JobSetupError(
-                    f"channel {name!r}: {p} is missing or empty. Build the data first "
-                    f"(`python -m helpers.data.catalog build --out data/catalog`)."
-                )
-            if job.mode_of(name) != "File":
-                raise JobSetupError(f"channel {name!r}: {_file_mode_only(job.mode_of(name))}")
-        try:
-            catalog.check_channels(job.channels)  # a malformed data file fails here, not after start-up
-        except catalog.CatalogError as e:
-            raise JobSetupError(str(e)) from None
-
+        checks.check(job, checks.Where.local(job, target))
         run_dir = self.runs_dir / (self.job_name or run_name(job.name))
         inputs = input_modes.JobInputs(job, self.runs_dir.parent / "fsx", run_dir)  # s3:// channels, in their modes
         if run_dir.exists():
@@ -578,7 +534,7 @@ class LocalRunner:
                 if inputs.serves(channel):
                     inputs.stage(channel, layout.data / channel, host)
                 else:
-                    stage_channel(job.mode_of(channel), Path(path), layout.data / channel)
+                    stage_channel(Path(path), layout.data / channel)
             env = clean_environment(layout.code)
             env.update(
                 container_env(

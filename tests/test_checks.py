@@ -1,0 +1,131 @@
+"""The rule table of job checks: each rule from a table of cases, and one table for every target (a rule added to
+COMMON refuses the job on this machine and on SageMaker alike)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from helpers import checks
+from helpers.aws.preflight import preflight
+from helpers.errors import JobCheckError, JobSetupError, PreflightError, WorkshopError
+from helpers.job import Job, catalog_channels
+from helpers.local.runner import LocalRunner
+from helpers.targets import Target
+
+CPU = Target("local_cpu", "local_cpu", 0, 2)
+GPU1 = Target("local_gpu", "local_gpu", 1, 8)
+G5 = Target("ml.g5.2xlarge", "ml.g5.2xlarge", 1, 8)
+G5_12 = Target("ml.g5.12xlarge", "ml.g5.12xlarge", 4, 48)
+P4D = Target("ml.p4d.24xlarge", "ml.p4d.24xlarge", 8, 96)
+
+
+def where(job: Job, target: Target) -> checks.Where:
+    return checks.Where.sagemaker(job, target) if target.kind == "sagemaker" else checks.Where.local(job, target)
+
+
+# (rule, the job's fields, target, the error kind it raises or None for a note, what its message says)
+CASES = [
+    (checks.counts, dict(processes_per_host=0), CPU, checks.ProcessCountError, "at least 1"),
+    (checks.entry_point, dict(entry_point="nope.py"), CPU, JobCheckError, "nope.py does not exist"),
+    (checks.hyperparameter_names, dict(hyperparameters={"sagemaker_x": 1}), G5, JobCheckError, "reserved"),
+    (checks.hyperparameter_values, dict(hyperparameters={"lr": "inf"}), CPU, JobCheckError, "finite"),
+    (checks.hyperparameter_values, dict(hyperparameters={"epochz": 1}), G5, JobCheckError, "did you mean 'epochs'"),
+    (checks.secrets, dict(hyperparameters={"hf_token": "hf_abc"}), CPU, JobCheckError, "look like secrets"),
+    (checks.secrets, dict(hyperparameters={"generate_tokens": "20"}), CPU, None, None),
+    (checks.tags, dict(tags={"workshop-lab": "x"}), G5, JobCheckError, "helpers' own"),
+    (checks.stopping, dict(max_runtime_s=0), CPU, checks.SpotConfigError, "between 1 and"),
+    (checks.stopping, dict(spot=True), G5, checks.SpotConfigError, "checkpoints=True"),
+    (checks.stopping, dict(max_wait_s=9000), G5, checks.SpotConfigError, "spot=True"),
+    (checks.stopping, dict(spot=True, checkpoints=True, max_wait_s=10), G5, checks.SpotConfigError, "max_wait_s >="),
+    (checks.stopping, dict(spot=True, checkpoints=True), G5, None, "twice max_runtime_s"),
+    (checks.processes_fit_the_gpus, dict(processes_per_host=2), GPU1, checks.ProcessCountError, "target='local_cpu'"),
+    (checks.processes_fit_the_gpus, dict(processes_per_host=8), G5_12, checks.ProcessCountError, "has 4 GPU"),
+    (
+        checks.precision_fits_the_device,
+        dict(hyperparameters={"precision": "fp16"}),
+        CPU,
+        checks.UnsupportedFeature,
+        "needs a GPU",
+    ),
+    (checks.channel_modes, dict(input_mode="Pipe"), CPU, checks.ChannelError, "Pipe mode is legacy"),
+    (checks.channel_modes, dict(channels={"code": "s3://b/c/"}), G5, checks.ChannelError, "reserved"),
+    (checks.channel_sources, dict(channels={"train": "s3://Bad_Bucket/x"}), G5, checks.ChannelError, "valid S3 URI"),
+    (checks.channel_sources, dict(channels={"train": "/no/such/dir"}), CPU, checks.ChannelError, "missing or empty"),
+    (checks.no_hub_downloads, dict(hyperparameters={"hub_checkpoint": "x/y"}), CPU, JobCheckError, "never leave"),
+    (checks.local_channel_modes, dict(input_mode="FastFile"), CPU, checks.ChannelError, "needs an s3:// channel"),
+    (checks.local_mode_limits, dict(spot=True, checkpoints=True), CPU, checks.UnsupportedFeature, "local mode"),
+    (
+        checks.instance_runs_the_script,
+        dict(),
+        Target("ml.trn1.2xlarge", "ml.trn1.2xlarge", 0, 8),
+        checks.UnsupportedFeature,
+        "needs CUDA GPUs",
+    ),
+    (checks.launcher, dict(distribution="deepspeed"), G5, JobCheckError, "not one of"),
+    (checks.launcher, dict(distribution="torchrun"), G5, None, "torchrun adds nothing"),
+    (checks.smddp, dict(distribution="smddp"), G5, checks.UnsupportedFeature, "SMDDP does not run on ml.g5.2xlarge"),
+    (
+        checks.smddp,
+        dict(distribution="smddp", hyperparameters={"backend": "nccl"}),
+        P4D,
+        JobCheckError,
+        "set it to 'smddp'",
+    ),
+    (
+        checks.smp,
+        dict(distribution="smp", smp={"tensor_parallel_degree": 3}),
+        P4D,
+        checks.ProcessCountError,
+        "must divide the 8 GPUs",
+    ),
+    (checks.smp, dict(smp={"tensor_parallel_degree": 2}), P4D, JobCheckError, "distribution='smp'"),
+    (checks.fsx, dict(channel_modes={"train": "FSx"}), P4D, checks.FSxConfigError, "file_system_id"),
+    (checks.fsx, dict(fsx={"file_system_id": "fs-1"}), P4D, checks.FSxConfigError, "no channel uses it"),
+]
+
+
+@pytest.mark.parametrize("rule, fields, target, error, says", CASES, ids=lambda c: getattr(c, "__name__", None))
+def test_each_rule_refuses_or_notes_what_its_table_says(small_catalog, rule, fields, target, error, says):
+    job = replace(Job("lab-x", {}, catalog_channels(small_catalog)), **fields)
+    found = list(checks.findings(job, where(job, target), [rule]))
+    if error is None:
+        assert all(f.error is None for f in found)
+        assert says is None or any(says in f.message for f in found), found
+        return
+    assert found and found[0].rule == rule.__name__ and found[0].error is error, found
+    assert says in found[0].message
+    with pytest.raises(error, match=None):
+        checks.check(job, where(job, target), [rule])
+
+
+def test_a_good_job_passes_every_rule_for_every_kind_of_target(small_catalog):
+    job = Job("lab-x", {"epochs": 1}, catalog_channels(small_catalog))
+    for target in (CPU, G5, Target("local_container", "local_cpu", 0, 2)):
+        assert not [f for f in checks.findings(job, where(job, target), checks.rules_for(target.kind)) if f.error]
+
+
+def test_every_rule_is_in_the_table_and_tested():
+    tabled = {rule for kind in checks.ONLY for rule in checks.rules_for(kind)}
+    tested = {case[0] for case in CASES} | {checks.job_name, checks.channel_data}  # tested in their own files
+    assert tabled == tested
+
+
+def test_one_error_family():
+    assert JobSetupError is PreflightError is JobCheckError and issubclass(JobCheckError, WorkshopError)
+    for kind in (checks.UnsupportedFeature, checks.SpotConfigError, checks.ProcessCountError, checks.FSxConfigError):
+        assert issubclass(kind, JobCheckError)
+
+
+def test_a_rule_added_to_common_applies_on_this_machine_and_on_sagemaker(small_catalog, tmp_path, monkeypatch):
+    def no_fridays(job, where):
+        yield checks.fail(f"no jobs named {job.name!r} on {where.target.name}")
+
+    monkeypatch.setattr(checks, "COMMON", (*checks.COMMON, no_fridays))
+    job = Job("friday", {}, catalog_channels(small_catalog))
+    with pytest.raises(JobCheckError, match="no jobs named 'friday' on local_cpu"):
+        LocalRunner(tmp_path / "jobs", echo=False).prepare(job, CPU)
+    with pytest.raises(JobCheckError, match="no jobs named 'friday' on ml.g5.2xlarge"):
+        preflight(job, "ml.g5.2xlarge")
+    assert not (tmp_path / "jobs").exists()  # refused before anything was written
