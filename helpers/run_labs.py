@@ -6,8 +6,9 @@
     python -m helpers.run_labs -p epochs 3           # any lab parameter, for the labs that declare it
     python -m helpers.run_labs --solutions           # with the exercises' reference answers (labs/solutions/)
 
-Executed notebooks, each lab's key figures and ``summary.json`` / ``summary.md`` land in ``--out``. The exit
-status is non-zero if any lab fails, and the summary names the failing cell.
+Executed notebooks, each lab's key figures and ``summary.json`` / ``summary.md`` land in ``--out``; a lab that
+declares a ``runs_dir`` parameter makes its own folder under ``--out/NN_name.runs``. The exit status is non-zero if
+any lab fails, and the summary names the failing cell.
 """
 
 from __future__ import annotations
@@ -143,6 +144,8 @@ def run_lab(notebook: Path, out_dir: Path, parameters: dict, verbose: bool = Fal
     out_dir.mkdir(parents=True, exist_ok=True)
     wanted = declared_parameters(notebook)
     given = {k: v for k, v in parameters.items() if k in wanted}
+    if "runs_dir" in wanted:  # what the lab writes for itself (stores, jobs) goes under --out too, never elsewhere
+        given.setdefault("runs_dir", str(out_dir / f"{notebook.stem}.runs"))
     executed = out_dir / notebook.name
     figures_file = out_dir / f"{notebook.stem}.figures.json"
     figures_file.unlink(missing_ok=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import urllib.parse
 
 import pytest
@@ -90,10 +91,34 @@ def test_bucket_names(given, name):
     assert aws.require_bucket_name(given) == name
 
 
-@pytest.mark.parametrize("bad", ["My_Bucket", "ab", "", "-leading", "two..dots", "s3://"])
-def test_bad_bucket_names_are_refused_with_an_example(bad):
-    with pytest.raises(aws.BucketError, match="bucket='sagemaker-us-east-1-123456789012'"):
+EXAMPLE_BUCKET = "sagemaker-us-east-1-123456789012"
+
+
+@pytest.mark.parametrize(
+    "bad, suggested",
+    [
+        ("My_Bucket", "my-bucket"),
+        ("s3://Team Data/prefix", "team-data"),
+        ("-leading", "leading"),
+        ("two..dots", "two.dots"),
+        ("192.168.5.4", "bucket-192-168-5-4"),  # S3 refuses a name shaped like an IP address
+        ("xn--data", "data"),  # and its reserved prefixes and suffixes
+        ("amzn-s3-demo-bucket", "bucket"),
+        ("data-s3alias", "data"),
+        ("logs.mrap", "logs"),
+        ("x" * 64, "x" * 63),
+        ("ab", EXAMPLE_BUCKET),  # nothing of it left to keep: an example
+        ("", EXAMPLE_BUCKET),
+        ("s3://", EXAMPLE_BUCKET),
+        ("sthree-x", EXAMPLE_BUCKET),
+    ],
+)
+def test_a_refused_bucket_name_comes_with_one_the_same_check_accepts(bad, suggested):
+    with pytest.raises(aws.BucketError) as refused:
         aws.require_bucket_name(bad)
+    said = re.search(r"bucket='([^']*)'", str(refused.value)).group(1)
+    assert said == suggested != bad
+    assert aws.require_bucket_name(said) == said
 
 
 def test_attendee_prefix_order_and_shape(monkeypatch):

@@ -66,3 +66,52 @@ def test_the_cpu_branch_of_the_loader_check():
 
 def test_the_smddp_answer_follows_the_catalogue():
     assert {"ml.p3dn.24xlarge", "ml.p4d.24xlarge", "ml.p4de.24xlarge"} <= set(instances.supporting("smddp"))
+
+
+def _as_numpy(value):
+    """An answer as numpy computes it: its whole numbers as numpy.int64, its fractions as numpy.float32."""
+    import numpy as np
+
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return value
+    return np.int64(value) if isinstance(value, int) else np.float32(value)
+
+
+@pytest.mark.parametrize(
+    "id, answers",
+    [(id, answers) for id, answers, status, _ in CASES if status == "right"],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_a_right_answer_computed_with_numpy_is_right(id, answers):
+    numpy_answers = {name: _as_numpy(value) for name, value in answers.items()}
+    got, message = evaluate(id, **numpy_answers, **CONTEXT.get(id, {}))
+    assert got == "right", message
+
+
+def test_a_right_answer_in_a_0_d_array_is_right():
+    import numpy as np
+
+    got, message = evaluate("05.2", copy_min_100mb=np.array(30.16), files_for_an_hour=np.array(122_353))
+    assert got == "right", message
+
+
+NAN, INF = float("nan"), float("inf")
+
+
+@pytest.mark.parametrize(
+    "id, answers",
+    [
+        ("02.1", dict(global_batch_4=128, learning_rate_4=NAN)),
+        ("04.1", dict(optimizer_gib_ddp=NAN, optimizer_gib_zero1=P / GIB)),
+        ("05.2", dict(copy_min_100mb=NAN, files_for_an_hour=122_353)),
+        ("05.2", dict(copy_min_100mb=30.16, files_for_an_hour=INF)),
+        ("06.1", dict(interval_min=-INF)),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_a_nan_or_infinite_answer_is_told_it_is_not_a_number(id, answers):
+    import numpy as np
+
+    for given in (answers, {k: np.float64(v) for k, v in answers.items()}):
+        got, message = evaluate(id, **given, **CONTEXT.get(id, {}))
+        assert got == "wrong" and "not a number: check for a division by zero" in message, message

@@ -34,6 +34,16 @@ def test_lab_declares_target_and_smoke_and_says_time_and_cost(notebook):
     assert "**Time:**" in text and "**Cost:**" in text and "**You will learn**" in text
 
 
+@pytest.mark.parametrize("notebook", LABS, ids=lambda p: p.stem)
+def test_a_lab_writes_in_a_folder_of_its_own_and_removes_no_other(notebook):
+    """Two runs of a lab at once (two learners' kernels, two ``make``) must not share a folder or delete each
+    other's: a lab that makes folders for itself (jobs, a store) makes one of its own under its ``runs_dir``."""
+    code = "\n".join(c.source for c in nbformat.read(notebook, as_version=4).cells if c.cell_type == "code")
+    assert "rmtree(" not in code
+    if "LocalRunner(" in code or "ObjectStore(" in code:
+        assert "runs_dir" in run_labs.declared_parameters(notebook) and "folders.own_folder(runs_dir" in code
+
+
 # What a lab's prose says its own run shows, held against the figures that run recorded (smoke size, this machine)
 CLAIMS = {
     "05_input_modes": {
@@ -108,6 +118,25 @@ def test_runner_names_the_failing_cell_and_exits_non_zero(tmp_path, capsys):
     assert fine["status"] == "ok" and fine["figures"] == {"seen_target": "local_cpu"}  # the parameter was injected
     assert broken["status"] == "failed" and "cell 3" in broken["error"] and "the data went missing" in broken["error"]
     assert "FAILED 02_broken" in capsys.readouterr().err
+
+
+def test_runner_gives_a_lab_s_own_folders_a_place_under_its_output_folder(tmp_path):
+    labs = tmp_path / "labs"
+    labs.mkdir()
+    _notebook(
+        labs / "01_fine.ipynb",
+        [
+            ("params", "target = 'x'\nsmoke = True\nruns_dir = ''"),
+            ("code", "from helpers import report\nreport.record(runs_dir=runs_dir)"),
+        ],
+    )
+    out = tmp_path / "out"
+    assert run_labs.main(["--labs-dir", str(labs), "--out", str(out), "--target", "local_cpu"]) == 0
+    assert json.loads((out / "summary.json").read_text())["labs"][0]["figures"] == {
+        "runs_dir": str(out.resolve() / "01_fine.runs")
+    }
+    assert run_labs.main(["--labs-dir", str(labs), "--out", str(out), "-p", "runs_dir", "/elsewhere"]) == 0
+    assert json.loads((out / "summary.json").read_text())["labs"][0]["figures"] == {"runs_dir": "/elsewhere"}
 
 
 def test_runner_accepts_a_relative_output_folder(tmp_path, monkeypatch):

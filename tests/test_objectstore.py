@@ -18,6 +18,7 @@ import pytest
 from helpers.data import catalog
 from helpers.local import objectstore
 from helpers.local.objectstore import ObjectStore, ObjectStoreError, S3Uri
+from helpers.local.ports import free_ports
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -194,3 +195,47 @@ def test_small_files_hold_the_same_rows_as_the_shards(tmp_path):
     assert (small / "tokenizer.json").is_file()
     with pytest.raises(ObjectStoreError, match="no CSV parts"):
         objectstore.write_small_files(tmp_path / "nothing", tmp_path / "x")
+
+
+@pytest.fixture
+def taken_port():
+    """A loopback port another process holds and accepts connections on, but never answers."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(8)
+        yield s.getsockname()[1]
+
+
+def _ports_with_s3_on(port: int, times: int, monkeypatch) -> list[dict]:
+    """Make the store's next ``times`` picks of free ports put its S3 gateway on ``port``; returns every pick."""
+    picks = []
+
+    def pick(n):
+        ports = dict(zip(objectstore._PORT_FLAGS, free_ports(n)))
+        if len(picks) < times:
+            ports["s3.port"] = port
+        picks.append(ports)
+        return list(ports.values())
+
+    monkeypatch.setattr(objectstore, "_free_ports", pick)
+    return picks
+
+
+def test_a_taken_port_fails_the_start_in_time_naming_the_port(taken_port, monkeypatch, tmp_path):
+    _ports_with_s3_on(taken_port, 99, monkeypatch)
+    s = ObjectStore(tmp_path / "store", start_timeout_s=30)
+    t0 = time.monotonic()
+    with pytest.raises(ObjectStoreError, match=rf"port {taken_port} \(the store's s3.port\) is taken by another"):
+        s.start()
+    assert time.monotonic() - t0 < 30 + 3  # not the client's read timeouts on top
+    assert _gone(s.proc.pid, 5)
+
+
+def test_a_port_taken_before_weed_binds_it_is_picked_again(taken_port, monkeypatch, tmp_path):
+    picks = _ports_with_s3_on(taken_port, 1, monkeypatch)
+    with ObjectStore(tmp_path / "store", start_timeout_s=30) as s:
+        assert len(picks) == 2 and s.ports == picks[1]
+        s.create_bucket("picked-again")
+        assert s.list("s3://picked-again/") == []

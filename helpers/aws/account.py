@@ -130,15 +130,53 @@ def require_role_arn(role: str) -> str:
     raise RoleError(f"role {role!r} is not an IAM role ARN; expected 'arn:aws:iam::<12-digit account>:role/<name>'.")
 
 
+BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+# S3's reserved prefixes and suffixes (access point aliases, Multi-Region Access Points, directory and table buckets)
+RESERVED_BUCKET_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
+RESERVED_BUCKET_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
+EXAMPLE_BUCKET = "sagemaker-us-east-1-123456789012"
+
+
+def bucket_name_problem(name: str) -> str | None:
+    """What S3's naming rules for general purpose buckets refuse in ``name``; None if it may be a bucket's name."""
+    if not BUCKET_NAME.fullmatch(name):
+        return "3-63 lower-case letters, digits, dots and dashes, beginning and ending with a letter or digit"
+    if ".." in name:
+        return "no two dots in a row"
+    if re.fullmatch(r"\d+\.\d+\.\d+\.\d+", name):
+        return "not an IP address"
+    reserved = [p for p in RESERVED_BUCKET_PREFIXES if name.startswith(p)]
+    reserved += [s for s in RESERVED_BUCKET_SUFFIXES if name.endswith(s)]
+    return f"{reserved[0]!r} is reserved by S3" if reserved else None
+
+
+def suggest_bucket_name(name: str) -> str:
+    """A name close to ``name`` that S3's rules allow (lower case, dashes for other characters, reserved affixes
+    dropped), or the SDK's default bucket name as an example when nothing of ``name`` is left to keep."""
+    fixed = re.sub(r"[^a-z0-9.-]+", "-", name.lower())
+    fixed = re.sub(r"\.{2,}", ".", fixed)
+    for prefix in RESERVED_BUCKET_PREFIXES:
+        fixed = fixed.removeprefix(prefix)
+    for suffix in RESERVED_BUCKET_SUFFIXES:
+        fixed = fixed.removesuffix(suffix)
+    fixed = fixed[:63].strip(".-")
+    if re.fullmatch(r"[\d.]+", fixed):  # an IP address, or digits alone: give it a word
+        fixed = f"bucket-{fixed.replace('.', '-')}"
+    if len(fixed) < 3 or bucket_name_problem(fixed):
+        return EXAMPLE_BUCKET
+    return fixed
+
+
 def require_bucket_name(bucket: str) -> str:
     """A bucket name (``s3://name`` accepted) checked against S3's naming rules before any call."""
     name = (bucket or "").strip()
     if name.startswith("s3://"):
         name = name[len("s3://") :].split("/")[0]
-    if not re.fullmatch(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", name) or ".." in name:
+    if problem := bucket_name_problem(name):
+        close = suggest_bucket_name(name)
         raise BucketError(
-            f"{bucket!r} is not an S3 bucket name (3-63 lower-case letters, digits, dots and dashes): "
-            f"pass the name of a bucket you can write, e.g. bucket='sagemaker-us-east-1-123456789012'."
+            f"{bucket!r} is not an S3 bucket name ({problem}): pass the name of a bucket you can write, "
+            + (f"e.g. bucket={close!r}." if close == EXAMPLE_BUCKET else f"perhaps bucket={close!r}?")
         )
     return name
 

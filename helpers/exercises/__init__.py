@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import math
+import numbers
 import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -83,6 +85,27 @@ def _unanswered(value: object) -> bool:
     return value is ...
 
 
+def _plain(value: object) -> object:
+    """A number of any type as Python's own int or float, which is what the checks test for and print; anything
+    else as it is."""
+    if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):
+        value = value.item()  # numpy's numbers and 0-d arrays, torch's 0-d tensors
+    if isinstance(value, numbers.Real) and type(value) not in (bool, int, float):
+        return int(value) if isinstance(value, numbers.Integral) else float(value)  # e.g. a Fraction
+    return value
+
+
+def _not_a_number(name: str, value: object) -> str | None:
+    """What to say about an answer that is NaN or infinite (every comparison with NaN is false: without this,
+    the first test a check makes would explain the wrong mistake)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return (
+            f"{name} is {value}, not a number: check for a division by zero (or 0 / 0, inf - inf) in how you "
+            "computed it, and print the values that went into it."
+        )
+    return None
+
+
 def evaluate(id: str, **values) -> tuple[str, str]:
     """(status, message) for these answers: status is "right", "wrong" or "unanswered"; never raises for an answer."""
     ex = lookup(id)
@@ -93,6 +116,10 @@ def evaluate(id: str, **values) -> tuple[str, str]:
     waiting = [name for name, value in values.items() if _unanswered(value)]
     if waiting:
         return UNANSWERED, f"waiting for your answer: set {', '.join(waiting)} in the cell above, then run this one."
+    values = {name: _plain(value) for name, value in values.items()}
+    for name, value in values.items():
+        if problem := _not_a_number(name, value):
+            return WRONG, problem
     try:
         said = ex.check(**values)
     except NotYet as e:

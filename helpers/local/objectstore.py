@@ -20,6 +20,7 @@ import concurrent.futures
 import csv
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -30,6 +31,7 @@ import time
 import urllib.error
 import urllib.request
 import weakref
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
@@ -56,10 +58,40 @@ _PORT_FLAGS = (
 # SIGTERM first, SIGKILL after this: the filer waits up to 15 s for its gRPC streams on SIGTERM, and cutting that
 # short loses nothing (every write already reached the kernel; a store's data is wiped at its next start anyway)
 _STOP_GRACE_S = 1.0
+_PORT_ATTEMPTS = 3  # free ports are picked, released, then bound by weed: another process may take one in between
+_PROBE_TIMEOUT_S = 1.0
+_BIND_FAILED = re.compile(r"listen tcp [\w.:\[\]]*:(\d+): bind: address already in use")
+_FATAL = re.compile(r"F\d{4} \d\d:\d\d:\d\d")  # glog: F1125 17:08:19.847294 s3.go:434 ...
 
 
 class ObjectStoreError(WorkshopError, RuntimeError):
     """The store cannot start, stopped, or cannot be reached; the message says what to do."""
+
+
+class _PortTaken(ObjectStoreError):
+    """weed could not listen on one of its ports: another process took it after it was picked as free."""
+
+    def __init__(self, port: int):
+        super().__init__(f"port {port} is taken by another process")
+        self.port = port
+
+
+def _taken_port(log: Path, ports: Iterable[int]) -> int | None:
+    """The first of ``ports`` that weed's log says it could not listen on, if any."""
+    try:
+        failed = {int(port) for port in _BIND_FAILED.findall(log.read_text(errors="replace"))}
+    except OSError:
+        return None
+    return next((port for port in ports if port in failed), None)
+
+
+def _fatal_lines(log: Path) -> str:
+    """weed's fatal messages (glog's ``F`` lines), which a stack trace would push out of the log's last lines."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "; ".join(dict.fromkeys(line for line in lines if _FATAL.match(line)))
 
 
 @dataclass(frozen=True)
@@ -156,16 +188,16 @@ def s3_client(endpoint: str, max_pool_connections: int = 16):
         return _CLIENTS[key]
 
 
-def _new_client(endpoint: str, max_pool_connections: int):
+def _new_client(endpoint: str, max_pool_connections: int, timeout_s: float = 60, attempts: int = 3):
     import boto3
     from botocore.config import Config
 
     config = Config(
         region_name=REGION,
         proxies={},
-        retries={"max_attempts": 2, "mode": "standard"},
-        connect_timeout=2,
-        read_timeout=60,
+        retries={"total_max_attempts": attempts, "mode": "standard"},
+        connect_timeout=min(2, timeout_s),
+        read_timeout=timeout_s,
         max_pool_connections=max_pool_connections,
         s3={"addressing_style": "path"},
     )
@@ -247,6 +279,8 @@ class ObjectStore:
         return self.root / "weed.log"
 
     def start(self) -> ObjectStore:
+        """Start the store within ``start_timeout_s``; when another process takes one of its ports between their
+        pick and weed's bind, ports are picked anew (up to twice)."""
         if self.running:
             return self
         weed = weed_binary()
@@ -254,6 +288,50 @@ class ObjectStore:
         if data.exists() and not self.keep:
             shutil.rmtree(data)
         data.mkdir(parents=True, exist_ok=True)
+        t0 = time.perf_counter()
+        deadline = time.monotonic() + self.start_timeout_s
+        clash = ""  # the port weed found taken on the last attempt, said as the error's cause
+        for attempt in range(1, _PORT_ATTEMPTS + 1):
+            self._spawn(weed, data)
+            try:
+                self._wait_ready(deadline)
+                break
+            except _PortTaken as taken:
+                self.stop()
+                flag = next((f for f, p in self.ports.items() if p == taken.port), "one of its ports")
+                clash = (
+                    f"port {taken.port} (the store's {flag}) is taken by another process: weed said "
+                    f"{_fatal_lines(self.log_path)!r}"
+                )
+                if attempt == _PORT_ATTEMPTS or time.monotonic() >= deadline:
+                    raise ObjectStoreError(
+                        f"{clash} ({attempt} attempts, each on newly picked free ports). Find that process with "
+                        f"`ss -ltnp 'sport = :{taken.port}'` and stop it, or start the store again. "
+                        f"Its log: {self.log_path}"
+                    ) from None
+            except ObjectStoreError as err:
+                self.stop()
+                if clash:
+                    raise ObjectStoreError(f"{clash}; then, on newly picked ports: {err}") from None
+                raise
+            except BaseException:
+                self.stop()
+                raise
+        try:
+            if self.profile:
+                self.throttle = Throttle(self.ports["s3.port"], self.profile, self.root / "s3-profile.log")
+                self._throttle_finalizer = weakref.finalize(self, self.throttle.stop)
+        except BaseException:
+            self.stop()
+            raise
+        if self.echo:
+            print(f"object store ready at {self.endpoint} in {time.perf_counter() - t0:.1f} s (data in {data})")
+            if self.profile:
+                print(f"jobs read it as from Amazon S3: {self.profile.describe()}")
+        return self
+
+    def _spawn(self, weed: Path, data: Path) -> None:
+        """Run ``weed server`` on newly picked free ports, its output in ``weed.log``."""
         self.ports = dict(zip(_PORT_FLAGS, _free_ports(len(_PORT_FLAGS))))
         # one identity with the key pair the clients sign with: requests are authenticated as on S3
         identities = {
@@ -284,7 +362,6 @@ class ObjectStore:
             *(f"-{flag}={port}" for flag, port in self.ports.items()),
         ]
         log = open(self.log_path, "w", encoding="utf-8")
-        t0 = time.perf_counter()
         try:
             self.proc = subprocess.Popen(
                 cmd,
@@ -304,37 +381,29 @@ class ObjectStore:
             log.close()  # the child holds its own copy
         # runs at stop(), when the store object is collected, and at interpreter exit, whichever comes first
         self._finalizer = weakref.finalize(self, _stop, self.proc, dict(self.ports))
-        try:
-            self._wait_ready()
-            if self.profile:
-                self.throttle = Throttle(self.ports["s3.port"], self.profile, self.root / "s3-profile.log")
-                self._throttle_finalizer = weakref.finalize(self, self.throttle.stop)
-        except BaseException:
-            self.stop()
-            raise
-        if self.echo:
-            print(f"object store ready at {self.endpoint} in {time.perf_counter() - t0:.1f} s (data in {data})")
-            if self.profile:
-                print(f"jobs read it as from Amazon S3: {self.profile.describe()}")
-        return self
 
-    def _wait_ready(self) -> None:
-        """The master must know a volume server (else the first write waits for one) and S3 must answer."""
-        deadline = time.monotonic() + self.start_timeout_s
+    def _wait_ready(self, deadline: float) -> None:
+        """The master must know a volume server (else the first write waits for one) and S3 must answer. Every probe
+        gives up after a second and is never retried, so the log's verdict is read in time: a port that another
+        process holds and accepts connections on would keep a patient client waiting long after weed has quit."""
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         status_url = f"http://127.0.0.1:{self.ports['master.port']}/dir/status"
+        probe = _new_client(f"http://127.0.0.1:{self.ports['s3.port']}", 1, timeout_s=_PROBE_TIMEOUT_S, attempts=1)
         last = "no answer yet"
         while time.monotonic() < deadline:
+            if taken := _taken_port(self.log_path, self.ports.values()):
+                raise _PortTaken(taken)
             if self.proc.poll() is not None:
                 raise ObjectStoreError(
-                    f"`weed server` exited with code {self.proc.returncode} while starting. "
+                    f"`weed server` exited with code {self.proc.returncode} while starting: "
+                    f"{_fatal_lines(self.log_path) or 'its log names no cause'}. "
                     f"The end of its log ({self.log_path}):\n{self.log_tail()}"
                 )
             try:
-                with opener.open(status_url, timeout=2) as r:
+                with opener.open(status_url, timeout=_PROBE_TIMEOUT_S) as r:
                     topology = json.load(r).get("Topology", {})
                 if topology.get("DataCenters"):
-                    self.client().list_buckets()
+                    probe.list_buckets()
                     return
                 last = "the master has no volume server yet"
             except (OSError, urllib.error.URLError, ValueError) as err:
