@@ -19,7 +19,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from helpers import exercises
-from helpers.run_labs import EXERCISE_LINE, discover
+from helpers.lab import EXERCISE_LINE, discover
 
 WORDS_PER_MINUTE = 120  # technical prose, read with care
 LINES_PER_MINUTE = 6  # code and printed output: read, not skimmed

@@ -18,7 +18,6 @@ import ast
 import difflib
 import json
 import os
-import re
 import sys
 import tempfile
 import time
@@ -27,14 +26,10 @@ from pathlib import Path
 
 from helpers.aws.dry_run import REQUESTS_ENV
 from helpers.aws.offline import OFFLINE_ENV_FLAG
-from helpers.job import REPO, RUNS_DIR
+from helpers.job import RUNS_DIR
+from helpers.lab import LABS_DIR, LabError, declared_parameters, discover, with_solutions
 from helpers.report import FIGURES_ENV
 from helpers.targets import SAGEMAKER, TargetError, resolve
-
-LABS_DIR = REPO / "labs"
-SOLUTIONS_DIR = LABS_DIR / "solutions"
-EXERCISE_LINE = re.compile(r"^# Your turn (\d\d\.\d+):")  # the first line of an exercise's answer cell
-SOLUTION_LINE = re.compile(r"^# %% (\d\d\.\d+)\s*$", re.M)  # a section of labs/solutions/NN_name.py
 
 
 @dataclass
@@ -46,70 +41,6 @@ class LabRun:
     figures: dict = field(default_factory=dict)
     error: str = ""
     requests: list[str] = field(default_factory=list)  # JSON files of the SageMaker requests its dry runs built
-
-
-def discover(labs_dir: Path = LABS_DIR, only: list[str] | None = None) -> list[Path]:
-    """Numbered notebooks (``01_single_gpu.ipynb``...), in order; ``only`` filters by number or name."""
-    found = sorted(p for p in labs_dir.glob("[0-9][0-9]_*.ipynb"))
-    if only:
-        found = [p for p in found if any(p.name.startswith(o) or p.stem == o for o in only)]
-        if not found:
-            raise SystemExit(f"no lab matches {only}; labs are: {', '.join(p.stem for p in discover(labs_dir))}")
-    if not found:
-        raise SystemExit(f"no numbered notebooks (NN_name.ipynb) in {labs_dir}")
-    return found
-
-
-def declared_parameters(notebook: Path) -> set[str]:
-    """Names assigned in the cell tagged ``parameters``: a lab only receives what it declares."""
-    nb = json.loads(notebook.read_text(encoding="utf-8"))
-    for cell in nb["cells"]:
-        if "parameters" in cell.get("metadata", {}).get("tags", []):
-            tree = ast.parse("".join(cell["source"]))
-            return {
-                t.id
-                for node in tree.body
-                if isinstance(node, (ast.Assign, ast.AnnAssign))
-                for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
-                if isinstance(t, ast.Name)
-            }
-    raise SystemExit(f"{notebook.name} has no cell tagged 'parameters'; papermill needs one to inject the target")
-
-
-def exercise_cells(nb: dict) -> dict[str, dict]:
-    """The answer cells of a notebook's exercises, by exercise id."""
-    found = {}
-    for cell in nb["cells"]:
-        if cell["cell_type"] == "code" and "exercise" in cell.get("metadata", {}).get("tags", []):
-            first = "".join(cell["source"]).split("\n", 1)[0]
-            m = EXERCISE_LINE.match(first)
-            if not m:
-                raise SystemExit(f"an exercise cell must start with '# Your turn NN.N: ...', not {first!r}")
-            found[m.group(1)] = cell
-    return found
-
-
-def read_solutions(path: Path) -> dict[str, str]:
-    """The reference answers in ``labs/solutions/NN_name.py``, by exercise id (``# %% 02.1`` starts one)."""
-    parts = SOLUTION_LINE.split(path.read_text(encoding="utf-8"))
-    return {parts[i]: parts[i + 1].strip("\n") + "\n" for i in range(1, len(parts), 2)}
-
-
-def with_solutions(notebook: Path, solutions_dir: Path = SOLUTIONS_DIR) -> dict:
-    """The notebook with each exercise's answer cell filled in from its reference answer (first line kept)."""
-    nb = json.loads(notebook.read_text(encoding="utf-8"))
-    cells = exercise_cells(nb)
-    path = solutions_dir / f"{notebook.stem}.py"
-    answers = read_solutions(path) if path.is_file() else {}
-    if set(cells) != set(answers):
-        raise SystemExit(
-            f"{notebook.name}: exercises {sorted(cells)} but reference answers {sorted(answers)} in {path}: "
-            "every exercise needs exactly one answer"
-        )
-    for id, cell in cells.items():
-        first = "".join(cell["source"]).split("\n", 1)[0]
-        cell["source"] = f"{first}\n{answers[id]}"
-    return nb
 
 
 def kernel_config(socket_dir: Path):
@@ -253,6 +184,13 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
 
     parameters = {"target": a.target, "smoke": a.smoke, **{k: parse_value(v) for k, v in a.parameter}}
+    try:
+        return _run(ap, a, parameters)
+    except LabError as e:
+        raise SystemExit(f"error: {e}") from None
+
+
+def _run(ap: argparse.ArgumentParser, a: argparse.Namespace, parameters: dict) -> int:
     labs = discover(a.labs_dir, only=a.labs)
     target = str(parameters["target"])  # --target, or a "-p target ..." given after it
     refuse_bad(ap, a, labs, target)

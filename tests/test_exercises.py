@@ -10,9 +10,9 @@ import json
 import pytest
 from conftest import REPO
 
-from helpers import exercises, run_labs
+from helpers import exercises, lab
 
-LABS = run_labs.discover()
+LABS = lab.discover()
 
 
 @pytest.fixture
@@ -74,7 +74,7 @@ def _check_calls(cells) -> dict[str, tuple[int, ast.Call]]:
 @pytest.mark.parametrize("notebook", LABS, ids=lambda p: p.stem)
 def test_each_lab_has_one_to_three_exercises_each_with_its_check_and_answer(notebook):
     cells = _cells(notebook)
-    answers = run_labs.exercise_cells({"cells": cells})
+    answers = lab.exercise_cells({"cells": cells})
     assert 1 <= len(answers) <= 3, f"{notebook.name} has {len(answers)} exercises; a lab has 1-3"
     checks = _check_calls(cells)
     assert set(checks) == set(answers), "each exercise has one answer cell and one check cell"
@@ -100,14 +100,14 @@ def test_each_lab_has_one_to_three_exercises_each_with_its_check_and_answer(note
 
 @pytest.mark.parametrize("notebook", LABS, ids=lambda p: p.stem)
 def test_reference_answers_fill_every_exercise_and_nothing_else(notebook):
-    nb = run_labs.with_solutions(notebook)  # refuses a missing or extra answer
-    for id, cell in run_labs.exercise_cells(nb).items():
+    nb = lab.with_solutions(notebook)  # refuses a missing or extra answer
+    for id, cell in lab.exercise_cells(nb).items():
         ast.parse("".join(cell["source"]))
         assert "= ..." not in "".join(cell["source"]).split("\n", 1)[1], f"the reference answer of {id} is empty"
 
 
 def test_every_registered_exercise_is_in_a_lab():
-    in_labs = set().union(*(run_labs.exercise_cells({"cells": _cells(nb)}) for nb in LABS))
+    in_labs = set().union(*(lab.exercise_cells({"cells": _cells(nb)}) for nb in LABS))
     assert set(exercises.registry()) == in_labs
 
 

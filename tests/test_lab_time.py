@@ -8,9 +8,9 @@ import nbformat
 import pytest
 from conftest import REPO
 
-from helpers import lab_time, run_labs
+from helpers import lab, lab_time
 
-LABS = run_labs.discover()
+LABS = lab.discover()
 
 
 def _lab(path, cells):

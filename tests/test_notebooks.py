@@ -9,9 +9,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers import lab_time, run_labs
+from helpers import lab, lab_time, run_labs
 
-LABS = run_labs.discover()
+LABS = lab.discover()
 
 
 def test_there_are_labs():
@@ -29,7 +29,7 @@ def test_committed_without_outputs_and_with_a_portable_kernel(notebook):
 
 @pytest.mark.parametrize("notebook", LABS, ids=lambda p: p.stem)
 def test_lab_declares_target_and_smoke_and_says_time_and_cost(notebook):
-    assert {"target", "smoke"} <= run_labs.declared_parameters(notebook)
+    assert {"target", "smoke"} <= lab.declared_parameters(notebook)
     text = notebook.read_text(encoding="utf-8")
     assert "**Time:**" in text and "**Cost:**" in text and "**You will learn**" in text
 
@@ -41,7 +41,7 @@ def test_a_lab_writes_in_a_folder_of_its_own_and_removes_no_other(notebook):
     code = "\n".join(c.source for c in nbformat.read(notebook, as_version=4).cells if c.cell_type == "code")
     assert "rmtree(" not in code
     if "LocalRunner(" in code or "ObjectStore(" in code:
-        assert "runs_dir" in run_labs.declared_parameters(notebook) and "folders.own_folder(runs_dir" in code
+        assert "runs_dir" in lab.declared_parameters(notebook) and "folders.own_folder(runs_dir" in code
 
 
 # What a lab's prose says its own run shows, held against the figures that run recorded (smoke size, this machine)
@@ -70,7 +70,7 @@ def test_lab_runs_headless_in_smoke_size_with_every_answer_right_and_in_its_stat
     assert run.figures, "a lab records its key figures with helpers.report.record()"
     executed = nbformat.read(run.notebook, as_version=4)
     assert any(c.get("outputs") for c in executed.cells if c.cell_type == "code")
-    exercises = run_labs.exercise_cells(json.loads(notebook.read_text(encoding="utf-8")))
+    exercises = lab.exercise_cells(json.loads(notebook.read_text(encoding="utf-8")))
     outcomes = {k.removeprefix("exercise "): v for k, v in run.figures.items() if k.startswith("exercise ")}
     assert outcomes == dict.fromkeys(exercises, "right"), "every reference answer passes its check"
     t = lab_time.estimate(notebook, Path(run.notebook))

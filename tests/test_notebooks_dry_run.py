@@ -16,11 +16,11 @@ import re
 import nbformat
 import pytest
 
-from helpers import run_labs
+from helpers import lab, run_labs
 
 TARGET = "ml.p4d.24xlarge"
 ATTENDEE = "ci"
-LABS = run_labs.discover()
+LABS = lab.discover()
 DLC = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.10.0-gpu-py313"
 BUCKET = "sagemaker-us-east-1-111122223333"  # the offline placeholder account's default bucket
 

@@ -1,0 +1,89 @@
+"""What a lab is, read from its notebook: the numbered notebooks in ``labs/`` (:func:`discover`), the parameters a lab
+declares (its cell tagged ``parameters``), its exercises' answer cells and their reference answers in
+``labs/solutions/``. The papermill runner, the stated times (``helpers.lab_time``) and the facilitator's planners all
+read labs here; nothing here runs one.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from pathlib import Path
+
+from helpers.errors import WorkshopError
+from helpers.job import REPO
+
+
+class LabError(WorkshopError, ValueError):
+    """A lab (or the folder of labs) that is not shaped as the runner needs: the message says what to change."""
+
+
+LABS_DIR = REPO / "labs"
+SOLUTIONS_DIR = LABS_DIR / "solutions"
+EXERCISE_LINE = re.compile(r"^# Your turn (\d\d\.\d+):")  # the first line of an exercise's answer cell
+SOLUTION_LINE = re.compile(r"^# %% (\d\d\.\d+)\s*$", re.M)  # a section of labs/solutions/NN_name.py
+
+
+def discover(labs_dir: Path = LABS_DIR, only: list[str] | None = None) -> list[Path]:
+    """Numbered notebooks (``01_single_gpu.ipynb``...), in order; ``only`` filters by number or name."""
+    found = sorted(p for p in labs_dir.glob("[0-9][0-9]_*.ipynb"))
+    if only:
+        found = [p for p in found if any(p.name.startswith(o) or p.stem == o for o in only)]
+        if not found:
+            raise LabError(f"no lab matches {only}; labs are: {', '.join(p.stem for p in discover(labs_dir))}")
+    if not found:
+        raise LabError(f"no numbered notebooks (NN_name.ipynb) in {labs_dir}")
+    return found
+
+
+def declared_parameters(notebook: Path) -> set[str]:
+    """Names assigned in the cell tagged ``parameters``: a lab only receives what it declares."""
+    nb = json.loads(notebook.read_text(encoding="utf-8"))
+    for cell in nb["cells"]:
+        if "parameters" in cell.get("metadata", {}).get("tags", []):
+            tree = ast.parse("".join(cell["source"]))
+            return {
+                t.id
+                for node in tree.body
+                if isinstance(node, (ast.Assign, ast.AnnAssign))
+                for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                if isinstance(t, ast.Name)
+            }
+    raise LabError(f"{notebook.name} has no cell tagged 'parameters'; papermill needs one to inject the target")
+
+
+def exercise_cells(nb: dict) -> dict[str, dict]:
+    """The answer cells of a notebook's exercises, by exercise id."""
+    found = {}
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "code" and "exercise" in cell.get("metadata", {}).get("tags", []):
+            first = "".join(cell["source"]).split("\n", 1)[0]
+            m = EXERCISE_LINE.match(first)
+            if not m:
+                raise LabError(f"an exercise cell must start with '# Your turn NN.N: ...', not {first!r}")
+            found[m.group(1)] = cell
+    return found
+
+
+def read_solutions(path: Path) -> dict[str, str]:
+    """The reference answers in ``labs/solutions/NN_name.py``, by exercise id (``# %% 02.1`` starts one)."""
+    parts = SOLUTION_LINE.split(path.read_text(encoding="utf-8"))
+    return {parts[i]: parts[i + 1].strip("\n") + "\n" for i in range(1, len(parts), 2)}
+
+
+def with_solutions(notebook: Path, solutions_dir: Path = SOLUTIONS_DIR) -> dict:
+    """The notebook with each exercise's answer cell filled in from its reference answer (first line kept)."""
+    nb = json.loads(notebook.read_text(encoding="utf-8"))
+    cells = exercise_cells(nb)
+    path = solutions_dir / f"{notebook.stem}.py"
+    answers = read_solutions(path) if path.is_file() else {}
+    if set(cells) != set(answers):
+        raise LabError(
+            f"{notebook.name}: exercises {sorted(cells)} but reference answers {sorted(answers)} in {path}: "
+            "every exercise needs exactly one answer"
+        )
+    for id, cell in cells.items():
+        first = "".join(cell["source"]).split("\n", 1)[0]
+        cell["source"] = f"{first}\n{answers[id]}"
+    return nb
