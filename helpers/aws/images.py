@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 
+from helpers.aws import image_support, sdk_compat
 from helpers.aws import offline as aws_offline
-from helpers.aws import sdk_compat
 from helpers.checks import UnsupportedFeature
 from helpers.planning import instances
 
@@ -129,7 +130,19 @@ def choose_image(job, where, region: str | None = None, has_smddp: bool | None =
         image, why = job.image_uri, "image given in Job.image_uri"
     else:
         image, why = default_image(where.launcher, where.instance, region)
+    support = image_support.status(image)
+    why = f"{why}; {support.describe()}"
     notes = []
+    if support.past(dt.date.today()):
+        notes.append(
+            f"image {image.rsplit('/', 1)[-1]} is past its end of patch ({support.eop}): AWS ships it no more "
+            f"security or bug fixes"
+            + (
+                f"; the newest image with support dates is PyTorch {support.newest}"
+                if where.launcher not in ("smddp", "smp")
+                else f" (no newer image has {'SMDDP' if where.launcher == 'smddp' else 'SMP v2'}: it is frozen)"
+            )
+        )
     if where.launcher == "smddp":
         if not (image_has_smddp(image) if has_smddp is None else has_smddp):
             default = SMDDP_DLC[0]
