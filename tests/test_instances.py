@@ -161,3 +161,15 @@ def test_every_catalogue_entry_is_a_training_instance_type_of_the_api():
         assert name not in training and name not in instances.CATALOGUE
         with pytest.raises(instances.UnknownInstanceType):
             instances.lookup(name)
+
+
+def test_the_cheapest_is_computed_from_the_catalogue():
+    one_bf16, four_bf16 = instances.cheapest(1, bf16=True), instances.cheapest(4, bf16=True)
+    assert one_bf16.name == "ml.g6.xlarge" and four_bf16.name == "ml.g6.12xlarge"  # L4s undercut the A10G types
+    assert instances.cheapest(4).name == "ml.g4dn.12xlarge"  # T4s are cheaper still, without bf16
+    for t in instances.CATALOGUE.values():
+        if t.price_per_hour is not None and t.bf16 and t.gpus >= 1:
+            assert t.price_per_hour >= one_bf16.price_per_hour
+    assert instances.cheapest(8, feature="smddp").name == "ml.p4d.24xlarge"
+    with pytest.raises(instances.UnknownInstanceType, match="no priced instance type"):
+        instances.cheapest(64)

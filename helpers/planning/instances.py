@@ -82,6 +82,7 @@ A100_40 = Gpu("A100", 40, "Ampere", True)
 A100_80 = Gpu("A100", 80, "Ampere", True)
 H100 = Gpu("H100", 80, "Hopper", True)
 H200 = Gpu("H200", 141, "Hopper", True)
+B200 = Gpu("B200", 180, "Blackwell", True)
 
 
 @dataclass(frozen=True)
@@ -229,14 +230,19 @@ _CATALOGUE: list[InstanceType] = [
     InstanceType("ml.p4d.24xlarge", 96, 1152, 8, A100_40, 400, 25.2513, features=frozenset({"smddp", "smp"})),
     InstanceType("ml.p4de.24xlarge", 96, 1152, 8, A100_80, 400, 31.5641, features=frozenset({"smddp", "smp"})),
     # P5 family: 8 x H100/H200 with 3200 Gb/s of EFA hardware (the SDK's drivers enable it on P5 and P5e, not yet
-    # on P5en). No SMDDP here.
+    # on P5en). No SMDDP here. p5.4xlarge: one H100, for single-GPU work on Hopper.
     InstanceType("ml.p5.48xlarge", 192, 2048, 8, H100, 3200, 63.296, features=frozenset({"smp"})),
+    InstanceType("ml.p5.4xlarge", 16, 256, 1, H100, 100, None),
     # no SageMaker training price found for P5e/P5en: estimates say so rather than guess
     InstanceType("ml.p5e.48xlarge", 192, 2048, 8, H200, 3200, None, features=frozenset({"smp"})),
     InstanceType("ml.p5en.48xlarge", 192, 2048, 8, H200, 3200, None),
+    # P6: 8 x B200 (Blackwell) with 3200 Gb/s of EFA hardware; no SageMaker training price on file either
+    InstanceType("ml.p6-b200.48xlarge", 192, 2048, 8, B200, 3200, None),
     # Trainium: not GPUs (Neuron SDK, not CUDA); listed so a learner gets a clear answer rather than "unknown"
     InstanceType("ml.trn1.2xlarge", 8, 32, 0, None, 12.5, 1.54, accelerators="1 x Trainium"),
     InstanceType("ml.trn1.32xlarge", 128, 512, 0, None, 800, 24.73, accelerators="16 x Trainium"),
+    InstanceType("ml.trn1n.32xlarge", 128, 512, 0, None, 1600, None, accelerators="16 x Trainium"),
+    InstanceType("ml.trn2.48xlarge", 192, 2048, 0, None, 3200, None, accelerators="16 x Trainium2"),
     # CPU types: data preparation and CPU smoke runs
     # (SageMaker training has no m5.8xlarge or m5.16xlarge: tests/test_instances.py holds every entry here to the
     # API's TrainingInstanceType list)
@@ -290,6 +296,22 @@ def supporting(feature: str) -> list[str]:
     """Instance types that support a feature (``"smddp"``, ``"smp"``, ``"bf16"``, ``"efa"``), cheapest first."""
     found = [t for t in _CATALOGUE if t.supports(feature)]
     return [t.name for t in sorted(found, key=lambda t: (t.price_per_hour is None, t.price_per_hour or 0))]
+
+
+def cheapest(gpus: int = 1, bf16: bool = False, feature: str | None = None) -> InstanceType:
+    """The cheapest priced type with at least ``gpus`` GPUs on one instance (with bf16, or ``feature``, if asked):
+    the catalogue's answer to "the cheapest ... that teaches this", never a claim typed into prose."""
+    fits = [
+        t
+        for t in _CATALOGUE
+        if t.gpus >= gpus
+        and t.price_per_hour is not None
+        and (t.bf16 or not bf16)
+        and (feature is None or t.supports(feature))
+    ]
+    if not fits:
+        raise UnknownInstanceType(f"no priced instance type has {gpus} GPU(s){' with bf16' if bf16 else ''}.")
+    return min(fits, key=lambda t: (t.price_per_hour, t.name))
 
 
 def table(names: list[str] | None = None) -> list[dict]:
