@@ -488,6 +488,19 @@ def test_instances_held_by_running_jobs_count_against_the_quota(fake_aws):
     assert aws.check_quota(fake_aws.boto_session, "ml.p4d.24xlarge", 4, spot=True).in_use == 4
 
 
+def test_the_account_wide_instance_quota_counts_every_type_of_running_job(fake_aws):
+    """Lab 05 alone asks for 3 instances per attendee: at an event the account-wide quota is hit first."""
+    every = aws.ACCOUNT_WIDE[False]
+    codes = _script_quotas(fake_aws, {P4D: 0.0, every: 4.0}, applied={P4D: 8.0})
+    _create(fake_aws.boto_session, "bob-lab05-file", "ml.g5.2xlarge", 1)
+    _create(fake_aws.boto_session, "carol-lab05-fsx", "ml.g5.xlarge", 2)
+    with pytest.raises(aws.QuotaError) as err:
+        aws.check_quota(fake_aws.boto_session, "ml.p4d.24xlarge", 2)  # the type's quota (8) has room
+    msg = str(err.value)
+    assert f"quota '{every}' is 4, 3 of them held by running training jobs" in msg and codes[every] in msg
+    assert aws.check_quota(fake_aws.boto_session, "ml.p4d.24xlarge", 1).ok  # 3 held + 1 fits in 4
+
+
 def test_running_jobs_past_the_scan_limit_are_counted_and_said(fake_aws, monkeypatch):
     monkeypatch.setattr(aws, "USAGE_SCAN_LIMIT", 2)
     _script_quotas(fake_aws, {P4D: 0.0}, applied={P4D: 3.0})

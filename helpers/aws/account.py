@@ -17,6 +17,7 @@ import json
 import os
 import re
 import urllib.parse
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -397,39 +398,56 @@ def quota_name(instance_type: str, spot: bool = False) -> str:
     return f"{instance_type} for {'spot ' if spot else ''}training job usage"
 
 
+# Besides each type's quota, an account-wide one caps the instances of all training jobs together (on-demand:
+# L-00C91CB5; spot has its own). At an event, many attendees' small jobs reach it before any type's quota.
+ACCOUNT_WIDE = {
+    False: "Number of instances across all training jobs",
+    True: "Number of instances across all spot training jobs",
+}
+
+
 def check_quota(
     boto_session, instance_type: str, instance_count: int, spot: bool = False, region: str | None = None
 ) -> QuotaCheck | None:
-    """Compare the account's quota for this instance type with ``instance_count`` plus what its running training
-    jobs already hold (a shared workshop account fills up).
+    """Compare the account's quotas with ``instance_count`` plus what its running training jobs already hold (a
+    shared workshop account fills up): the quota for this instance type, then the account-wide one for all training
+    instances of the same purchase option.
 
-    The quota is the applied value, or AWS's default when none was applied. :class:`QuotaError` when it is too low;
-    None when it cannot be read (no servicequotas permission, or a name Service Quotas does not know), since the
-    launch itself will then say so.
+    A quota is the applied value, or AWS's default when none was applied. :class:`QuotaError` when one is too low;
+    None when the type's quota cannot be read (no servicequotas permission, or a name Service Quotas does not
+    know), since the launch itself will then say so.
     """
     from botocore.exceptions import BotoCoreError, ClientError
 
-    wanted = quota_name(instance_type, spot)
     region = region or boto_session.region_name
+    quotas = boto_session.client("service-quotas", region_name=region)
     try:
-        found = _quota_value(boto_session.client("service-quotas", region_name=region), wanted)
+        check = _check(quotas, quota_name(instance_type, spot), instance_count)
+        overall = _check(quotas, ACCOUNT_WIDE[spot], instance_count) if check and check.ok else None
     except (ClientError, BotoCoreError):
         return None
+    if check is None:
+        return None
+    if check.ok:  # too low even for an idle account: no need to look at running jobs
+        try:
+            held, unscanned = _instances_in_use(boto_session.client("sagemaker", region_name=region), spot)
+            check = replace(check, in_use=held.get(instance_type, 0), unscanned_jobs=unscanned)
+            if overall is not None:
+                overall = replace(overall, in_use=sum(held.values()), unscanned_jobs=unscanned)
+        except (ClientError, BotoCoreError):
+            pass  # cannot list jobs: the quotas alone are still a useful check
+    for c in (check, overall):
+        if c is not None and not c.ok:
+            raise QuotaError(_quota_message(c))
+    return check
+
+
+def _check(client, wanted: str, requested: int) -> QuotaCheck | None:
+    found = _quota_value(client, wanted)
     if found is None:
         return None
     limit, code, default = found
-    check = QuotaCheck(wanted, limit, instance_count, quota_code=code, default=default)
-    if check.ok:  # too low even for an idle account: no need to look at running jobs
-        try:
-            in_use, unscanned = _instances_in_use(
-                boto_session.client("sagemaker", region_name=region), instance_type, spot
-            )
-            check = replace(check, in_use=in_use, unscanned_jobs=unscanned)
-        except (ClientError, BotoCoreError):
-            pass  # cannot list jobs: the quota alone is still a useful check
-    if not check.ok:
-        raise QuotaError(_quota_message(check))
-    return check
+    return QuotaCheck(wanted, limit, requested, quota_code=code, default=default)
 
 
 def _quota_value(client, wanted: str) -> tuple[float, str, bool] | None:
@@ -450,9 +468,9 @@ def _quota_value(client, wanted: str) -> tuple[float, str, bool] | None:
             if hit:
                 code, default = hit["QuotaCode"], float(hit.get("Value", 0))
                 break
-        if code is None:
-            return None
-        _quota_codes[wanted] = code
+        _quota_codes[wanted] = code or ""  # a name Service Quotas does not list is not looked for again
+    if not code:
+        return None
     try:
         return float(client.get_service_quota(ServiceCode=QUOTA_SERVICE, QuotaCode=code)["Quota"]["Value"]), code, False
     except ClientError as err:
@@ -465,9 +483,9 @@ def _quota_value(client, wanted: str) -> tuple[float, str, bool] | None:
     return default, code, True
 
 
-def _instances_in_use(client, instance_type: str, spot: bool) -> tuple[int, int]:
-    """Instances of ``instance_type`` held by this account's running training jobs of the same purchase option (spot
-    and on-demand have separate quotas), and how many running jobs were past ``USAGE_SCAN_LIMIT`` and not counted."""
+def _instances_in_use(client, spot: bool) -> tuple[Counter, int]:
+    """Instances held by this account's running training jobs of one purchase option (spot and on-demand have separate
+    quotas), by type, and how many running jobs were past ``USAGE_SCAN_LIMIT`` and not counted."""
     from botocore.exceptions import ClientError
 
     pages = client.get_paginator("list_training_jobs").paginate(
@@ -475,13 +493,13 @@ def _instances_in_use(client, instance_type: str, spot: bool) -> tuple[int, int]
     )
     running = [s["TrainingJobName"] for page in pages for s in page["TrainingJobSummaries"]]
 
-    def held(name: str) -> int | None:
+    def held(name: str) -> Counter | None:
         try:
             desc = client.describe_training_job(TrainingJobName=name)
         except ClientError:
             return None
         if desc.get("TrainingJobStatus") != "InProgress" or bool(desc.get("EnableManagedSpotTraining")) != spot:
-            return 0
+            return Counter()
         config = desc.get("ResourceConfig") or {}
         groups = config.get("InstanceGroups") or [
             {
@@ -489,11 +507,11 @@ def _instances_in_use(client, instance_type: str, spot: bool) -> tuple[int, int]
                 "InstanceCount": config.get("SelectedInstanceCount") or config.get("InstanceCount"),
             }
         ]
-        return sum(int(g.get("InstanceCount") or 0) for g in groups if g.get("InstanceType") == instance_type)
+        return Counter({g.get("InstanceType"): int(g.get("InstanceCount") or 0) for g in groups})
 
     with ThreadPoolExecutor(max_workers=8) as pool:  # boto3 clients are thread-safe; describes are independent
         counts = list(pool.map(held, running[:USAGE_SCAN_LIMIT]))
-    return sum(c or 0 for c in counts), len(running) - len(counts) + counts.count(None)
+    return sum((c for c in counts if c), Counter()), len(running) - len(counts) + counts.count(None)
 
 
 def _quota_message(check: QuotaCheck) -> str:
