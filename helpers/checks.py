@@ -462,6 +462,33 @@ def smp(job: Job, where: Where) -> Iterator[Finding]:
         )
 
 
+def multi_node_network(job: Job, where: Where) -> Iterator[Finding]:
+    """Between instances NCCL's all-reduce crosses the network: over EFA where SageMaker's drivers enable it for
+    NCCL (they set FI_PROVIDER=efa, FI_EFA_USE_DEVICE_RDMA=1 on p4d/p5/trn1, NCCL_PROTO=simple), over plain TCP
+    elsewhere. What a multi-node job needs for EFA, and how its log shows it, as notes."""
+    if job.instance_count < 2 or where.launcher not in ("torchrun", "smp") or where.instance is None:
+        return
+    instance = where.instance
+    if not instance.efa:
+        enabled = ", ".join(sorted(instances.SAGEMAKER_EFA_NCCL))
+        yield note(
+            f"{job.instance_count} x {instance.name}: SageMaker enables EFA for NCCL only on {enabled}; here the "
+            f"gradients between instances go over TCP at up to {instance.network_gbps:g} Gb/s, which a multi-node "
+            f"data-parallel job feels on every step"
+        )
+        return
+    yield note(
+        f"{job.instance_count} x {instance.name} talk over EFA ({instance.network_gbps:g} Gb/s): with "
+        f"environment={{'NCCL_DEBUG': 'INFO'}} the log shows 'NET/OFI Selected Provider is efa' when NCCL uses it "
+        f"('NET/Socket' means plain TCP)"
+    )
+    if job.fsx.get("security_group_ids"):
+        yield note(
+            "the job runs in your VPC: EFA needs its security group to allow all inbound and outbound traffic to and "
+            "from itself, not only Lustre's ports 988 and 1018-1023"
+        )
+
+
 COMMON: tuple[Rule, ...] = (
     job_name,
     counts,
@@ -481,7 +508,7 @@ COMMON: tuple[Rule, ...] = (
 ONLY: dict[str, tuple[Rule, ...]] = {
     "local": (no_hub_downloads, local_channel_modes),
     "local_container": (local_mode_limits,),
-    "sagemaker": (instance_runs_the_script, launcher, smddp, smp, fsx),
+    "sagemaker": (instance_runs_the_script, launcher, smddp, smp, fsx, multi_node_network),
 }
 
 
