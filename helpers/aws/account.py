@@ -647,6 +647,7 @@ STACK_OUTPUTS = {
     "SecurityGroupIds": "lab 05: security_groups",
     "FileSystemId": "lab 05: fsx_id",
     "FileSystemMountName": "lab 05: fsx_mount_name",
+    "StudioDomainId": "Studio: domain id",
 }
 
 
