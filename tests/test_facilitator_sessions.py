@@ -1,0 +1,211 @@
+"""The sessions a facilitator runs stay true: every agenda adds up and says where its minutes come from, "the
+cheapest" is only ever what the catalogue computes, the quota tables count the account-wide quotas, and the
+pre-launched demo's calls are ones the helpers take (run offline against the fake AWS)."""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import io
+import math
+import re
+from dataclasses import fields
+
+import boto3
+import pytest
+from conftest import REPO
+
+from helpers import lab_time
+from helpers.aws import account
+from helpers.aws import offline as aws_offline
+from helpers.aws.launch import LaunchOptions
+from helpers.aws.offline import ScriptedJob
+from helpers.planning import instances, workshop
+
+GUIDE = REPO / "docs" / "facilitator.md"
+GENERATED = re.compile(r"<!-- generated:([\w-]+) -->\n.*?<!-- /generated:\1 -->", re.S)
+
+
+# ---------------------------------------------------------------------------------------------- agendas
+@pytest.mark.parametrize("name", list(workshop.agendas()))
+def test_each_agenda_adds_up_and_names_where_its_minutes_come_from(name):
+    length, blocks = workshop.agendas()[name]
+    assert sum(b.minutes for b in blocks) == length
+    stated = workshop.lab_minutes()
+    for b in blocks:
+        assert b.minutes > 0 and b.source, b
+        lab = re.match(r"`(\d\d)_\w+`, core path", b.what)
+        if not lab:
+            assert b.source.startswith(("set here", "the rest of")), b
+            continue
+        core = stated[lab.group(1)][0]
+        if "without:" not in b.what:
+            assert b.minutes == core and b.source.endswith("stated core time"), b
+            continue
+        skipped = b.what.split("without: ")[1].split("; ")
+        parts = workshop.sections(lab.group(1))
+        kept = sum(m for h, m in parts if not any(h.startswith(s) for s in skipped))
+        assert b.minutes == math.ceil(core * kept / sum(m for _, m in parts)), b
+        assert f"stated core {core} min" in b.source, b
+    assert blocks[-1].source.startswith(f"the rest of the {length} minutes"), blocks[-1]
+
+
+def test_the_90_minute_session_covers_the_arc_and_the_half_day_adds_model_parallelism_and_the_drill():
+    length, blocks = workshop.agendas()["90-minute session"]
+    whats = [b.what for b in blocks]
+    lab01 = next(w for w in whats if w.startswith("`01_single_gpu`"))
+    for kept in ("The training script", "Run it", "What came out"):  # the contract, a run, its result
+        assert kept in [h for h, _ in workshop.sections("01")] and kept not in lab01
+    assert any(w.startswith("`02_ddp`, core path") for w in whats)
+    assert workshop.DEMO in whats and workshop.MAP in whats
+    half = [b.what for b in next(v for k, v in workshop.agendas().items() if k.startswith("half day"))[1]]
+    assert whats[:-1] == half[: len(whats) - 1]  # the arc first
+    assert "`04_model_parallel`, core path" in half and "`06_spot_checkpoints`, core path" in half
+    assert "The drill" in [h for h, _ in workshop.sections("06")]
+
+
+def test_a_session_that_no_longer_fits_is_refused():
+    with pytest.raises(ValueError, match="leaving 2 for"):
+        workshop._session(90, [workshop.Block("a lab that grew", 88, "its stated core time")], "questions", 5)
+
+
+def test_a_trim_must_name_sections_the_lab_has():
+    with pytest.raises(ValueError, match="no core section headed 'Warm-up'"):
+        workshop.lab_block("01", ("Warm-up",))
+
+
+@pytest.mark.parametrize("lab", sorted(workshop.lab_minutes()))
+def test_a_lab_s_sections_add_up_to_its_core_estimate(lab):
+    parts = workshop.sections(lab)
+    assert parts[0][0] == "opening" and len(parts) > 3
+    total = lab_time.estimate(workshop._notebook(lab)).core.minutes
+    assert sum(m for _, m in parts) == pytest.approx(total)
+
+
+# ---------------------------------------------------------------------------------------------- "the cheapest"
+CLAIM = re.compile(r"the cheapest with at least (\d+) GPUs?((?:, (?:bf16|SMDDP|SMP v2))*)")
+LIBRARY = {v: k for k, v in workshop.LIBRARIES.items()}
+
+
+def false_cheapest_claims(text: str, instance_type: str) -> list[str]:
+    """Each "cheapest" in ``text`` that is not a claim ``instances.cheapest`` makes about ``instance_type``."""
+    wrong = []
+    claims = list(CLAIM.finditer(text))
+    if text.lower().count("cheapest") != len(claims):
+        wrong.append(f"a 'cheapest' not in the computed form: {text!r}")
+    for m in claims:
+        extras = [e for e in m.group(2).split(", ") if e]
+        library = next((LIBRARY[e] for e in extras if e in LIBRARY), None)
+        answer = instances.cheapest(int(m.group(1)), bf16="bf16" in extras, feature=library).name
+        if answer != instance_type:
+            wrong.append(f"{instance_type} called {m.group(0)!r}, but instances.cheapest returns {answer}")
+    return wrong
+
+
+def test_no_typed_why_calls_an_instance_the_cheapest():
+    assert not [t for t in workshop.TARGETS if "cheapest" in t.why.lower()]
+
+
+@pytest.mark.parametrize("target", workshop.TARGETS, ids=lambda t: f"{t.lab}-{t.parameter}")
+def test_a_why_calls_a_type_the_cheapest_only_when_instances_cheapest_returns_it(target):
+    assert not false_cheapest_claims(workshop.why(target), target.instance_type)
+
+
+def test_the_claim_checker_catches_a_wrong_claim():
+    assert false_cheapest_claims("one A10G, the cheapest current GPU", "ml.g5.xlarge")
+    assert false_cheapest_claims("x; the cheapest with at least 1 GPU, bf16", "ml.g5.xlarge")  # it is ml.g6.xlarge
+    assert false_cheapest_claims("x; the cheapest with at least 4 GPUs, bf16", "ml.g5.12xlarge")
+    assert not false_cheapest_claims("x; the cheapest with at least 8 GPUs, bf16, SMDDP", "ml.p4d.24xlarge")
+
+
+def test_the_guide_says_what_the_cheapest_bf16_types_cost_beside_each_real_target():
+    text = GUIDE.read_text(encoding="utf-8")
+    block = text.split("<!-- generated:cheapest -->")[1].split("<!-- /generated:cheapest -->")[0]
+    for gpus in (1, 4):
+        best = instances.cheapest(gpus, bf16=True)
+        assert f"| at least {gpus} GPU{'s' if gpus > 1 else ''}, bf16 | {best.name} " in block
+        assert f"${best.price_per_hour:,.2f} |" in block
+    for t in workshop.TARGETS:
+        spec, best = instances.lookup(t.instance_type), workshop.cheapest_for(t)
+        row = next(line for line in block.splitlines() if line.startswith(f"| {t.lab} | {t.part} |"))
+        assert f"{t.instance_type} ({spec.gpus} × {spec.gpu.model}), ${spec.price_per_hour:,.2f}/h" in row
+        assert f"{best.name} ({best.gpus} × {best.gpu.model}), ${best.price_per_hour:,.2f}/h" in row
+
+
+def test_no_typed_line_of_the_guide_calls_an_instance_type_the_cheapest():
+    typed = GENERATED.sub("", GUIDE.read_text(encoding="utf-8"))
+    assert not [line for line in typed.splitlines() if "cheapest" in line.lower() and "ml." in line]
+
+
+# ---------------------------------------------------------------------------------------------- quotas
+def test_the_quota_tables_hold_the_account_wide_quotas_at_the_busiest_lab_s_instances():
+    rows = {r["Service Quotas name (SageMaker)"]: r for r in workshop.quota_rows(30)}
+    held: dict[tuple[str, bool], int] = {}
+    for t in workshop.TARGETS:
+        if t.launch:
+            held[t.lab, t.spot] = held.get((t.lab, t.spot), 0) + t.count
+    for spot in (False, True):
+        most = max(n for (_, s), n in held.items() if s == spot)
+        assert rows[account.ACCOUNT_WIDE[spot]]["value for 30 attendees"] == most * 30
+    assert held["05", False] == 3 and rows[account.ACCOUNT_WIDE[False]]["per attendee"] == "3 (lab 05)"
+    assert rows[account.ACCOUNT_WIDE[False]]["code"] == "L-00C91CB5"
+    assert rows[account.quota_name("ml.g5.12xlarge")]["value for 30 attendees"] == 60  # lab 02: 2 instances each
+    assert not any("p4d" in name for name in rows)  # SMDDP and SMP stay dry runs: no P4 quota to ask for
+
+
+def test_the_day_before_checks_cover_every_quota(monkeypatch):
+    needs = workshop.quota_needs()
+    for spot in (False, True):
+        wide = [n for name, _, n, _, t, s in needs if t is None and s == spot]
+        per_type = [n for _, _, n, _, t, s in needs if t and s == spot]
+        assert not wide or max(per_type) >= wide[0]  # check_quota checks the account-wide one with that count
+    monkeypatch.setattr(account, "_quota_codes", {})
+    with aws_offline.offline_environment(), aws_offline.network_guard() as attempts:
+        fake = aws_offline.OfflineAWS()
+        monkeypatch.setattr(boto3, "Session", lambda *a, **k: fake.boto_session)
+        exec(workshop.quota_check_code(), {})
+    assert not attempts and len(fake.calls_to("ListAWSDefaultServiceQuotas")) >= 1
+
+
+# ---------------------------------------------------------------------------------------------- the demo job
+def test_the_demo_launch_is_a_call_the_lab_s_names_and_run_job_take():
+    call = ast.parse(workshop.DEMO_LAUNCH).body[0].value
+    assert ast.unparse(call.func) == "jobs.run_job" and [ast.unparse(a) for a in call.args] == ["job", "target"]
+    keywords = {k.arg: ast.literal_eval(k.value) if k.arg != "budget_usd" else None for k in call.keywords}
+    assert keywords["launch"] is True and keywords["wait"] is False
+    assert set(keywords) <= {f.name for f in fields(LaunchOptions)} | {"launch"}
+    params = workshop.lab_parameters(workshop.DEMO_LAB)
+    assert {"target", "smoke", "budget_usd"} <= set(params)
+    assert params["real_target"] == workshop.demo_target().instance_type
+    nb = workshop._notebook(workshop.DEMO_LAB).read_text(encoding="utf-8")
+    assert "jobs.run_job(job, target, launch=launch, budget_usd=budget_usd)" in nb
+    assert workshop.DEMO_RUN_IT in [h for h, _ in workshop.sections(workshop.DEMO_LAB)]
+
+
+def test_the_room_code_shows_the_demo_s_log_and_billable_seconds(monkeypatch):
+    name = "facilitator-lab01-single-20261201090000"
+    with aws_offline.offline_environment(), aws_offline.network_guard() as attempts:
+        fake = aws_offline.OfflineAWS()
+        fake.jobs[name] = {
+            "OutputDataConfig": {"S3OutputPath": "s3://event-bucket/facilitator/lab01"},
+            "ResourceConfig": {"InstanceType": "ml.g5.xlarge", "InstanceCount": 1},
+        }
+        fake.script_job(
+            ScriptedJob(
+                statuses=[("Completed", "Completed")],
+                log_lines=["[setup] steps=10", "[train] step=10 loss=0.42", "[final] val_macro_f1=0.87"],
+                training_seconds=700,
+                billable_seconds=700,
+            ),
+            name,
+        )
+        monkeypatch.setattr(boto3, "Session", lambda *a, **k: fake.boto_session)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(workshop.demo_room_code().replace(workshop.JOB_NAME, name), {})
+    assert not attempts
+    printed = out.getvalue()
+    assert "[train] step=10 loss=0.42" in printed  # the log, from its first line
+    assert "700 s training, 700 s billable x 1 instance(s): $0.27" in printed  # the bill
+    last = printed.splitlines()[-1]  # training and billable seconds, seconds per status, the final metrics
+    assert last.startswith("700 700 {") and last.endswith("{'val_macro_f1': 0.87}")
