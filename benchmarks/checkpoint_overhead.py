@@ -65,6 +65,7 @@ def measure(size: str, args) -> dict:
     hp, model, optimizer, schedule, scaler = build(size, args)
     step_s = step_seconds(model, optimizer, schedule, args.batch, args.seq, args.steps)  # optimizer state exists now
     d = Dist("auto")
+    progress = train.Progress()  # the loop's counters, saved in every rank's file as train.py saves them
     with tempfile.TemporaryDirectory(dir=args.tmp) as tmp:
         ckpt = Checkpointer(
             tmp,
@@ -78,16 +79,18 @@ def measure(size: str, args) -> dict:
             schedule=schedule,
             scaler=scaler,
             metrics=History(),
+            progress=progress,
         )
         saves, loads = [], []
         for i in range(args.repeats):
+            progress.step = i + 1
             t0 = time.perf_counter()
-            ckpt.save(step=i + 1, epoch=0)
+            ckpt.save()
             saves.append(time.perf_counter() - t0)
         megabytes = sum(f.stat().st_size for f in max(Path(tmp).glob("step-*")).iterdir()) / 2**20
         for _ in range(args.repeats):
             t0 = time.perf_counter()
-            ckpt.resume({"step": 0, "epoch": 0})
+            ckpt.resume()
             loads.append(time.perf_counter() - t0)
     return {
         "size": size,

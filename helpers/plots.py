@@ -1,10 +1,24 @@
-"""Plots the labs show: training curves against a baseline, and side-by-side bars."""
+"""Every figure the labs draw, in one place; the modules that measure or plan compute, and these draw.
+
+- any lab: training curves against a baseline, side-by-side and stacked bars, the catalogue's categories;
+- lab 05 (input modes): one job per mode on a timeline, a sequence of jobs, access patterns
+  (:mod:`helpers.local.input_modes` computes the rows);
+- lab 06 (spot): the interruption drill (:class:`helpers.local.drill_plan.Drill`), the checkpoint interval
+  (:func:`helpers.planning.spot.interval_curves`);
+- lab 07 (profiling): utilisation heatmaps (a :class:`helpers.local.monitor.Monitor`'s, or a real job's CloudWatch
+  metrics) and the job's CPU and memory by role.
+
+Each function takes numbers, rows or a result object and returns the matplotlib figure; none imports another helpers
+module, so every module that computes a figure can hand it here.
+"""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
+import numpy as np
 from matplotlib.patches import Patch
 
 
@@ -106,5 +120,269 @@ def stacked_bars(
         axes[0][1].set(ylabel=side_label, title=side_title)
         axes[0][1].tick_params(axis="x", rotation=30)
         axes[0][1].grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------- lab 05: input modes
+_MODE_COLOURS = {"File": "#4C72B0", "FastFile": "#DD8452", "FSx": "#55A868"}
+
+
+def input_mode_timeline(rows: list[dict], title: str = "One job per input mode"):
+    """Stacked bars per mode: input staging, start to first training step, the rest; bytes fetched beside. ``rows``:
+    :func:`helpers.local.input_modes.job_io` figures, each with a ``label``."""
+    fig, (ax, ax_bytes) = plt.subplots(1, 2, figsize=(11, 3.4), gridspec_kw={"width_ratios": [2.2, 1]})
+    labels = [r["label"] for r in rows]
+    staging = [r["staging_s"] for r in rows]
+    start = [r["to_first_step_s"] - r["staging_s"] for r in rows]
+    rest = [r["total_s"] - r["to_first_step_s"] for r in rows]
+    ax.barh(labels, staging, color="#C44E52", label="input staged before the script starts")
+    ax.barh(labels, start, left=staging, color="#8172B2", label="script start to first training step")
+    ax.barh(labels, rest, left=[a + b for a, b in zip(staging, start)], color="#CCB974", label="training to the end")
+    ax.invert_yaxis()
+    ax.set(xlabel="seconds since the job was submitted", title=title)
+    ax.legend(fontsize=8, loc="lower right")
+    ax.grid(axis="x", alpha=0.3)
+    mb = [r["bytes_from_store"] / 1e6 for r in rows]
+    ax_bytes.barh(labels, mb, color=[_MODE_COLOURS.get(r["mode"], "grey") for r in rows])
+    for y, v in enumerate(mb):
+        ax_bytes.annotate(f"{v:.1f}", (v, y), va="center", fontsize=8)
+    ax_bytes.invert_yaxis()
+    ax_bytes.set(xlabel="MB read from the object store", title="Bytes fetched")
+    ax_bytes.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def input_mode_sequence(runs: dict[str, list[float]], title: str = "A sequence of jobs on the same data"):
+    """Cumulative seconds after each job of a sequence, one line per mode."""
+    fig, ax = plt.subplots(figsize=(6.5, 3.4))
+    for mode, seconds in runs.items():
+        ax.plot(
+            range(1, len(seconds) + 1),
+            list(itertools.accumulate(seconds)),
+            "o-",
+            label=mode,
+            color=_MODE_COLOURS.get(mode),
+        )
+    ax.set(xlabel="job", ylabel="seconds, all jobs so far", title=title)
+    ax.set_xticks(range(1, max(len(s) for s in runs.values()) + 1))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def input_mode_access(rows: list[dict], title: str = "Access pattern x input mode"):
+    """Read throughput the script saw, and bytes fetched, per (pattern, mode)."""
+    patterns = list(dict.fromkeys(r["pattern"] for r in rows))
+    modes = list(dict.fromkeys(r["mode"] for r in rows))
+    fig, (ax, ax_bytes) = plt.subplots(1, 2, figsize=(11, 3.4))
+    width = 0.8 / len(modes)
+    for i, mode in enumerate(modes):
+        got = {r["pattern"]: r for r in rows if r["mode"] == mode}
+        x = np.arange(len(patterns)) + i * width
+        colour = _MODE_COLOURS.get(mode)
+        ax.bar(x, [got[p]["read_mb_per_s"] for p in patterns], width, label=mode, color=colour)
+        ax_bytes.bar(x, [got[p]["bytes_from_store"] / 1e6 for p in patterns], width, label=mode, color=colour)
+    for a in (ax, ax_bytes):
+        a.set_xticks(np.arange(len(patterns)) + width * (len(modes) - 1) / 2, patterns, fontsize=8)
+        a.grid(axis="y", alpha=0.3)
+        a.legend(fontsize=8)
+    ax.set(ylabel="MB/s the script read", title=title, yscale="log")
+    ax_bytes.set(ylabel="MB fetched from the store", title="Bytes fetched (read-ahead included)")
+    fig.tight_layout()
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------- lab 06: spot
+def interruption_drill(drill, title: str = "Interruption drill"):
+    """Steps against time for every launch of a :class:`~helpers.local.drill_plan.Drill` (and its reference), and
+    where the time went."""
+    fig, (ax, ax_bars) = plt.subplots(1, 2, figsize=(12, 3.8), gridspec_kw={"width_ratios": [2.2, 1]})
+    ref_t = [h["t"] for h in drill.reference.history if h["kind"] == "train"]
+    ref_s = [h["step"] for h in drill.reference.history if h["kind"] == "train"]
+    ax.plot(ref_t, ref_s, color="grey", ls="--", lw=1, label="uninterrupted reference")
+    marks = {"SIGTERM": ("v", "#DD8452"), "SIGKILL": ("X", "#C44E52")}
+    for s in drill.segments:
+        (line,) = ax.plot([t for t, _ in s.steps], [n for _, n in s.steps], lw=1.6, label=f"launch {s.index}")
+        ax.axvspan(s.start_s, s.first_step_s or s.end_s, color=line.get_color(), alpha=0.12)
+        ax.plot([t for t, *_ in s.saves], [n for _, n, *_ in s.saves], "o", ms=3.5, color=line.get_color())
+        if s.signalled_s is not None:
+            marker, colour = marks[s.interruption.signal]
+            ax.plot(s.signalled_s, s.last_step, marker, ms=10, color=colour)
+            ax.annotate(
+                f"{s.interruption.signal}\n{s.lost_steps} steps lost",
+                (s.signalled_s, s.last_step),
+                textcoords="offset points",
+                xytext=(4, -22),
+                fontsize=8,
+                color=colour,
+            )
+    for before, after in zip(drill.segments, drill.segments[1:]):  # the roll back to the checkpoint resumed from
+        if before.signalled_s is not None and after.first_step_s is not None:
+            ax.plot(
+                [before.signalled_s, after.first_step_s],
+                [before.last_step, after.resumed_from],
+                ":",
+                color="grey",
+                lw=1,
+            )
+    ax.set(
+        xlabel="seconds since the first launch (shaded: start-up)",
+        ylabel="step",
+        title="Progress: dots are checkpoints",
+    )
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    split = drill.time_split()
+    colours = {
+        "start-up": "#BBBBBB",
+        "training": "#4C72B0",
+        "lost work": "#C44E52",
+        "saving checkpoints": "#DD8452",
+    }
+    bottoms = {run: 0.0 for run in split}
+    for part, colour in colours.items():
+        values = [split[run][part] for run in split]
+        ax_bars.bar(list(split), values, bottom=[bottoms[r] for r in split], color=colour, label=part)
+        for run, v in zip(split, values):
+            bottoms[run] += v
+    ax_bars.set(ylabel="seconds", title="Where the time went")
+    ax_bars.legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def checkpoint_intervals(curves: dict, title: str = ""):
+    """Expected wall time against checkpoint interval, Young's interval marked on each interruption rate's curve
+    (``curves``: :func:`helpers.planning.spot.interval_curves`)."""
+    work_h = curves["work_h"]
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    for c in curves["curves"]:
+        (line,) = ax.plot(c["minutes"], c["hours"], label=f"{c['rate']:.3g} interruptions/h")
+        if c["best"] is not None:
+            ax.plot(*c["best"], "o", color=line.get_color())
+    ax.axhline(work_h, color="grey", ls=":", label="the work itself")
+    ax.set_ylim(work_h * 0.97, work_h * 2)  # the interesting part: near the minimum
+    ax.set(
+        xscale="log",
+        xlabel="checkpoint every ... minutes of work",
+        ylabel="expected wall hours",
+        title=title or f"{work_h:g} h of training: dots mark Young's interval",
+    )
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------- lab 07: profiling
+def heatmap(
+    labels: list[str],
+    times: list[float],
+    values: list[list[float]],
+    title: str = "Utilisation",
+    ax=None,
+    vmax: float = 100.0,
+    xlabel: str = "seconds",
+    interval: float | None = None,
+    windows: dict[str, tuple[float, float]] | None = None,
+):
+    """Rows (cores, GPUs or hosts) against time, darker = busier, as SageMaker Debugger's heatmap drew them.
+    ``times``: the end of each sample's interval (``interval`` long; by default the spacing of the times).
+    ``windows`` (name -> (start, end) on the same clock) are marked with dashed lines."""
+    fig = None
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(10, 0.45 * max(2, len(labels)) + 1.4))
+    if not times:
+        ax.set_title(f"{title} (no samples)")
+        return fig or ax.figure
+    edges = _edges(times, interval)
+    image = ax.pcolormesh(edges, range(len(labels) + 1), values, cmap="viridis", vmin=0, vmax=vmax, shading="flat")
+    ax.set_yticks([i + 0.5 for i in range(len(labels))], labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set(xlabel=xlabel, title=title)
+    (fig or ax.figure).colorbar(image, ax=ax, label="% busy", pad=0.01)
+    _mark_windows(ax, windows or {})
+    if fig is not None:
+        fig.tight_layout()
+    return fig or ax.figure
+
+
+def _edges(times: list[float], interval: float | None = None) -> list[float]:
+    """Cell edges for samples taken at the end of each interval: the first cell starts one interval back."""
+    step = interval or ((times[-1] - times[0]) / (len(times) - 1) if len(times) > 1 else 0.5)
+    return [times[0] - step, *times]
+
+
+def _mark_windows(ax, windows: dict) -> None:
+    for name, (start, end) in windows.items():
+        for x in (start, end):
+            ax.axvline(x, color="white", ls="--", lw=1.2)
+        ax.text(
+            (start + end) / 2,
+            0.97,
+            name,
+            color="white",
+            ha="center",
+            va="top",
+            fontsize=8,
+            transform=ax.get_xaxis_transform(),
+        )
+
+
+def compare_heatmaps(monitors: dict, title: str = "Utilisation, side by side", window: str | None = None):
+    """One heatmap per run (``{"label": Monitor}``), stacked on the same colour scale and time axis; with
+    ``window`` (e.g. "training"), each run's own window of that name, timed from its start."""
+    rows = max(len(m.matrix()[0]) for m in monitors.values())
+    fig, axes = plt.subplots(
+        len(monitors), 1, figsize=(10, len(monitors) * (0.45 * max(2, rows) + 1.1)), sharex=True, squeeze=False
+    )
+    for ax, (label, mon) in zip(axes[:, 0], monitors.items()):
+        s = mon.summary(window)
+        span = f"{s.get('seconds', 0):.1f} s of {window}" if window else f"{s.get('seconds', 0):.0f} s"
+        mon.heatmap(
+            title=f"{label}: {span}, machine {s.get('machine_cpu_pct', 0):.0f}% busy, "
+            f"job {s.get('job_cores', 0):.2f} cores",
+            ax=ax,
+            window=window,
+        )
+    for ax in axes[:-1, 0]:
+        ax.set_xlabel("")  # one shared time axis, labelled once
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def utilisation_lines(mon, title: str = ""):
+    """A :class:`~helpers.local.monitor.Monitor`'s job: its CPU (in cores) and memory by role over time, and GPU
+    use where there are GPUs."""
+    panels = 3 if mon.gpu_names else 2
+    fig, axes = plt.subplots(1, panels, figsize=(4.2 * panels, 3.2))
+    t = [s.t for s in mon.samples]
+    ax_cpu, ax_mem = axes[0], axes[1]
+    for role in mon.roles:
+        if any(s.processes[role] for s in mon.samples):
+            ax_cpu.plot(t, [s.cpu_by_role[role] / 100 for s in mon.samples], label=role)
+            ax_mem.plot(t, [s.mem_mb_by_role[role] for s in mon.samples], label=role)
+    ax_mem.plot(
+        t, [sum(s.mem_mb_by_role.values()) for s in mon.samples], color="black", ls="--", lw=1, label="job total"
+    )  # PSS: a worker's shared pages move from the trainer's line to its own
+    ax_cpu.axhline(mon.cpu_count, color="grey", ls=":", label=f"{mon.cpu_count} cores")
+    ax_cpu.set(xlabel="seconds", ylabel="cores busy", title="Job CPU by role")
+    ax_mem.set(xlabel="seconds", ylabel=f"{mon.memory_kind} (MB)", title="Job memory by role")
+    if mon.gpu_names:
+        for i, name in enumerate(mon.gpu_names):
+            axes[2].plot(t, [s.gpu_util[i] for s in mon.samples], label=f"gpu{i}")
+        axes[2].set(xlabel="seconds", ylabel="% busy", title="GPU utilisation", ylim=(0, 105))
+    for ax in axes:
+        for name, (start, end) in mon.windows.items():
+            ax.axvspan(start, end, color="grey", alpha=0.12, lw=0, label=name)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    if title:
+        fig.suptitle(title)
     fig.tight_layout()
     return fig

@@ -78,7 +78,9 @@ class Code:
 
 
 def excerpt(file: str, start: str, end: str | None = None, context: int = 0) -> Code:
-    """Lines of a training-code file from the first line matching ``start`` up to (not including) ``end``.
+    """Lines of a training-code file from the first line matching ``start`` up to (not including) ``end``; with
+    ``context``, that many lines after the first instead; with neither, the block the first line opens (a ``def`` or
+    ``class`` through its last line, wherever it sits in its file).
 
     Labs show the training script's key lines through this, so what a learner reads is what runs.
     """
@@ -90,5 +92,19 @@ def excerpt(file: str, start: str, end: str | None = None, context: int = 0) -> 
     last = next((i for i in range(first + 1, len(lines)) if end and re.search(end, lines[i])), None)
     if end and last is None:
         raise ValueError(f"{path.name}: no line after {start!r} matches {end!r}")
-    last = last if last is not None else min(len(lines), first + 1 + context)
-    return Code("\n".join(lines[first:last]).rstrip(), title=f"{path.name}, lines {first + 1}-{last}")
+    if last is None:
+        last = min(len(lines), first + 1 + context) if context else _block_end(lines, first)
+    while last > first + 1 and not lines[last - 1].strip():
+        last -= 1  # no blank lines at the end (nor in the title's line numbers)
+    return Code("\n".join(lines[first:last]), title=f"{path.name}, lines {first + 1}-{last}")
+
+
+def _block_end(lines: list[str], first: int) -> int:
+    """The index after the block ``lines[first]`` opens: the next line as little indented that does not close a
+    bracket (a long signature's ``) -> X:``) or continue the statement."""
+    indent = len(lines[first]) - len(lines[first].lstrip())
+    for i in range(first + 1, len(lines)):
+        text = lines[i].strip()
+        if text and len(lines[i]) - len(lines[i].lstrip()) <= indent and not text.startswith((")", "]", "}")):
+            return i
+    return len(lines)

@@ -41,6 +41,20 @@ class History:
     history: list = field(default_factory=list)
 
 
+@dataclass
+class Steps:
+    """The loop's counters as train.py's Progress hands them to the checkpointer: state_dict() names the step."""
+
+    step: int = 0
+    epoch: int = 0
+
+    def state_dict(self) -> dict:
+        return {"step": self.step, "epoch": self.epoch}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.step, self.epoch = state["step"], state["epoch"]
+
+
 class Trainer:
     """A small model trained with dropout, AdamW and a warm-up schedule: every piece of state a resume needs."""
 
@@ -51,6 +65,7 @@ class Trainer:
         self.schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: min(1.0, (s + 1) / 5))
         self.scaler = torch.amp.GradScaler("cpu", enabled=False)
         self.metrics = History()
+        self.progress = Steps()
 
     def step(self, step: int) -> float:
         x = torch.randn(4, 8)  # data drawn from the global RNG, like dropout: a resume must restore it
@@ -60,6 +75,7 @@ class Trainer:
         self.optimizer.zero_grad()
         self.schedule.step()
         self.metrics.history.append({"kind": "train", "step": step, "train_loss": loss.item()})
+        self.progress.step = step
         return loss.item()
 
     def checkpointer(
@@ -77,7 +93,13 @@ class Trainer:
             self.schedule,
             self.scaler,
             self.metrics,
+            self.progress,
         )
+
+    def resume(self, directory: Path, d=None) -> int:
+        """Resume from ``directory``; the step resumed at (0: nothing to resume)."""
+        self.checkpointer(directory, d).resume()
+        return self.progress.step
 
 
 @pytest.fixture(autouse=True)
@@ -93,7 +115,7 @@ def train(t: Trainer, ckpt, start: int, stop: int) -> list[float]:
     for step in range(start + 1, stop + 1):
         losses.append(t.step(step))
         if ckpt.due(step):
-            ckpt.save(step=step, epoch=0)
+            ckpt.save()
     return losses
 
 
@@ -108,8 +130,8 @@ def test_resume_continues_bit_identically(tmp_path):
     first = Trainer()
     train(first, first.checkpointer(tmp_path), 0, 7)  # saves at 2, 4, 6; steps 7 are lost
     second = Trainer(seed=123)  # another init and RNG position: all of it must come from the checkpoint
-    progress = second.checkpointer(tmp_path).resume({"step": 0, "epoch": 0})
-    assert progress == {"step": 6, "epoch": 0}
+    second.checkpointer(tmp_path).resume()
+    assert second.progress == Steps(step=6, epoch=0)  # restored as the model is
     resumed = train(second, NoCheckpoints(), 6, 10)
     assert resumed == expected[6:]
     assert all(torch.equal(a, b) for a, b in zip(params(straight), params(second)))
@@ -120,7 +142,7 @@ def test_resume_continues_bit_identically(tmp_path):
 def test_nothing_to_resume_starts_fresh(tmp_path):
     t = Trainer()
     d = OneProcess()
-    assert t.checkpointer(tmp_path, d).resume({"step": 0}) == {"step": 0}
+    assert t.resume(tmp_path, d) == 0 and t.progress == Steps()
     assert any("event=fresh" in line for line in d.lines)
 
 
@@ -132,7 +154,8 @@ def test_corrupt_newest_checkpoint_is_skipped_and_set_aside(tmp_path):
     d = OneProcess()
     again = Trainer()
     ckpt = again.checkpointer(tmp_path, d)
-    assert ckpt.resume({"step": 0})["step"] == 4
+    ckpt.resume()
+    assert again.progress.step == 4
     assert any("WARNING: skipping checkpoint step-00000006" in line and "checksum" in line for line in d.lines)
     assert not (tmp_path / "step-00000006").exists() and list(tmp_path.glob(".corrupt-step-00000006-*"))
     train(again, ckpt, 4, 6)  # the step's name is free again: a new step 6 replaces the corrupt one
@@ -195,7 +218,7 @@ def test_a_manifest_unlike_the_writers_is_corrupt_and_the_older_checkpoint_resum
     manifest = tmp_path / "step-00000006" / "manifest.json"
     manifest.write_text(json.dumps(malformed(json.loads(manifest.read_text()))))
     d = OneProcess()
-    assert Trainer().checkpointer(tmp_path, d).resume({"step": 0})["step"] == 4
+    assert Trainer().resume(tmp_path, d) == 4
     assert any("WARNING: skipping checkpoint step-00000006: its manifest" in line for line in d.lines), d.lines
     assert list(tmp_path.glob(".corrupt-step-00000006-*"))
 
@@ -217,7 +240,7 @@ def test_a_save_interrupted_midway_publishes_nothing(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == [".partial-step-00000004", "step-00000002"]
     monkeypatch.undo()
     d = OneProcess()
-    assert Trainer().checkpointer(tmp_path, d).resume({"step": 0})["step"] == 2
+    assert Trainer().resume(tmp_path, d) == 2
     assert not (tmp_path / ".partial-step-00000004").exists()
     assert any("removing .partial-step-00000004" in line for line in d.lines)
 
@@ -252,7 +275,7 @@ def test_sigterm_stops_at_the_next_step_with_a_checkpoint(tmp_path):
     os.kill(os.getpid(), signal.SIGTERM)  # the handler only notes it: the process lives on to save
     t.step(2)
     assert ckpt.due(2) and ckpt.stopping
-    ckpt.save(step=2, epoch=0)
+    ckpt.save()
     manifest = json.loads((tmp_path / "step-00000002" / "manifest.json").read_text())
     assert manifest["step"] == 2 and set(manifest["files"]) == {"state.pt", "rank-00000.pt"}
     assert checkpointing.EXIT_STOPPED == 143
@@ -331,19 +354,32 @@ class History:
     history = []
 
 
+class Steps:
+    step = 0
+
+    def state_dict(self):
+        return {"step": self.step}
+
+    def load_state_dict(self, state):
+        self.step = state["step"]
+
+
 torch.manual_seed(0)
 model = torch.nn.Linear(4, 2)
 opt = torch.optim.AdamW(model.parameters())
 sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
+progress = Steps()
 ckpt = Checkpointer(sys.argv[1], D(), 1000, 2, {"seed": 0}, set(), model, opt, sched,
-                    torch.amp.GradScaler("cpu", enabled=False), History())
-start = ckpt.resume({"step": 0})["step"]
+                    torch.amp.GradScaler("cpu", enabled=False), History(), progress)
+ckpt.resume()
+start = progress.step
 seen = []
 for step in range(start + 1, start + 4):
+    progress.step = step
     if dist.get_rank() == 1 and step == start + 2:
         ckpt._on_sigterm(15, None)  # SIGTERM on rank 1 only
     if ckpt.due(step):
-        ckpt.save(step=step)
+        ckpt.save()
         seen.append(step)
         if ckpt.stopping:
             break
@@ -408,7 +444,7 @@ def test_resume_with_changed_settings_is_refused(tmp_path):
     saved = list(torch.load(tmp_path / "step-00000002" / "state.pt", weights_only=True)["model"].values())
     assert len(saved) == len(before) and not any(torch.equal(a, b) for a, b in zip(before, saved))  # a load shows
     with pytest.raises(SystemExit) as refused:
-        ckpt.resume({"step": 0})
+        ckpt.resume()
     message = str(refused.value.code)
     assert "refusing to resume" in message and "lr: 0.01 in the checkpoint, 0.02 now" in message
     assert "model_size: 'tiny' in the checkpoint, 'base' now" in message and "--resume_allow_changes" in message
@@ -421,7 +457,8 @@ def test_an_allowed_lr_change_is_applied_not_mixed(tmp_path):
     other = Trainer(lr=5e-2)
     d = OneProcess()
     ckpt = other.checkpointer(tmp_path, d, fingerprint={"lr": 5e-2, "seed": 0}, allow={"lr"})
-    assert ckpt.resume({"step": 0})["step"] == 6
+    ckpt.resume()
+    assert other.progress.step == 6
     assert any("resuming with lr changed: 0.01 -> 0.05" in line for line in d.lines)
     factor = min(1.0, (6 + 1) / 5)
     assert other.optimizer.param_groups[0]["lr"] == pytest.approx(5e-2 * factor)
@@ -446,7 +483,7 @@ def args(**over) -> argparse.Namespace:
 
 def test_from_args_off_is_a_no_op(tmp_path):
     off = Checkpointer.from_args(args(checkpoint_every=0), OneProcess(), {})
-    assert isinstance(off, NoCheckpoints) and not off.due(5) and off.resume({"step": 0}) == {"step": 0}
+    assert isinstance(off, NoCheckpoints) and not off.due(5) and off.resume() is None and off.save() is None
 
 
 def test_from_args_fingerprint_leaves_out_paths_and_refuses_unadjustable_overrides(tmp_path):
@@ -460,6 +497,7 @@ def test_from_args_fingerprint_leaves_out_paths_and_refuses_unadjustable_overrid
         schedule=t.schedule,
         scaler=t.scaler,
         metrics=t.metrics,
+        progress=t.progress,
     )
     assert ckpt.fingerprint == {"lr": 1e-3, "world": 1, "labels": ["a"]}
     with pytest.raises(SystemExit, match="model_size needs a fresh --checkpoint_dir"):
@@ -517,7 +555,8 @@ def test_a_model_gone_nan_is_never_checkpointed_over_the_good_ones(tmp_path):
     train(t, ckpt, 0, 2)
     with torch.no_grad():
         t.model[0].weight[0, 0] = float("nan")  # what a diverged update leaves
+    t.progress.step = 4
     with pytest.raises(SystemExit, match="step 4: the weights hold nan or inf .* Lower --lr"):
-        ckpt.save(step=4, epoch=0)
+        ckpt.save()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["step-00000002"]  # nothing partial either
-    assert Trainer(seed=1).checkpointer(tmp_path).resume({"step": 0})["step"] == 2
+    assert Trainer(seed=1).resume(tmp_path) == 2

@@ -83,8 +83,9 @@ def test_padding_to_a_fixed_width_gives_the_same_loss_and_gradients(small_catalo
     "argv,message",
     [
         (["--pad_to", "32", "--max_length", "64"], "narrower than --max_length"),
-        (["--pad_multiple", "0"], "--pad_multiple >= 1"),
-        (["--pad_to", "-1"], "--pad_to must be >= 0"),
+        # out of range on their own: the parser refuses them (options.py's ranges), before fastpath.check
+        (["--pad_multiple", "0"], "--pad_multiple: '0' is out of range: it must be an int >= 1"),
+        (["--pad_to", "-1"], "--pad_to: '-1' is out of range: it must be an int >= 0"),
         (["--compile_mode", "reduce-overhead"], "needs --compile true"),
     ],
 )

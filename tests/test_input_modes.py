@@ -12,11 +12,13 @@ from pathlib import Path
 import pytest
 from conftest import TINY
 
+from helpers.aws import input_modes as aws_input_modes
 from helpers.data import catalog
+from helpers.errors import JobSetupError
 from helpers.job import Job
-from helpers.local import input_modes, objectstore
+from helpers.local import fastfile, input_modes, objectstore
 from helpers.local.input_modes import InputModeError
-from helpers.local.runner import JobSetupError, LocalJob
+from helpers.local.local_job import LocalJob
 from helpers.targets import Target
 
 CPU = Target("local_cpu", "local_cpu", 0, 2)
@@ -114,8 +116,8 @@ def test_fastfile_starts_before_the_bytes_and_fetches_only_what_is_opened(data, 
     record = json.loads((result.run_dir / "inputs.json").read_text())
     fetched = [f["key"] for f in record["fetches"]]
     # the file it opened, plus one file of sequential read-ahead
-    assert fetched[0] == f"shards/train/{first.name}" and len(fetched) == 1 + input_modes.READ_AHEAD
-    assert [f["reason"] for f in record["fetches"]] == ["open"] + ["read-ahead"] * input_modes.READ_AHEAD
+    assert fetched[0] == f"shards/train/{first.name}" and len(fetched) == 1 + fastfile.READ_AHEAD
+    assert [f["reason"] for f in record["fetches"]] == ["open"] + ["read-ahead"] * fastfile.READ_AHEAD
     io = input_modes.job_io(result)
     assert 0 < io["bytes_from_store"] < io["bytes_in_channels"] and io["objects_from_store"] == len(fetched)
     untouched = result.run_dir / "algo-1" / "input" / "data" / "train" / "tokenizer.json"
@@ -357,10 +359,10 @@ def test_recorded_responses_have_the_service_shape():
 
 
 def test_startup_cost_reads_the_secondary_status_transitions():
-    rows = input_modes.startup_cost(FILE_JOB)
+    rows = aws_input_modes.startup_cost(FILE_JOB)
     assert [r["phase"] for r in rows] == ["Starting", "Downloading", "Training", "Uploading", "Completed"]
     assert rows[1]["seconds"] == 3540 and rows[1]["share"] == pytest.approx(3540 / 9275)
-    file_share, fsx_share = input_modes.download_share(FILE_JOB), input_modes.download_share(FSX_JOB)
+    file_share, fsx_share = aws_input_modes.download_share(FILE_JOB), aws_input_modes.download_share(FSX_JOB)
     assert file_share["downloading_s"] == 3540 and file_share["training_s"] == 5580
     assert file_share["download_share"] == pytest.approx(3540 / 9120)
     assert fsx_share["downloading_s"] == 12 and fsx_share["input_mode"] == "train=FSx"
@@ -370,7 +372,7 @@ def test_startup_cost_reads_the_secondary_status_transitions():
             {"Status": "Downloading", "StartTime": FILE_JOB["SecondaryStatusTransitions"][1]["StartTime"]}
         ]
     }
-    assert math.isnan(input_modes.startup_cost(running)[0]["seconds"])  # still running: no end time yet
+    assert math.isnan(aws_input_modes.startup_cost(running)[0]["seconds"])  # still running: no end time yet
 
 
 FSX = {
@@ -387,9 +389,9 @@ def test_real_channel_definitions_per_mode_in_the_dry_run(small_catalog):
 
     base = Job("lab05", {"epochs": 1})
     data = {"train": "s3://my-bucket/lab05/shards/train/", "validation": str(small_catalog / "validation")}
-    jobs = input_modes.sagemaker_jobs_per_mode(base, data, FSX)
+    jobs = aws_input_modes.sagemaker_jobs_per_mode(base, data, FSX)
     requests = {m: sagemaker_jobs.dry_run_offline(j, "ml.g5.2xlarge", echo=False).request for m, j in jobs.items()}
-    rows = {m: input_modes.channel_definitions(r) for m, r in requests.items()}
+    rows = {m: aws_input_modes.channel_definitions(r) for m, r in requests.items()}
     assert {r["InputMode"] for r in rows["File"]} == {"File"}
     assert [r["InputMode"] for r in rows["FastFile"]] == ["FastFile", "FastFile"]  # explicit on every channel
     assert rows["FastFile"][0]["source"] == data["train"]
@@ -411,14 +413,16 @@ def test_fsx_preflight_wants_networking_and_a_mount_name():
     from helpers.aws import sagemaker_jobs
 
     no_network = {k: v for k, v in FSX.items() if k not in ("subnets", "security_group_ids")}
-    job = input_modes.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, no_network)["FSx"]
+    job = aws_input_modes.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, no_network)["FSx"]
     with pytest.raises(sagemaker_jobs.FSxConfigError, match="988 and 1018-1023"):
         sagemaker_jobs.preflight(job, "ml.g5.2xlarge")
     with pytest.raises(sagemaker_jobs.FSxConfigError, match="988 and 1018-1023"):
-        input_modes.fsx_preflight(job)
-    input_modes.fsx_preflight(input_modes.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, FSX)["FSx"])
+        aws_input_modes.fsx_preflight(job)
+    aws_input_modes.fsx_preflight(
+        aws_input_modes.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, FSX)["FSx"]
+    )
     with pytest.raises(InputModeError, match="mount name '/fsx'"):
-        input_modes.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, {**FSX, "mount_name": "/fsx"})
+        aws_input_modes.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, {**FSX, "mount_name": "/fsx"})
 
 
 def test_the_fsx_job_is_told_its_vpc_needs_s3_for_its_code_too():
@@ -426,9 +430,9 @@ def test_the_fsx_job_is_told_its_vpc_needs_s3_for_its_code_too():
     source and the SDK's drivers) come from S3: an FSx job without that route never starts its script."""
     from helpers.aws import sagemaker_jobs
 
-    job = input_modes.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, FSX)["FSx"]
+    job = aws_input_modes.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, FSX)["FSx"]
     notes = sagemaker_jobs.preflight(job, "ml.g5.2xlarge").notes
     s3 = next(n for n in notes if "S3 VPC endpoint or a NAT gateway" in n)
     assert "code channels" in s3 and "sm_drivers" in s3
     assert any("PyPI" in n and "NAT gateway" in n for n in notes)  # pip: NAT, an S3 endpoint alone does not do
-    assert "sm_drivers" in input_modes.sagemaker_jobs_per_mode.__doc__
+    assert "sm_drivers" in aws_input_modes.sagemaker_jobs_per_mode.__doc__

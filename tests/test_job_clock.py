@@ -12,7 +12,8 @@ from datetime import datetime
 import pytest
 
 from helpers.job import Job
-from helpers.local.runner import Clock, LocalRunner, run_name
+from helpers.local.local_job import Clock
+from helpers.local.runner import LocalRunner, run_name
 from helpers.targets import Target
 
 CPU = Target("local_cpu", "local_cpu", 0, 2)

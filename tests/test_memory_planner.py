@@ -14,7 +14,8 @@ from helpers.aws import sagemaker_jobs
 from helpers.planning import memory
 
 sys.path.insert(0, str(SRC))
-import train_lm  # noqa: E402  (the container's script: the shapes it builds, the SMP sharding it picks)
+import smp  # noqa: E402  (the container's SMP v2 path: the FSDP sharding it picks)
+import train_lm  # noqa: E402  (the container's script: the shapes it builds)
 
 GIB = memory.GIB
 
@@ -68,15 +69,15 @@ def test_the_planner_describes_the_model_train_lm_builds(small_catalog):
 
 def test_train_lm_shards_as_the_planner_plans_under_smp():
     one = memory.recommend("llama-13b", "ml.p4d.24xlarge").chosen  # one instance: one group of all 8 GPUs
-    assert train_lm.smp_sharding(one.smp(), one.world) == "FULL_SHARD"
+    assert smp.smp_sharding(one.smp(), one.world) == "FULL_SHARD"
     two = memory.estimate("llama-7b", "fsdp", world=16, shard=8)  # two instances, sharded inside each
-    assert train_lm.smp_sharding(two.smp(), two.world) == "HYBRID_SHARD"
+    assert smp.smp_sharding(two.smp(), two.world) == "HYBRID_SHARD"
     tp8 = memory.estimate("llama-7b", "fsdp", world=8, tp=8)  # one data-parallel rank: nothing to replicate
-    assert train_lm.smp_sharding(tp8.smp(), tp8.world) == "FULL_SHARD"
-    assert train_lm.smp_sharding({}, 8) == "FULL_SHARD"  # SMP's default degree 0: shard across every rank
-    assert train_lm.smp_sharding({"hybrid_shard_degree": 1}, 8) == "NO_SHARD"
+    assert smp.smp_sharding(tp8.smp(), tp8.world) == "FULL_SHARD"
+    assert smp.smp_sharding({}, 8) == "FULL_SHARD"  # SMP's default degree 0: shard across every rank
+    assert smp.smp_sharding({"hybrid_shard_degree": 1}, 8) == "NO_SHARD"
     with pytest.raises(SystemExit, match="hybrid_shard_degree"):
-        train_lm.smp_sharding({"hybrid_shard_degree": 3}, 8)
+        smp.smp_sharding({"hybrid_shard_degree": 3}, 8)
 
 
 def test_recommendations_for_real_cases():

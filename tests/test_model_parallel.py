@@ -15,7 +15,9 @@ from helpers.local.ports import free_port
 from helpers.planning import memory
 
 sys.path.insert(0, str(SRC))
-import train_lm  # noqa: E402  (the container's script, imported for its argument parsing and checkpoint loader)
+import sharded_checkpoint  # noqa: E402  (the container's checkpoint loader)
+import tensor_parallel  # noqa: E402
+import train_lm  # noqa: E402  (the container's script, imported for its argument parsing)
 
 STRATEGIES = ["single", "ddp", "zero", "fsdp", "tp", "pp"]
 
@@ -141,7 +143,7 @@ def test_sharded_checkpoints_load_into_one_plain_process(five):
         r = runs[name]
         assert r["reloaded_val_loss"] == pytest.approx(r["val_loss"], abs=1e-5), name  # rank 0 checked in-job
         assert len(r["checkpoint_files"]) == (1 if name == "single" else 2)  # one shard file per writing rank
-        model = train_lm.load_sharded(str(out / "model" / "sharded" / name), args)  # here: no process group
+        model = sharded_checkpoint.load_sharded(str(out / "model" / "sharded" / name), args)  # here: no process group
         assert not any(hasattr(p, "to_local") for p in model.parameters())
         weights[name] = model.state_dict()
     for name in STRATEGIES[1:]:  # the same training, however sharded, gives the same weights (up to summation order)
@@ -162,7 +164,7 @@ def test_tp_refuses_heads_that_do_not_split():
     args = train_lm.parse_args(["--model_size", "tiny", "--strategy", "tp"])
     model = train_lm.build_model(args, vocab_size=100)  # 4 heads
     with pytest.raises(SystemExit, match="must divide evenly"):
-        train_lm.apply_tp(model, SimpleNamespace(world=3, device=torch.device("cpu")), args)
+        tensor_parallel.apply_tp(model, SimpleNamespace(world=3, device=torch.device("cpu")), args)
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ import pytest
 
 matplotlib.use("Agg")
 
+from helpers import plots  # noqa: E402
 from helpers.local import monitor  # noqa: E402
 
 # a "trainer" that forks one "loader worker" (same command line, as DataLoader workers have), both busy for a while
@@ -70,7 +71,7 @@ def test_results_as_table_heatmap_and_lines(busy_job):
     assert len(table.rows) == len(mon.samples) and "trainer cpu%" in table.columns
     assert "cpu0" in repr(table)
     assert mon.heatmap().axes and mon.lines().axes
-    assert monitor.compare_heatmaps({"a": mon, "b": mon}).axes
+    assert plots.compare_heatmaps({"a": mon, "b": mon}).axes
 
 
 def synthetic(times, busy):
@@ -100,7 +101,7 @@ def test_a_window_cuts_summary_and_heatmap_to_the_training_loop():
     labels, times, values = mon.matrix(window="training")
     assert times == [0.5, 1.0, 1.5] and values[0] == [90, 90, 90]  # timed from the window's start
     assert mon.heatmap(window="training").axes and mon.heatmap().axes and mon.lines().axes
-    assert monitor.compare_heatmaps({"a": mon, "b": mon}, window="training").axes
+    assert plots.compare_heatmaps({"a": mon, "b": mon}, window="training").axes
     with pytest.raises(KeyError, match="no window 'eval'"):
         mon.summary(window="eval")
     with pytest.raises(ValueError, match="must come after"):

@@ -16,9 +16,10 @@ import psutil
 import pytest
 
 from helpers.data import catalog
-from helpers.local import objectstore
-from helpers.local.objectstore import ObjectStore, ObjectStoreError, S3Uri
+from helpers.local import objectstore, store_client
+from helpers.local.objectstore import ObjectStore
 from helpers.local.ports import free_ports
+from helpers.local.store_client import ObjectStoreError, S3Uri
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -82,7 +83,7 @@ def test_stop_ends_the_process_and_removes_its_sockets(tmp_path):
     s.stop()  # twice is fine
     assert _gone(pid) and not s.running
     assert not sockets()
-    assert objectstore.reachable(f"http://127.0.0.1:{ports['s3.port']}") is not None
+    assert store_client.reachable(f"http://127.0.0.1:{ports['s3.port']}") is not None
     with pytest.raises(ObjectStoreError, match="not running"):
         s.endpoint
 
@@ -166,7 +167,7 @@ def test_a_store_that_fails_to_start_is_a_clear_error_and_leaves_nothing(monkeyp
 )
 def test_only_loopback_endpoints_are_accepted(endpoint):
     with pytest.raises(ObjectStoreError, match="not a local object store endpoint"):
-        objectstore.s3_client(endpoint)
+        store_client.s3_client(endpoint)
 
 
 def test_s3_uri_parsing():

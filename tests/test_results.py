@@ -7,7 +7,7 @@ from helpers.aws import sagemaker_jobs
 from helpers.aws.dry_run import DryRun
 from helpers.aws.launch import SageMakerJobResult
 from helpers.job import Job
-from helpers.local.runner import JobResult
+from helpers.local.local_job import JobResult
 from helpers.planning import cost
 from helpers.results import RunResult
 

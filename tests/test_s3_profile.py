@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from helpers.local import input_modes, objectstore
+from helpers.local import input_modes, store_client
 from helpers.local.objectstore import ObjectStore
 from helpers.local.s3_profile import AWS_S3, S3Profile
 
@@ -32,7 +32,7 @@ def store(tmp_path_factory):
 
 def _get(endpoint: str, key: str) -> tuple[bytes, float]:
     t0 = time.perf_counter()
-    body = objectstore.s3_client(endpoint).get_object(Bucket="profiled", Key=key)["Body"].read()
+    body = store_client.s3_client(endpoint).get_object(Bucket="profiled", Key=key)["Body"].read()
     return body, time.perf_counter() - t0
 
 
@@ -70,9 +70,9 @@ def test_the_bandwidth_is_per_connection_so_parallel_reads_add_up(store):
 def test_stop_ends_the_proxy_too(tmp_path):
     s = ObjectStore(tmp_path / "store", profile=STEEP).start()
     proxy, endpoint = s.throttle.proc, s.endpoint
-    assert objectstore.reachable(endpoint) is None
+    assert store_client.reachable(endpoint) is None
     s.stop()
-    assert proxy.poll() is not None and objectstore.reachable(endpoint) is not None
+    assert proxy.poll() is not None and store_client.reachable(endpoint) is not None
     assert s.throttle is None
 
 

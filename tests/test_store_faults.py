@@ -20,8 +20,8 @@ import pytest
 
 from helpers.job import Job
 from helpers.local.input_modes import InputModeError
+from helpers.local.local_job import LocalJob
 from helpers.local.objectstore import ObjectStore
-from helpers.local.runner import LocalJob
 from helpers.local.s3_profile import S3Profile
 from helpers.targets import Target
 
@@ -212,9 +212,9 @@ def test_file_mode_store_dies_while_staging(store, runner, probe_dir):
 def test_describing_a_connection_error_never_raises():
     from botocore.exceptions import EndpointConnectionError
 
-    from helpers.local.input_modes import _describe_failure
+    from helpers.local.store_client import describe_failure
 
     err = EndpointConnectionError(endpoint_url="http://127.0.0.1:1")
     err.response = None  # what botocore's connection errors carry
-    why = _describe_failure(err, "s3://b/k", "http://127.0.0.1:1")
+    why = describe_failure(err, "s3://b/k", "http://127.0.0.1:1")
     assert "lost the object store at http://127.0.0.1:1" in why

@@ -1,8 +1,9 @@
-"""The teaching diffs stay honest: labs 02 and 03 show the script's real lines, and those lines are the whole change.
+"""The teaching diffs stay honest: labs 02, 03 and 04 show the scripts' real lines, and they are the whole change.
 
-Single -> DDP: the few lines lab 02 shows exist, and torch.distributed is reached only through ``Dist`` (ranks.py)
-plus one DDP wrap in train.py, so nothing else in the script changes with the world size. DDP -> SMDDP: the lines
-that run only when SMDDP is used are exactly the import and the backend name, and lab 03 shows them.
+Single -> DDP: the few lines lab 02 shows exist, and torch.distributed is reached only through ``Dist`` (ranks.py),
+whose one DDP wrap both scripts use, so nothing else in the script changes with the world size. DDP -> SMDDP: the
+lines that run only when SMDDP is used are exactly the import and the backend name, and lab 03 shows them. Lab 04:
+each of train_lm.py's strategies is one small function in the file named for its technique, shown whole.
 """
 
 from __future__ import annotations
@@ -60,8 +61,10 @@ def _dist_class(tree) -> ast.ClassDef:
 
 DDP_LINES = [
     "dist.init_process_group(backend=self.backend",  # join the process group
-    "model = torch.nn.parallel.DistributedDataParallel(model",  # gradients averaged during backward
-    "per_rank_batch = args.batch_size // d.world",  # the global batch split across ranks
+    "model = d.ddp(raw_model",  # the script wraps its model (ranks.py's wrap, below)
+    "return torch.nn.parallel.DistributedDataParallel(model",  # gradients averaged during backward
+    "per_rank_batch = d.per_rank(args.batch_size)",  # the global batch split across ranks (below)
+    "return batch_size // self.world",
     "manual_seed(self.seed * 100_003 + self.epoch)",  # one plan per epoch, the same on every rank
     "yield batch[lo:hi]",  # each rank's slice of the global batch
     "loss_now = d.all_reduce(",  # the logged loss averaged over ranks
@@ -86,12 +89,21 @@ def test_torch_distributed_is_reached_only_through_dist_and_one_ddp_wrap():
     """If the training loop called torch.distributed itself, lab 02's "few lines" would not be the whole diff."""
     train = TRAIN.read_text(encoding="utf-8")
     assert "torch.distributed" not in train and not _dist_calls(_tree())  # the script: through Dist only
-    assert train.count("DistributedDataParallel(") == 1 and "from ranks import Dist" in train
+    assert "DistributedDataParallel" not in train and train.count("d.ddp(") == 1 and "from ranks import Dist" in train
     tree = _tree(RANKS)
     inside = _span(_dist_class(tree))
     calls = _dist_calls(tree)
     assert calls and all(n.lineno in inside for n in calls), [ast.unparse(n) for n in calls if n.lineno not in inside]
-    assert RANKS.read_text(encoding="utf-8").count("init_process_group(") == 1
+    text = RANKS.read_text(encoding="utf-8")
+    assert text.count("init_process_group(") == 1
+    # the one DDP wrap, in Dist, for both scripts: no other container module builds its own
+    wraps = [
+        n for n in ast.walk(tree) if isinstance(n, ast.Call) and ast.unparse(n.func).endswith("DistributedDataParallel")
+    ]
+    assert len(wraps) == 1 and wraps[0].lineno in inside
+    assert [p.name for p in SRC.glob("*.py") if "DistributedDataParallel(" in p.read_text(encoding="utf-8")] == [
+        "ranks.py"
+    ]
 
 
 def _mentions(path: Path) -> list[int]:
@@ -178,3 +190,28 @@ def test_smddp_variant_differs_from_ddp_by_the_import_and_the_backend_name(monke
 def test_lab03_shows_the_fallback_and_the_mpirun_guard():
     texts = shown_excerpts("03_smddp.ipynb")
     assert _shown("falling back to {native}", texts) and _shown('if "MASTER_ADDR" not in os.environ', texts)
+
+
+# lab 04: --strategy -> (the file named for its technique, its apply function); single is the plain baseline
+LM_STRATEGIES = {
+    "ddp": "ddp.py",
+    "zero": "ddp.py",
+    "fsdp": "fsdp.py",
+    "tp": "tensor_parallel.py",
+    "pp": "pipeline_parallel.py",
+}
+
+
+@pytest.mark.parametrize("strategy", LM_STRATEGIES)
+def test_lab04_shows_each_strategy_whole_a_few_lines_in_the_file_named_for_it(strategy, monkeypatch):
+    monkeypatch.syspath_prepend(str(SRC))
+    import train_lm
+
+    path = SRC / LM_STRATEGIES[strategy]
+    apply = train_lm.APPLY[strategy]
+    assert (apply.__name__, apply.__module__) == (f"apply_{strategy}", path.stem)  # what --strategy runs
+    text = path.read_text(encoding="utf-8")
+    (node,) = [n for n in _tree(path).body if isinstance(n, ast.FunctionDef) and n.name == f"apply_{strategy}"]
+    source = ast.get_source_segment(text, node)
+    assert len(source.splitlines()) <= 30, f"apply_{strategy} is no longer a small diff"
+    assert _shown(source, shown_excerpts("04_model_parallel.ipynb")), f"lab 04 does not show apply_{strategy} whole"

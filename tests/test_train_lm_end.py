@@ -17,6 +17,7 @@ from conftest import SRC
 from helpers.planning import memory
 
 sys.path.insert(0, str(SRC))
+import sharded_checkpoint  # noqa: E402  (the reload check: its plan and budget)
 import train_lm  # noqa: E402
 
 # rank 0 alone saves and loads without a process group on purpose (train_lm.main silences this too)
@@ -36,12 +37,15 @@ def params_of(model_size: str, block_size: int = 2048) -> int:
 def test_the_7b_shape_gets_a_bounded_check_with_its_reason():
     params = params_of("7b")
     assert params == memory.train_lm_shape("7b", VOCAB).params  # the script's model is the planner's 7b shape
-    check = train_lm.plan_reload_check(params, rows=32, tokens=2048)  # lab 04's SMP job: 32 blocks of 2,048
+    check = sharded_checkpoint.plan_reload_check(params, rows=32, tokens=2048)  # lab 04's SMP job: 32 blocks of 2,048
     assert not check.full
-    assert (check.rows, check.tokens) == (1, int(train_lm.RELOAD_CHECK_BUDGET // params))  # a prefix of one block
-    assert 0 < check.rows * check.tokens * params <= train_lm.RELOAD_CHECK_BUDGET
+    assert (check.rows, check.tokens) == (
+        1,
+        int(sharded_checkpoint.RELOAD_CHECK_BUDGET // params),
+    )  # a prefix of one block
+    assert 0 < check.rows * check.tokens * params <= sharded_checkpoint.RELOAD_CHECK_BUDGET
     assert check.seconds <= 300  # minutes on one CPU thread, where the whole set would take hours:
-    assert 2 * params * 32 * 2048 / train_lm.CPU_FLOPS_ONE_THREAD > 3 * 3600
+    assert 2 * params * 32 * 2048 / sharded_checkpoint.CPU_FLOPS_ONE_THREAD > 3 * 3600
     assert "6.50B parameters x 65536 tokens would take about 5.3 h" in check.reason
     assert "scoring 1 x 615 tokens (about 3.0 min, budget 4e+12 parameters x tokens)" in check.reason
     blocks = torch.zeros(32, 2049, dtype=torch.long)
@@ -50,16 +54,16 @@ def test_the_7b_shape_gets_a_bounded_check_with_its_reason():
 
 def test_the_labs_models_still_reload_in_full():
     for size, rows, tokens in [("tiny", 16, 64), ("tiny", 32, 64), ("small", 32, 64), ("1b", 32, 64)]:
-        check = train_lm.plan_reload_check(params_of(size, tokens), rows, tokens)
+        check = sharded_checkpoint.plan_reload_check(params_of(size, tokens), rows, tokens)
         assert check.full and (check.rows, check.tokens) == (rows, tokens), size
         blocks = torch.arange(rows * (tokens + 1)).view(rows, tokens + 1)
         assert torch.equal(check.cut(blocks), blocks)
 
 
 def test_a_bounded_plan_keeps_whole_sequences_before_cutting_one():
-    check = train_lm.plan_reload_check(1000, rows=32, tokens=64, budget=1000 * 64 * 5 + 999)
+    check = sharded_checkpoint.plan_reload_check(1000, rows=32, tokens=64, budget=1000 * 64 * 5 + 999)
     assert (check.rows, check.tokens, check.full) == (5, 64, False)
-    check = train_lm.plan_reload_check(10**13, rows=32, tokens=64, budget=1e12)  # not even one token fits
+    check = sharded_checkpoint.plan_reload_check(10**13, rows=32, tokens=64, budget=1e12)  # not even one token fits
     assert (check.rows, check.tokens) == (1, 1)
 
 
@@ -82,7 +86,7 @@ def test_the_process_group_gets_the_jobs_timeout(monkeypatch):
         assert len(calls) == 1 and calls.pop()["timeout"] == timedelta(seconds=seconds)
     # the default leaves the bounded 7b check a wide margin (building and loading the plain model, then the end of
     # the run, come on top of scoring it)
-    check = train_lm.plan_reload_check(params_of("7b"), rows=32, tokens=2048)
+    check = sharded_checkpoint.plan_reload_check(params_of("7b"), rows=32, tokens=2048)
     assert check.seconds * 5 < train_lm.parse_args([]).dist_timeout_s
 
 
@@ -116,7 +120,7 @@ def test_a_loss_gone_nan_fails_the_job_before_anything_is_saved(tmp_path, steps,
 def test_rank_0_checks_the_reloaded_model_on_the_planned_tokens(tmp_path, monkeypatch, capsys, budget):
     """One process, the tiny model, one step: the real save, reload and scoring, full and bounded."""
     if budget is not None:
-        monkeypatch.setattr(train_lm, "RELOAD_CHECK_BUDGET", budget)
+        monkeypatch.setattr(sharded_checkpoint, "RELOAD_CHECK_BUDGET", budget)
     args = train_lm.parse_args(
         [
             "--model_size",

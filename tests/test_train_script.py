@@ -277,3 +277,28 @@ def test_the_process_group_timeout_is_the_jobs_own(monkeypatch):
         with pytest.raises(SystemExit, match="stop here"):
             train.main(train.parse_args(argv))
         assert asked.pop() == timedelta(seconds=seconds)
+
+
+def test_progress_is_saved_and_restored_as_the_checkpoints_have_always_held_it():
+    """The loop's counters go into every rank's checkpoint file as the dict it has always held (the same names, the
+    same types, so a checkpoint written before Progress existed resumes too), and come back as they went."""
+    import dataclasses
+
+    import torch
+
+    progress = train.Progress()
+    flops_of = train.FlopCounter(train.build_model(train.parse_args(["--model_size", "tiny"]), 100, 5, 0))
+    for width in (16, 32):
+        progress.count(torch.zeros(4, width, dtype=torch.long), 8, flops_of)
+    progress.window(timed=True)
+    state = progress.state_dict()
+    names = ["step", "epoch", "seen", "tokens", "flops", "timed_seconds", "timed_samples", "train_seconds"]
+    assert list(state) == names
+    assert [type(state[k]) for k in names] == [int, int, int, int, float, float, int, float]
+    assert (state["step"], state["seen"], state["tokens"], state["timed_samples"]) == (2, 16, 4 * 48, 16)
+    assert state["flops"] == 4 * (flops_of(16) + flops_of(32)) and state["train_seconds"] > 0
+    again = train.Progress()
+    again.load_state_dict(state)
+    assert dataclasses.asdict(again) == state  # every counter back, the training time it had reached included
+    again.start_clocks()  # a resumed job's training time goes on from the saved one
+    assert again.seconds() >= state["train_seconds"]

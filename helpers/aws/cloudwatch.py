@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 
 from helpers.aws import offline as aws_offline
 from helpers.errors import WorkshopError
-from helpers.local.monitor import heatmap
 from helpers.planning import instances
+from helpers.plots import heatmap
 from helpers.report import Table
 
 NAMESPACE = "/aws/sagemaker/TrainingJobs"

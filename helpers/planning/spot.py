@@ -143,30 +143,19 @@ def interval_curve(work_h: float, a: Assumptions = Assumptions(), points: int = 
     return [x * 60 for x in xs], [expected_hours(work_h, x, a) for x in xs]
 
 
-def plot_intervals(work_h: float, a: Assumptions = Assumptions(), title: str = ""):
-    """Expected wall time against checkpoint interval, with Young's interval marked and a few rates for contrast."""
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 3.6))
+def interval_curves(work_h: float, a: Assumptions = Assumptions()) -> dict:
+    """Expected wall time against checkpoint interval at the assumed interruption rate and, for contrast, at a quarter
+    of it and four times it: ``{"work_h", "curves"}``, each curve its ``rate``, ``minutes`` and ``hours``
+    (:func:`interval_curve`) and Young's interval on it (``best``: (minutes, hours), None past the run's end).
+    :func:`helpers.plots.checkpoint_intervals` draws them."""
+    curves = []
     for rate in sorted({a.interruptions_per_hour, a.interruptions_per_hour * 4, a.interruptions_per_hour / 4}):
         b = replace(a, interruptions_per_hour=rate)
         x, y = interval_curve(work_h, b)
-        (line,) = ax.plot(x, y, label=f"{rate:.3g} interruptions/h")
         best = best_interval_h(b) * 60
-        if best < x[-1]:
-            ax.plot(best, expected_hours(work_h, best / 60, b), "o", color=line.get_color())
-    ax.axhline(work_h, color="grey", ls=":", label="the work itself")
-    ax.set_ylim(work_h * 0.97, work_h * 2)  # the interesting part: near the minimum
-    ax.set(
-        xscale="log",
-        xlabel="checkpoint every ... minutes of work",
-        ylabel="expected wall hours",
-        title=title or f"{work_h:g} h of training: dots mark Young's interval",
-    )
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
+        point = (best, expected_hours(work_h, best / 60, b)) if best < x[-1] else None
+        curves.append({"rate": rate, "minutes": x, "hours": y, "best": point})
+    return {"work_h": work_h, "curves": curves}
 
 
 def bill_rows(job_cost: cost.JobCost) -> list[dict]:

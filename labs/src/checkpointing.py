@@ -174,25 +174,13 @@ def _short(value) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-class NoCheckpoints:
-    """Checkpointing off (``--checkpoint_every 0``): the loop calls the same methods, which do nothing."""
-
-    stopping = False
-
-    def resume(self, progress: dict) -> dict:
-        return progress
-
-    def due(self, step: int) -> bool:
-        return False
-
-    def save(self, **_) -> None:
-        pass
-
-
 class Checkpointer:
     """Saves and restores everything the loop's future depends on; see the module docstring for the layout.
 
-    ``d`` is the script's ``Dist`` (rank, local_rank, world, enabled, master, device, print).
+    ``d`` is the script's ``Dist`` (rank, local_rank, world, enabled, master, device, print). The model, optimizer,
+    schedule and scaler are saved and restored through their ``state_dict``/``load_state_dict`` (rank 0's, shared),
+    the metric history as ``metrics.history``, and ``progress`` the same way as the model, but per rank: the loop's
+    counters, whose ``state_dict()`` names the ``step`` a checkpoint is saved at.
     """
 
     def __init__(
@@ -208,11 +196,12 @@ class Checkpointer:
         schedule,
         scaler,
         metrics,
+        progress,
     ):
         self.dir, self.d, self.every, self.keep = Path(directory), d, every, max(1, keep)
         self.fingerprint, self.allow_changes = fingerprint, allow_changes
         self.model, self.optimizer, self.schedule = model, optimizer, schedule
-        self.scaler, self.metrics = scaler, metrics
+        self.scaler, self.metrics, self.progress = scaler, metrics, progress
         self.stopping = False
         self._signalled = False
         self._smddp = d.enabled and dist.get_backend() == "smddp"  # no sub-groups there: see _cpu_group
@@ -259,9 +248,10 @@ class Checkpointer:
         self.stopping = self._any_rank_signalled()
         return self.stopping or step % self.every == 0
 
-    def save(self, **progress) -> None:
-        """Write the checkpoint for ``progress["step"]`` (every rank calls this at the same step)."""
+    def save(self) -> None:
+        """Write the checkpoint for the progress's step (every rank calls this at the same step)."""
         t0 = time.perf_counter()
+        progress = self.progress.state_dict()
         d, name = self.d, f"step-{progress['step']:08d}"
         if not finite_weights(self.model):  # every rank holds the same weights: all of them stop here
             raise SystemExit(
@@ -325,8 +315,8 @@ class Checkpointer:
         return [p for _, p in sorted(found, reverse=True)]
 
     # ----------------------------------------------------------------------------------------------------- resuming
-    def resume(self, progress: dict) -> dict:
-        """Restore the newest good checkpoint and return its progress counters; ``progress`` when there is none."""
+    def resume(self) -> None:
+        """Restore the newest good checkpoint, progress included; with none, everything stays as it is."""
         d = self.d
         if d.local_rank == 0:
             for stale in self.dir.glob(".partial-*"):
@@ -353,7 +343,7 @@ class Checkpointer:
                 os.replace(path, path.with_name(f".corrupt-{path.name}-{int(time.time())}"))
         if chosen is None:
             d.print(f"[checkpoint] event=fresh step=0 dir={self.dir}")
-            return progress
+            return
         path, manifest, blobs = chosen
         self._check_fingerprint(manifest["fingerprint"], path)
         state = torch.load(io.BytesIO(blobs["state.pt"]), map_location=d.device, weights_only=True)
@@ -364,9 +354,9 @@ class Checkpointer:
         self.scaler.load_state_dict(state["scaler"])
         self._apply_allowed_changes(manifest["fingerprint"])
         self.metrics.history = state["history"] if d.master else []
+        self.progress.load_state_dict(mine["progress"])
         set_rng_state(mine["rng"], d.device)  # last: nothing after this may draw random numbers before the loop
         d.print(f"[checkpoint] event=resumed step={manifest['step']} from={path.name}")
-        return {**progress, **mine["progress"]}
 
     def _verify(self, path: Path) -> tuple[dict, dict[str, bytes]]:
         """The manifest and every file's bytes, checked against their SHA-256; :class:`CorruptCheckpoint` if not."""
@@ -461,3 +451,18 @@ class Checkpointer:
     def _barrier(self) -> None:
         if self.d.enabled:
             dist.barrier()
+
+
+class NoCheckpoints:
+    """Checkpointing off (``--checkpoint_every 0``): the loop calls the same methods, which do nothing."""
+
+    stopping = False
+
+    def resume(self) -> None:
+        pass
+
+    def due(self, step: int) -> bool:
+        return False
+
+    def save(self) -> None:
+        pass

@@ -31,7 +31,7 @@ FALSE = ("false", "0", "no", "n", "off", "none", "")
 CLASSIFIER_MODEL_SIZES = {"tiny": (128, 2, 4, 512), "small": (256, 4, 4, 1024), "base": (768, 6, 12, 3072)}
 # train_lm.py --model_size: (hidden, layers, heads, ffn). "tiny" keeps a CPU smoke run to seconds. "7b" is
 # Llama-2-7B's shape; "1b" has Llama-3.2-1B's width, depth, heads and MLP but full multi-head attention (it shares 8
-# KV heads) and untied embeddings (train_lm.build_model). Both use the catalogue's small vocabulary, not the models'.
+# KV heads) and untied embeddings (llama.build_model). Both use the catalogue's small vocabulary, not the models'.
 LM_MODEL_SIZES = {
     "tiny": (128, 2, 4, 344),
     "small": (256, 4, 8, 688),
@@ -49,9 +49,9 @@ STRATEGIES = ("single", "ddp", "zero", "fsdp", "tp", "pp")
 
 # train_lm.py's --dist_timeout_s: how long a rank waits in a collective before the job fails. The longest legitimate
 # wait there is rank 0 working alone while the others sit in a barrier: the end-of-strategy reload check (bounded: see
-# train_lm.RELOAD_CHECK_BUDGET; for the 7b shape an estimated 2 minutes to build and load the plain model on one CPU
-# thread, then at most 3 to score it) and the end of the run (a few greedy tokens, then the consolidated model saved:
-# 26 GB in fp32 for 7b): an estimated 10 minutes in all for 7b. 30 minutes leaves three times that, and a hung
+# sharded_checkpoint.RELOAD_CHECK_BUDGET; for the 7b shape an estimated 2 minutes to build and load the plain model on
+# one CPU thread, then at most 3 to score it) and the end of the run (a few greedy tokens, then the consolidated model
+# saved: 26 GB in fp32 for 7b): an estimated 10 minutes in all for 7b. 30 minutes leaves three times that, and a hung
 # collective still fails the job well inside lab 04's 2-hour MaxRuntime, with its logs. (``single`` in a multi-rank
 # launch also has the others wait while rank 0 trains alone: keep its --max_steps within this.) train.py's ranks never
 # wait on one another for long (rank 0 alone only saves the model at the end): 10 minutes, NCCL's own default.

@@ -1,13 +1,14 @@
-"""Where this process runs, for both training scripts: its rank in the job and its device (:class:`Dist`), the precision
-that device computes in (:func:`pick_precision`), the metric lines rank 0 prints (:class:`Metrics`), and the job's
-end when its loss diverges (:func:`require_finite`).
+"""Where this process runs, for both training scripts: its rank in the job and its device (:class:`Dist`, with the DDP
+wrap and the split of the global batch), the precision that device computes in (:func:`pick_precision`), the metric
+lines rank 0 prints and its ``metrics.json`` (:class:`Metrics`), and the job's end when its loss diverges
+(:func:`require_finite`).
 
-A script reaches torch.distributed through :class:`Dist` only (plus its one model wrap), so nothing else in it
-changes with the world size.
+A script reaches torch.distributed through :class:`Dist` only, so nothing else in it changes with the world size.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 
@@ -72,6 +73,18 @@ class Dist:
             dist.all_reduce(tensor)
         return tensor
 
+    def ddp(self, model, **options):
+        """``model`` in DistributedDataParallel: rank 0's initial weights go to every rank, and backward averages the
+        gradients across ranks (all-reduce, bucket by bucket while backward still runs)."""
+        gpus = [self.local_rank] if self.device.type == "cuda" else None
+        return torch.nn.parallel.DistributedDataParallel(model, device_ids=gpus, **options)
+
+    def per_rank(self, batch_size: int) -> int:
+        """This rank's rows of a global batch of ``batch_size`` (the scripts' ``--batch_size`` is the global batch)."""
+        if batch_size % self.world:
+            raise SystemExit(f"--batch_size {batch_size} is the global batch; it must divide by the {self.world} ranks")
+        return batch_size // self.world
+
     def print(self, *a):
         if self.master:
             print(*a, flush=True)
@@ -122,3 +135,10 @@ class Metrics:
         self.history.append({"kind": kind, **values})
         body = " ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items())
         print(f"[{kind}] {body}", flush=True)
+
+    def write(self, args, **results) -> None:
+        """``$SM_OUTPUT_DATA_DIR/metrics.json``: ``results``, every metric line logged, and the hyperparameters."""
+        os.makedirs(args.output_data_dir, exist_ok=True)
+        hyperparameters = {k: v for k, v in vars(args).items() if k != "unknown"}
+        with open(os.path.join(args.output_data_dir, "metrics.json"), "w", encoding="utf-8") as f:
+            json.dump({**results, "history": self.history, "hyperparameters": hyperparameters}, f, indent=1)

@@ -9,9 +9,11 @@ It reads only the SageMaker training-container contract (SM_* variables, /opt/ml
 Metric lines are ``key=value`` pairs (``[train] step=20 train_loss=2.1834 ...``) so SageMaker metric definitions
 can scrape them with one regex each; the same figures land in ``$SM_OUTPUT_DATA_DIR/metrics.json``.
 
-Read it top-down: ``main`` is the whole run, and what it calls follows it. The options are declared in
-``options.py`` (the notebook side checks a job's hyperparameters against them before launch), the rank, device and
-collectives come from ``ranks.py``, and ``container.py`` makes a failure the job's FailureReason.
+Read it top-down: ``main`` is the whole run, set-up and loop, and what it calls follows it: the loop's counters
+(:class:`Progress`, saved in every checkpoint as the model is), the set-up pieces, the model, evaluation and the end.
+The options are declared in ``options.py`` (the notebook side checks a job's hyperparameters against them before
+launch), the rank, device, collectives and DDP wrap come from ``ranks.py``, checkpoints from ``checkpointing.py``, and
+``container.py`` makes a failure the job's FailureReason.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ import math
 import os
 import shutil
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
+from dataclasses import asdict, dataclass, fields
 from datetime import timedelta
 
 import torch
@@ -65,24 +68,173 @@ def main(args) -> None:
     amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
     autocast = torch.autocast(d.device.type, dtype=amp_dtype) if amp_dtype else nullcontext()
     scaler = torch.amp.GradScaler(d.device.type, enabled=precision == "fp16")  # a no-op unless fp16
-    if args.batch_size % d.world:
-        raise SystemExit(f"--batch_size {args.batch_size} is the global batch; it must divide by the {d.world} ranks")
-    per_rank_batch = args.batch_size // d.world
+    per_rank_batch = d.per_rank(args.batch_size)  # --batch_size is the global batch: each rank trains its share
 
-    labels = read_labels(args.train)
+    labels, tokenizer = read_labels(args.train), load_tokenizer_for(args)
+    train_set, val_set, collate = load_datasets(args, labels, tokenizer)
+    sampler, loader = make_loader(train_set, collate, args, d)
+    steps_per_epoch, total_steps = len(loader), planned_steps(args, len(loader))
+    raw_model = build_model(args, len(tokenizer), len(labels), tokenizer.pad_token_id).to(d.device)
+    new_step = fastpath.compile_model(raw_model, args)  # --compile, in place: before DDP wraps it
+    # DDP: gradients averaged across ranks in backward. Buffers (position ids only) never change: broadcasting them
+    # before every forward is a collective for nothing
+    model = d.ddp(raw_model, broadcast_buffers=False) if d.enabled else raw_model
+    optimizer = fastpath.make_optimizer(raw_model, args)  # AdamW; --fused_adamw picks its fused kernel
+    schedule = fastpath.make_schedule(optimizer, args, total_steps)  # linear warm-up, then linear decay
+    print_setup(args, d, precision, raw_model, len(train_set), len(val_set), total_steps)
+    metrics = Metrics(d)
+    eval_due = eval_schedule(args.evals_per_epoch, steps_per_epoch, total_steps)
+
+    # a restarted job (spot reclaim, SIGKILL) picks up where its newest good checkpoint left off, bit-identically
+    progress = Progress()  # step, epoch and counters, saved as the model is: the data order resumes at its batch
+    saved = dict(model=raw_model, optimizer=optimizer, schedule=schedule, scaler=scaler, metrics=metrics)
+    facts = dict(world=d.world, precision=precision, total_steps=total_steps, labels=labels)  # a resume must match
+    ckpt = Checkpointer.from_args(args, d, {**facts, "sampler": sampler.state_dict()}, **saved, progress=progress)
+    ckpt.resume()
+    refuse_past_the_end(progress, total_steps, args)
+    flops_of = FlopCounter(raw_model)
+    progress.start_clocks()
+    profiler = profiling.start(args, d, total_steps)  # the data-wait clock; torch.profiler too with --profile
+    model.train()
+    while progress.step < total_steps:
+        # mid-epoch after a resume: the epoch's plan from the batch the checkpoint had reached
+        sampler.set_epoch(progress.epoch, start_batch=progress.step - progress.epoch * steps_per_epoch)
+        for batch in profiler.batches(loader):
+            batch = {k: v.to(d.device, non_blocking=True) for k, v in batch.items()}
+            new_step()  # CUDA graphs (--compile_mode reduce-overhead) may now reuse the last step's buffers
+            with autocast:
+                loss = model(**batch).loss
+            scaler.scale(loss).backward()
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(raw_model.parameters(), 1.0)
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad(set_to_none=True)
+            schedule.step()
+            profiler.step()
+            step = progress.count(batch["input_ids"], args.batch_size, flops_of)  # samples, tokens, FLOPs
+            epoch = round(step / steps_per_epoch, 3)
+            if step % args.log_every == 0 or step == total_steps:
+                loss_now = d.all_reduce(loss.detach().float().clone()).item() / d.world
+                rate = progress.window(timed=step > args.log_every)  # the first window carries start-up costs
+                lr = schedule.get_last_lr()[0]
+                metrics.log("train", step=step, epoch=epoch, train_loss=loss_now, lr=lr, samples_per_sec=rate)
+                require_finite("train_loss", loss_now, step, args.lr, precision)  # all-reduced: every rank agrees
+            if eval_due(step):
+                with progress.paused(), fastpath.eager(args):  # --compile: eval's widths are not worth a compile each
+                    scores = evaluate(raw_model, val_set, collate, d, autocast, per_rank_batch * 2, len(labels))
+                metrics.log("eval", step=step, epoch=epoch, **scores)
+                require_finite("val_loss", scores["val_loss"], step, args.lr, precision)  # the weights after the step
+            if ckpt.due(step):
+                ckpt.save()  # model, optimizer, schedule, scaler, metrics; every rank its progress and RNG
+                if ckpt.stopping:  # a SIGTERM reached a rank (where one is delivered): saved; leave before SIGKILL
+                    d.exit(EXIT_STOPPED)
+            if step >= total_steps:
+                break
+        progress.epoch += 1
+
+    summary = summarize(progress, d, precision, raw_model, profiler)
+    metrics.log("final", **last_eval(metrics), **summary)
+    if d.master:
+        save(args, raw_model, labels, metrics, summary, tokenizer)
+    d.exit(0)
+
+
+# ---------------------------------------------------------------------------------------------------- progress
+@dataclass
+class Progress:
+    """The loop's counters: where it stands (step, epoch) and what it has done. Every rank saves its own in its
+    checkpoint file and gets them back on resume, as the model gets its weights (``state_dict``/``load_state_dict``).
+    Tokens and FLOPs are this rank's (with dynamic padding, widths differ by rank); samples are the global batches'.
+    The clocks are not state: they start again in a resumed job, on top of the training time it had reached."""
+
+    step: int = 0
+    epoch: int = 0
+    seen: int = 0  # samples
+    tokens: int = 0
+    flops: float = 0.0
+    timed_seconds: float = 0.0  # the throughput windows after the first, which carries start-up costs
+    timed_samples: int = 0
+    train_seconds: float = 0.0  # training time, up to the last save (a resumed job's earlier runs included)
+
+    def __post_init__(self):
+        self.start_clocks()
+
+    def state_dict(self) -> dict:
+        return {**asdict(self), "train_seconds": self.seconds()}
+
+    def load_state_dict(self, state: dict) -> None:
+        for f in fields(self):
+            setattr(self, f.name, state.get(f.name, getattr(self, f.name)))
+
+    def start_clocks(self) -> None:
+        """Training time from now, on top of ``train_seconds``; a new throughput window."""
+        now = time.perf_counter()
+        self._since, self._window_start, self._window_samples = now - self.train_seconds, now, 0
+
+    def seconds(self) -> float:
+        return time.perf_counter() - self._since
+
+    def count(self, input_ids: torch.Tensor, global_batch: int, flops_of) -> int:
+        """One step done, this rank's share of it ``input_ids``; the new step number."""
+        rows, width = input_ids.shape
+        self.step += 1
+        self.seen += global_batch
+        self._window_samples += global_batch
+        self.tokens += rows * width
+        self.flops += rows * flops_of(width)
+        return self.step
+
+    def window(self, timed: bool) -> float:
+        """Samples/s since the last window; ``timed``: counted into the run's throughput."""
+        now = time.perf_counter()
+        rate = self._window_samples / (now - self._window_start)
+        if timed:
+            self.timed_seconds += now - self._window_start
+            self.timed_samples += self._window_samples
+        self._window_start, self._window_samples = now, 0
+        return rate
+
+    @contextmanager
+    def paused(self):
+        """The throughput window's clock stops meanwhile (evaluating is not training)."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self._window_start += time.perf_counter() - start
+
+
+def refuse_past_the_end(progress: Progress, total_steps: int, args) -> None:
+    if progress.step > total_steps:  # a schedule shortened below the checkpoint (--resume_allow_changes)
+        raise SystemExit(
+            f"the checkpoint in {args.checkpoint_dir} is at step {progress.step}, past this run's last step "
+            f"{total_steps}: raise --max_steps or --epochs, or point --checkpoint_dir at a fresh directory"
+        )
+
+
+# ---------------------------------------------------------------------------------------------------- set-up
+def load_tokenizer_for(args):
     if args.hub_checkpoint:  # the case study's start: a pretrained multilingual encoder, with its own vocabulary
         from transformers import AutoTokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(args.hub_checkpoint)
-    else:
-        tokenizer_file = os.path.join(args.pretrained, "tokenizer.json") if args.pretrained else ""
-        if not os.path.isfile(tokenizer_file):
-            tokenizer_file = os.path.join(args.train, "tokenizer.json")
-        tokenizer = load_tokenizer(tokenizer_file)
+        return AutoTokenizer.from_pretrained(args.hub_checkpoint)
+    tokenizer_file = os.path.join(args.pretrained, "tokenizer.json") if args.pretrained else ""
+    if not os.path.isfile(tokenizer_file):
+        tokenizer_file = os.path.join(args.train, "tokenizer.json")
+    return load_tokenizer(tokenizer_file)
+
+
+def load_datasets(args, labels: list[str], tokenizer):
+    """The training and validation titles, tokenized (ahead or ``--tokenize on_the_fly``), and how a batch is padded."""
     Titles = TitlesTokenizedOnTheFly if args.tokenize == "on_the_fly" else TokenizedTitles
     train_set = Titles(*read_channel(args.train, labels, args.subset), tokenizer, args.max_length)
     val_set = TokenizedTitles(*read_channel(args.validation, labels, args.eval_subset), tokenizer, args.max_length)
     collate = PadCollator(tokenizer.pad_token_id, pad_to=args.pad_to, multiple=args.pad_multiple)
+    return train_set, val_set, collate
+
+
+def make_loader(train_set, collate, args, d: Dist):
     # one global plan of batches per epoch, each rank taking its slice: step i trains on the same rows whatever the
     # world size, and a restart resumes from (epoch, batch) alone
     sampler = GlobalBatchPlan(
@@ -98,158 +250,34 @@ def main(args) -> None:
         persistent_workers=args.persistent_workers and args.num_workers > 0,
         generator=torch.Generator().manual_seed(args.seed),
     )
-    steps_per_epoch = len(loader)
-    if steps_per_epoch == 0:
+    if len(loader) == 0:
         raise SystemExit(f"{len(train_set)} training rows make no full batch of {args.batch_size}: lower --batch_size")
+    return sampler, loader
+
+
+def planned_steps(args, steps_per_epoch: int) -> int:
     total_steps = math.ceil(args.epochs * steps_per_epoch)
-    total_steps = min(total_steps, args.max_steps) if args.max_steps else total_steps
+    return min(total_steps, args.max_steps) if args.max_steps else total_steps
 
-    model = build_model(args, len(tokenizer), len(labels), tokenizer.pad_token_id).to(d.device)
-    raw_model = model
-    new_step = fastpath.compile_model(raw_model, args)  # --compile, in place: before DDP wraps it
-    if d.enabled:  # buffers (position ids only) never change: broadcasting them is a collective eval would skip
-        gpus = [d.local_rank] if d.device.type == "cuda" else None
-        model = torch.nn.parallel.DistributedDataParallel(model, broadcast_buffers=False, device_ids=gpus)
-    optimizer = fastpath.make_optimizer(raw_model, args)  # AdamW; --fused_adamw picks its fused kernel
-    schedule = fastpath.make_schedule(optimizer, args, total_steps)  # linear warm-up, then linear decay
 
-    n_params = sum(p.numel() for p in raw_model.parameters())
+def eval_schedule(evals: int, steps_per_epoch: int, total_steps: int):
+    """Whether to evaluate after a step: ``evals`` times an epoch (>= 1: options.py's range), and after the last."""
+    return lambda s: s == total_steps or (s * evals) // steps_per_epoch > ((s - 1) * evals) // steps_per_epoch
+
+
+def print_setup(args, d: Dist, precision: str, model, train_rows: int, val_rows: int, total_steps: int) -> None:
     d.print(
         f"[setup] device={d.device.type} backend={d.backend} world_size={d.world} precision={precision} "
-        f"model_size={args.model_size} params={n_params} train_rows={len(train_set)} val_rows={len(val_set)} "
-        f"global_batch={args.batch_size} steps={total_steps} host={os.environ.get('SM_CURRENT_HOST', 'local')}"
+        f"model_size={args.model_size} params={sum(p.numel() for p in model.parameters())} train_rows={train_rows} "
+        f"val_rows={val_rows} global_batch={args.batch_size} steps={total_steps} "
+        f"host={os.environ.get('SM_CURRENT_HOST', 'local')}"
     )
     d.print(f"[setup] {fastpath.describe(args)}")
     if args.unknown:
         d.print(f"[setup] ignoring unknown arguments: {' '.join(args.unknown)}")
-    metrics = Metrics(d)
-    evals = args.evals_per_epoch  # >= 1: options.py's range
-    eval_due = lambda s: s == total_steps or (s * evals) // steps_per_epoch > ((s - 1) * evals) // steps_per_epoch
-    peak = (
-        next((v for k, v in MEASURED_PEAK_TFLOPS.items() if k in torch.cuda.get_device_name()), 0.0)
-        if d.device.type == "cuda"
-        else 0.0
-    )
-
-    # a restarted job (spot reclaim, SIGKILL) picks up where its newest good checkpoint left off, bit-identically
-    ckpt = Checkpointer.from_args(
-        args,
-        d,
-        {
-            "world": d.world,
-            "precision": precision,
-            "total_steps": total_steps,
-            "labels": labels,
-            "sampler": sampler.state_dict(),
-        },
-        model=raw_model,
-        optimizer=optimizer,
-        schedule=schedule,
-        scaler=scaler,
-        metrics=metrics,
-    )
-    progress = ckpt.resume(
-        dict(step=0, epoch=0, seen=0, tokens=0, flops=0.0, timed_seconds=0.0, timed_samples=0, train_seconds=0.0)
-    )
-    step, epoch, seen, tokens, flops, timed_seconds, timed_samples, done_seconds = progress.values()
-    if step > total_steps:  # a schedule shortened below the checkpoint (--resume_allow_changes): nothing to train
-        raise SystemExit(
-            f"the checkpoint in {args.checkpoint_dir} is at step {step}, past this run's last step {total_steps}: "
-            f"raise --max_steps or --epochs, or point --checkpoint_dir at a fresh directory"
-        )
-    flops_of = FlopCounter(raw_model)
-    window_start, window_samples = time.perf_counter(), 0
-    train_start = time.perf_counter() - done_seconds
-    profiler = profiling.start(args, d, total_steps)  # the data-wait clock; torch.profiler too with --profile
-    model.train()
-    while step < total_steps:
-        sampler.set_epoch(epoch, start_batch=step - epoch * steps_per_epoch)  # mid-epoch after a resume
-        for batch in profiler.batches(loader):
-            batch = {k: v.to(d.device, non_blocking=True) for k, v in batch.items()}
-            new_step()  # CUDA graphs (--compile_mode reduce-overhead) may now reuse the last step's buffers
-            with autocast:
-                loss = model(**batch).loss
-            scaler.scale(loss).backward()
-            scaler.unscale_(optimizer)
-            torch.nn.utils.clip_grad_norm_(raw_model.parameters(), 1.0)
-            scaler.step(optimizer)
-            scaler.update()
-            optimizer.zero_grad(set_to_none=True)
-            schedule.step()
-            profiler.step()
-            step += 1
-            rows, width = batch["input_ids"].shape  # this rank's share: with dynamic padding, widths differ by rank
-            seen += args.batch_size
-            window_samples += args.batch_size
-            tokens += rows * width
-            flops += rows * flops_of(width)
-            if step % args.log_every == 0 or step == total_steps:
-                loss_now = d.all_reduce(loss.detach().float().clone()).item() / d.world
-                now = time.perf_counter()
-                rate = window_samples / (now - window_start)
-                if step > args.log_every:  # the first window carries start-up costs; keep it out of throughput
-                    timed_seconds += now - window_start
-                    timed_samples += window_samples
-                metrics.log(
-                    "train",
-                    step=step,
-                    epoch=round(step / steps_per_epoch, 3),
-                    train_loss=loss_now,
-                    lr=schedule.get_last_lr()[0],
-                    samples_per_sec=rate,
-                )
-                require_finite("train_loss", loss_now, step, args.lr, precision)  # all-reduced: every rank agrees
-                window_start, window_samples = time.perf_counter(), 0
-            if eval_due(step):
-                eval_start = time.perf_counter()
-                with fastpath.eager(args):  # --compile: eval's many widths are not worth a compile each
-                    scores = evaluate(raw_model, val_set, collate, d, autocast, per_rank_batch * 2, len(labels))
-                metrics.log("eval", step=step, epoch=round(step / steps_per_epoch, 3), **scores)
-                require_finite("val_loss", scores["val_loss"], step, args.lr, precision)  # the weights after the step
-                window_start += time.perf_counter() - eval_start  # the window's clock stops while evaluating
-            if ckpt.due(step):
-                ckpt.save(
-                    step=step,
-                    epoch=epoch,
-                    seen=seen,
-                    tokens=tokens,
-                    flops=flops,
-                    timed_seconds=timed_seconds,
-                    timed_samples=timed_samples,
-                    train_seconds=time.perf_counter() - train_start,
-                )
-                if ckpt.stopping:  # a SIGTERM reached a rank (where one is delivered): saved; leave before SIGKILL
-                    d.exit(EXIT_STOPPED)
-            if step >= total_steps:
-                break
-        epoch += 1
-
-    train_seconds = time.perf_counter() - train_start
-    final = dict(metrics.history[-1]) if metrics.history else {}
-    final.pop("kind", None)
-    samples_per_sec = timed_samples / timed_seconds if timed_seconds else seen / train_seconds
-    # each rank counted its own share of tokens and FLOPs: the job's are their sum
-    tokens, flops = d.all_reduce(torch.tensor([tokens, flops], dtype=torch.float32, device=d.device)).tolist()
-    summary = {
-        "samples_per_sec": samples_per_sec,
-        "tokens_per_sec": tokens / train_seconds,
-        "train_seconds": train_seconds,
-        "steps": step,
-        "samples": seen,
-        "precision": precision,
-        "world_size": d.world,
-        "params": n_params,
-        "flops_per_sample": flops / max(seen, 1),
-    }
-    summary.update(profiler.close())
-    if peak:
-        summary["mfu"] = samples_per_sec * summary["flops_per_sample"] / (peak * 1e12 * d.world)  # of all GPUs
-    metrics.log("final", **{k: v for k, v in final.items() if k.startswith("val_")}, **summary)
-    if d.master:
-        save(args, raw_model, labels, metrics, summary, tokenizer)
-    d.exit(0)
 
 
+# ---------------------------------------------------------------------------------------------------- the model
 def build_model(args, vocab_size: int, num_labels: int, pad_id: int):
     from transformers import DistilBertConfig, DistilBertForSequenceClassification
     from transformers.utils import logging as hf_logging
@@ -328,6 +356,47 @@ def evaluate(model, data, collate, d: Dist, autocast, batch_size: int, num_label
     }
 
 
+# ---------------------------------------------------------------------------------------------------- the end
+def summarize(progress: Progress, d: Dist, precision: str, model, profiler) -> dict:
+    """The run's figures for the ``[final]`` line and metrics.json: throughput, tokens, FLOPs, the profiler's."""
+    train_seconds = progress.seconds()
+    if progress.timed_seconds:
+        samples_per_sec = progress.timed_samples / progress.timed_seconds
+    else:
+        samples_per_sec = progress.seen / train_seconds
+    # each rank counted its own share of tokens and FLOPs: the job's are their sum
+    both = torch.tensor([progress.tokens, progress.flops], dtype=torch.float32, device=d.device)
+    tokens, flops = d.all_reduce(both).tolist()
+    summary = {
+        "samples_per_sec": samples_per_sec,
+        "tokens_per_sec": tokens / train_seconds,
+        "train_seconds": train_seconds,
+        "steps": progress.step,
+        "samples": progress.seen,
+        "precision": precision,
+        "world_size": d.world,
+        "params": sum(p.numel() for p in model.parameters()),
+        "flops_per_sample": flops / max(progress.seen, 1),
+    }
+    summary.update(profiler.close())
+    peak = peak_tflops(d.device)
+    if peak:
+        summary["mfu"] = samples_per_sec * summary["flops_per_sample"] / (peak * 1e12 * d.world)  # of all GPUs
+    return summary
+
+
+def peak_tflops(device: torch.device) -> float:
+    if device.type != "cuda":
+        return 0.0
+    return next((v for k, v in MEASURED_PEAK_TFLOPS.items() if k in torch.cuda.get_device_name()), 0.0)
+
+
+def last_eval(metrics: Metrics) -> dict:
+    """The last evaluation's scores (rank 0 keeps the history; the loop evaluates after its last step)."""
+    last = metrics.history[-1] if metrics.history else {}
+    return {k: v for k, v in last.items() if k.startswith("val_")}
+
+
 def save(args, model, labels, metrics: Metrics, summary: dict, tokenizer=None) -> None:
     """Rank 0 saves the unwrapped model (no DDP ``module.`` prefix) with what inference needs beside it."""
     os.makedirs(args.model_dir, exist_ok=True)
@@ -338,10 +407,7 @@ def save(args, model, labels, metrics: Metrics, summary: dict, tokenizer=None) -
         shutil.copy(os.path.join(args.train, "tokenizer.json"), args.model_dir)
     with open(os.path.join(args.model_dir, "labels.json"), "w", encoding="utf-8") as f:
         json.dump(labels, f, ensure_ascii=False)
-    os.makedirs(args.output_data_dir, exist_ok=True)
-    hyperparameters = {k: v for k, v in vars(args).items() if k != "unknown"}
-    with open(os.path.join(args.output_data_dir, "metrics.json"), "w", encoding="utf-8") as f:
-        json.dump({"summary": summary, "history": metrics.history, "hyperparameters": hyperparameters}, f, indent=1)
+    metrics.write(args, summary=summary)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,149 @@
+"""The three input modes on SageMaker: a job once per mode, the FSx checks run offline, the channels a request
+defines, and where a finished job's time went (DescribeTrainingJob's ``SecondaryStatusTransitions``).
+
+The local side of lab 05 (the same modes against the loopback object store) is :mod:`helpers.local.input_modes`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from helpers import checks
+from helpers.local.input_modes import InputModeError
+from helpers.targets import Target
+
+_MOUNT_NAME = re.compile(r"^[a-z0-9]{3,8}$")
+
+
+# ---------------------------------------------------------------------------------------------- the jobs
+def fsx_channel_path(mount_name: str, *parts: str) -> str:
+    """An FSx for Lustre channel's directory path: ``/<MountName>/<path in the file system>``.
+
+    SageMaker mounts the file system and hands the job that directory; the path must start with the file system's
+    mount name (FSx console > file system > Attach; ``fsx`` for SCRATCH_1), not with ``/fsx`` out of habit.
+    """
+    if not _MOUNT_NAME.match(mount_name or ""):
+        raise InputModeError(
+            f"FSx mount name {mount_name!r} does not look like one (3-8 lower-case letters and "
+            f"digits, e.g. 'abcdef12'; 'fsx' for SCRATCH_1): copy it from the FSx console "
+            f"(file system > Attach) or `aws fsx describe-file-systems` (LustreConfiguration."
+            f"MountName)."
+        )
+    return "/" + "/".join([mount_name, *(p.strip("/") for p in parts if p.strip("/"))])
+
+
+def sagemaker_jobs_per_mode(base, data: dict[str, str], fsx: dict | None = None) -> dict[str, object]:
+    """``base`` (a :class:`~helpers.job.Job`) once per input mode, for SageMaker.
+
+    ``data``: channel -> S3 URI or local directory (the latter is uploaded at launch). File and FastFile name the
+    mode per channel explicitly (the SDK would otherwise send File). ``fsx`` (``file_system_id``, ``mount_name``,
+    ``path``, ``subnets``, ``security_group_ids``) adds the FSx job: its channels are the same names under
+    ``/<mount_name>/<path>/``, and its networking puts the job in the file system's VPC. There the job reaches S3
+    only through an S3 VPC endpoint or a NAT gateway, and it needs S3 for more than data: its code channels (``code``,
+    the source, and ``sm_drivers``, the SDK's drivers) come from there, as do any S3 channels, and its model, output
+    and checkpoints go there; pip needs NAT (or a mirror) for requirements.txt. ``sagemaker_jobs.preflight`` notes it.
+    """
+    names = list(data)
+    jobs = {
+        "File": replace(
+            base,
+            name=f"{base.name}-file",
+            channels=dict(data),
+            s3_endpoint=None,
+            channel_modes={n: "File" for n in names},
+        ),
+        "FastFile": replace(
+            base,
+            name=f"{base.name}-fastfile",
+            channels=dict(data),
+            s3_endpoint=None,
+            channel_modes={n: "FastFile" for n in names},
+        ),
+    }
+    if fsx is not None:
+        channels = {n: fsx_channel_path(fsx.get("mount_name", ""), fsx.get("path", ""), n) for n in names}
+        jobs["FSx"] = replace(
+            base,
+            name=f"{base.name}-fsx",
+            channels=channels,
+            s3_endpoint=None,
+            channel_modes={n: "FSx" for n in names},
+            fsx={k: fsx[k] for k in ("file_system_id", "subnets", "security_group_ids", "access_mode") if fsx.get(k)},
+        )
+    return jobs
+
+
+def fsx_preflight(job) -> None:
+    """The FSx checks of ``sagemaker_jobs.preflight`` alone (file system id, subnets, security groups, directory
+    paths), without choosing an image: fast enough to run in every lab, offline. Raises ``FSxConfigError``."""
+
+    where = checks.Where(Target("fsx", "fsx", 0, 1), None, 1, "script")  # the FSx rule reads neither
+    checks.check(job, where, [checks.fsx])
+
+
+def channel_definitions(request: dict) -> list[dict]:
+    """The input channels of a CreateTrainingJob request, one row each (the SDK's code channels left out)."""
+    rows = []
+    vpc = request.get("VpcConfig") or {}
+    for c in request.get("InputDataConfig", []):
+        if c["ChannelName"] in ("code", "sm_drivers"):
+            continue
+        s3, fs = c["DataSource"].get("S3DataSource"), c["DataSource"].get("FileSystemDataSource")
+        rows.append(
+            {
+                "channel": c["ChannelName"],
+                "InputMode": c.get("InputMode", "File"),
+                "source": s3["S3Uri"]
+                if s3
+                else f"{fs['FileSystemType']} {fs['FileSystemId']}:"
+                f"{fs['DirectoryPath']} ({fs['FileSystemAccessMode']})",
+                "VpcConfig": f"{','.join(vpc.get('Subnets', []))} / {','.join(vpc.get('SecurityGroupIds', []))}"
+                if fs
+                else "",
+            }
+        )
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------- a finished job
+def startup_cost(describe: dict) -> list[dict]:
+    """Where a finished SageMaker job's time went, from DescribeTrainingJob's ``SecondaryStatusTransitions``:
+    one row per phase (Starting, Downloading, Training, Uploading...) with its seconds and share, in order.
+    In File mode "Downloading" is the input copy; FastFile and FSx jobs spend seconds there instead of minutes."""
+    rows = []
+    for t in describe.get("SecondaryStatusTransitions") or []:
+        start, end = t.get("StartTime"), t.get("EndTime")
+        if start is None:
+            continue
+        seconds = (end - start).total_seconds() if end is not None else float("nan")
+        rows.append({"phase": t["Status"], "seconds": seconds, "message": t.get("StatusMessage", "")})
+    known = sum(r["seconds"] for r in rows if r["seconds"] == r["seconds"])
+    for r in rows:
+        r["share"] = r["seconds"] / known if known and r["seconds"] == r["seconds"] else float("nan")
+    return rows
+
+
+def download_share(describe: dict) -> dict:
+    """Seconds spent downloading input vs training, and what the download cost as a share of both."""
+    phases: dict[str, float] = {}
+    for r in startup_cost(describe):
+        if r["seconds"] == r["seconds"]:
+            phases[r["phase"]] = phases.get(r["phase"], 0.0) + r["seconds"]
+    download_s, training_s = phases.get("Downloading", 0.0), phases.get("Training", 0.0)
+    return {
+        "starting_s": phases.get("Starting", 0.0),
+        "downloading_s": download_s,
+        "training_s": training_s,
+        "download_share": download_s / (download_s + training_s) if download_s + training_s else float("nan"),
+        "billable_s": describe.get("BillableTimeInSeconds"),
+        "input_mode": _input_modes(describe),
+    }
+
+
+def _input_modes(describe: dict) -> str:
+    modes = []
+    for c in describe.get("InputDataConfig") or []:
+        kind = "FSx" if "FileSystemDataSource" in c.get("DataSource", {}) else c.get("InputMode", "File")
+        modes.append(f"{c['ChannelName']}={kind}")
+    return ", ".join(modes)
