@@ -13,7 +13,17 @@ from helpers.aws.local_container import run_local_container
 from helpers.job import DATA_DIR, REPO, RUNS_DIR, SOURCE_DIR, Job, catalog_channels, parse_metric_line
 from helpers.local.runner import LocalRunner
 
-__all__ = ["DATA_DIR", "REPO", "RUNS_DIR", "SOURCE_DIR", "Job", "catalog_channels", "parse_metric_line", "run_job"]
+__all__ = [
+    "DATA_DIR",
+    "REPO",
+    "RUNS_DIR",
+    "SOURCE_DIR",
+    "Job",
+    "catalog_channels",
+    "on_sagemaker",
+    "parse_metric_line",
+    "run_job",
+]
 
 
 def run_job(job: Job, target: str = "local", *, launch: bool = False, budget_usd: float | None = None, **options):
@@ -28,3 +38,10 @@ def run_job(job: Job, target: str = "local", *, launch: bool = False, budget_usd
     if t.kind == targets.LOCAL_CONTAINER:  # the SDK's own Docker local mode: runs, or says precisely why it cannot
         return run_local_container(job, t, **options)
     return sagemaker_jobs.run(job, t, launch=launch, budget_usd=budget_usd, **options)
+
+
+def on_sagemaker(job: Job, instance_type: str, **options):
+    """The CreateTrainingJob request ``job`` would send on ``instance_type``: a dry run, offline (placeholder account,
+    nothing sent), priced; the notebook displays it (the request collapsed). Shown beside a local run, it is the same
+    job: only the target differs."""
+    return sagemaker_jobs.dry_run_offline(job, instance_type, **{"echo": False, **options})

@@ -1,4 +1,5 @@
-"""Small display helpers for the labs: result tables, key figures for the headless summary, code excerpts.
+"""Small display helpers for the labs: result tables, key figures for the headless summary, sentences formatted from
+those figures (:func:`says`), code excerpts.
 
 Everything renders as HTML in Jupyter and as plain text in a terminal or a headless run's log.
 """
@@ -55,12 +56,35 @@ class Table:
 def record(**figures: Any) -> Table:
     """Key figures of a lab: shown as a table, and kept for the headless run's summary."""
     path = os.environ.get(FIGURES_ENV)
-    if path:
+    if path and figures:
         p = Path(path)
         kept = json.loads(p.read_text()) if p.is_file() else {}
         kept.update({k: (round(v, 4) if isinstance(v, float) else v) for k, v in figures.items()})
         p.write_text(json.dumps(kept, indent=1))
     return Table([{"figure": k, "value": v} for k, v in figures.items()], title="Key figures")
+
+
+class Says:
+    """A sentence the run wrote about its own figures: Markdown in Jupyter, plain text elsewhere."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def _repr_markdown_(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def says(template: str, **figures: Any) -> Says:
+    """A claim about this run's figures, formatted from them and recorded with them, so no figure a run produces is
+    typed into a lab's prose: ``report.says("{speedup:.2f}x as fast on {procs} processes", speedup=s, procs=2)``.
+
+    The figures are recorded as :func:`record` does (the headless summary and the tests see the very values the
+    sentence shows)."""
+    record(**figures)
+    return Says(template.format(**figures))
 
 
 class Code:
