@@ -49,6 +49,10 @@ labs: setup data
 test: setup data
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# the maintainer's loop: every test not marked slow (no training run, notebook, store or job launch), in about a minute
+test-fast: setup data
+	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
 # The labs in JupyterLab, as an attendee on a laptop opens them (the "python3" kernel is this environment's)
 lab: setup data
 	$(PY) -m pip --disable-pip-version-check install --quiet -e ".[test,lab]"

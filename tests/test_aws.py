@@ -297,6 +297,7 @@ def test_which_trust_policies_let_sagemaker_assume_the_role(trust, trusted):
     assert aws.trusts_sagemaker(trust) is trusted
 
 
+@pytest.mark.slow
 def test_an_offline_dry_run_does_no_role_discovery(no_studio, tmp_path, monkeypatch):
     for name in ("train", "validation"):
         (tmp_path / name).mkdir()

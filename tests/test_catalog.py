@@ -33,6 +33,7 @@ def rows():
     return list(catalog.generate_rows(20000, seed=0))
 
 
+@pytest.mark.slow
 def test_titles_look_like_a_marketplace_feed(rows):
     titles = [r.title for r in rows]
     hangul = sum(bool(re.search("[가-힣]", t)) for t in titles) / len(titles)
@@ -75,6 +76,7 @@ def test_a_quarter_of_titles_name_a_second_product_as_a_modifier():
     assert sum("용 " in r.title for r in made) > 100  # Korean's "B용 A": for B
 
 
+@pytest.mark.slow
 def test_build_writes_a_stratified_split_and_a_tokenizer(small_catalog):
     train, val, labels = catalog.load_split(small_catalog)
     assert labels == catalog.categories()
@@ -99,6 +101,7 @@ def test_tokenizer_keeps_hangul_syllables_and_lowercases_latin(small_catalog):
     assert "dress" in enc.tokens
 
 
+@pytest.mark.slow
 def test_the_tokenizer_is_the_same_from_one_process_to_the_next():
     """The library's trainer alone gives a different vocabulary per process (hash-map order, tokenizers#1794), so
     a test's catalogue, and what a model learns from it, changed from run to run. Two fresh processes, one answer;
@@ -118,6 +121,7 @@ def test_the_tokenizer_is_the_same_from_one_process_to_the_next():
     assert any(t.startswith("##") and len(t) > 3 for t in saved["model"]["vocab"])  # it merged pieces too
 
 
+@pytest.mark.slow
 def test_shards_are_stratified_within_each_shard(tmp_path):
     out = catalog.shards(tmp_path / "big", rows=6000, n_shards=3, seed=1, vocab_size=1000, tokenizer_rows=2000)
     parts = sorted((out / "train").glob("part-*.csv"))
@@ -163,6 +167,7 @@ def test_class_too_small_for_a_stratified_split_is_named(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_a_failed_rebuild_keeps_the_previous_catalogue(tmp_path, monkeypatch):
     out = catalog.build(tmp_path / "cat", rows=12000, seed=2, vocab_size=800)
     before = (out / "train" / "part-00000.csv").read_bytes()
@@ -176,6 +181,7 @@ def test_a_failed_rebuild_keeps_the_previous_catalogue(tmp_path, monkeypatch):
     assert (out / "train" / "part-00000.csv").read_bytes() == before
 
 
+@pytest.mark.slow
 def test_from_csv_round_trip(tmp_path, small_catalog):
     train, _, _ = catalog.load_split(small_catalog)
     src = tmp_path / "mine.csv"
@@ -185,6 +191,7 @@ def test_from_csv_round_trip(tmp_path, small_catalog):
     assert len(t2) + len(v2) == len(train) and labels == sorted({r.category for r in train})
 
 
+@pytest.mark.slow
 def test_the_shipped_catalogue_is_what_the_build_command_makes(tmp_path):
     """The README's command regenerates data/catalog byte for byte, tokenizer included."""
     from helpers.job import DATA_DIR

@@ -11,12 +11,11 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO, SRC
+from conftest import REPO
 
 from helpers.data import catalog
 from helpers.data.catalog import CatalogError
 
-sys.path.insert(0, str(SRC))
 from catalog_data import DataError, read_channel, read_labels  # noqa: E402
 
 LABELS = ["fashion > dress", "beauty > 립스틱"]

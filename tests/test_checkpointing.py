@@ -12,10 +12,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO, SRC
+from conftest import SRC
 
-sys.path.insert(0, str(SRC))
-sys.path.insert(0, str(REPO / "benchmarks"))  # imported by the tests that use them
 import checkpointing  # noqa: E402
 from checkpointing import Checkpointer, CorruptCheckpoint, NoCheckpoints, write_atomic  # noqa: E402
 
@@ -123,6 +121,7 @@ def params(t: Trainer) -> list[torch.Tensor]:
     return [p.detach().clone() for p in t.model.parameters()]
 
 
+@pytest.mark.slow
 def test_resume_continues_bit_identically(tmp_path):
     straight = Trainer()
     expected = train(straight, NoCheckpoints(), 0, 10)

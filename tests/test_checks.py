@@ -103,6 +103,7 @@ def test_each_rule_refuses_or_notes_what_its_table_says(small_catalog, rule, fie
         checks.check(job, where(job, target), [rule])
 
 
+@pytest.mark.slow
 def test_a_good_job_passes_every_rule_for_every_kind_of_target(small_catalog):
     job = Job("lab-x", {"epochs": 1}, catalog_channels(small_catalog))
     for target in (CPU, G5, Target("local_container", "local_cpu", 0, 2)):

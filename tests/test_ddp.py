@@ -103,6 +103,7 @@ def test_smddp_backend_is_used_where_the_library_imports(single, runner, small_c
     _assert_parity(single, smddp)
 
 
+@pytest.mark.slow
 def test_smddp_under_mpirun_without_the_library_stops_with_a_clear_error(small_catalog, tmp_path, monkeypatch):
     """A bare mpirun (SageMaker's SMDDP launcher) sets OMPI_COMM_WORLD_*, not torchrun's rendezvous address: there is
     nothing to fall back on, so a missing or mismatched library must fail at once, saying what to change."""
@@ -134,9 +135,6 @@ def test_smddp_under_mpirun_without_the_library_stops_with_a_clear_error(small_c
 
 
 def test_backend_choices_include_smddp():
-    import sys
-
-    sys.path.insert(0, str(SRC))
     import train
 
     assert train.parse_args(["--backend", "smddp"]).backend == "smddp"

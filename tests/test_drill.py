@@ -6,12 +6,11 @@ import json
 import math
 import re
 import signal
-import sys
 import threading
 
 import pytest
 import torch
-from conftest import SRC, TINY
+from conftest import TINY
 
 from helpers.job import Job, catalog_channels, parse_metric_line
 from helpers.local import drill, drill_plan
@@ -19,7 +18,6 @@ from helpers.local.runner import LocalRunner
 from helpers.planning import spot
 from helpers.targets import resolve
 
-sys.path.insert(0, str(SRC))
 from checkpointing import EXIT_STOPPED  # noqa: E402
 
 # 1,200 rows in batches of 32: 37 steps, a checkpoint every 8, two evaluations

@@ -342,6 +342,7 @@ def _wait_for(log, line: str, count: int = 1, timeout: float = 60) -> str:
     raise AssertionError(f"{line!r} x{count} never came in {log}:\n{text}")
 
 
+@pytest.mark.slow
 def test_a_space_s_set_up_runs_in_the_background_and_once_cloned_stays(tmp_path, workshop_repository):
     home = tmp_path / "home"
     script = _lifecycle_script(home, f"file://{workshop_repository}")

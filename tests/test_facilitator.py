@@ -51,6 +51,7 @@ def test_each_lab_defaults_to_the_guide_s_real_target(target):
         assert params["instance_count"] == target.count
 
 
+@pytest.mark.slow
 def test_the_event_template_passes_cfn_lint():
     done = subprocess.run(
         [sys.executable, "-c", "import sys, cfnlint.runner; sys.exit(cfnlint.runner.main())", str(TEMPLATE)],

@@ -8,17 +8,16 @@ from __future__ import annotations
 import json
 import math
 import os
-import sys
 
 import pytest
 import torch
-from conftest import REPO, SRC, TINY, run_script
+from conftest import REPO, TINY, run_script
 
-sys.path.insert(0, str(SRC))
-sys.path.insert(0, str(REPO / "benchmarks"))  # imported by the tests that use them
 import fastpath  # noqa: E402
 import train  # noqa: E402
 from catalog_data import PadCollator, TokenizedTitles, load_tokenizer, read_channel, read_labels  # noqa: E402
+
+pytestmark = pytest.mark.slow  # every test here starts a store, a job or a training run
 
 
 def script_args(*argv: str):

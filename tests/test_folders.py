@@ -117,6 +117,7 @@ LAB05_SETUP = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_two_runs_of_lab_05_s_set_up_at_once_do_not_break_each_other(tmp_path):
     nb = nbformat.read(REPO / "labs" / "05_input_modes.ipynb", as_version=4)
     code = [c for c in nb.cells if c.cell_type == "code"]

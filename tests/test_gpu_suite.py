@@ -9,11 +9,11 @@ import json
 import sys
 from pathlib import Path
 
+import gpu_suite
 import pytest
+import single_gpu
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "benchmarks"))
-import gpu_suite  # noqa: E402
 
 
 def by_name(steps):
@@ -63,24 +63,13 @@ def test_tiny_plan_is_the_same_commands_with_cpu_parameters(tmp_path):
         assert step.command[:3] == gpu[name].command[:3]  # same runner or benchmark: only parameters differ
         assert "local_gpu" not in step.command and "cuda" not in step.command
     bench = tiny["bench_random"].command
-    smoke = [
-        "--device",
-        "cpu",
-        "--model_size",
-        "tiny",
-        "--steps",
-        "4",
-        "--warmup_steps",
-        "1",
-        "--batch_sizes",
-        "8",
-        "--title_rows",
-        "256",
-        "--title_batch",
-        "32",
-        "--compile",
-        "false",
-    ]  # single_gpu.py's documented smoke
+    # the tiny suite's benchmark arguments are single_gpu.py's documented smoke check, and its parser takes them
+    doc = single_gpu.__doc__
+    documented = " ".join(doc[doc.index("--device cpu") :].split("#")[0].replace("\\", " ").split())
+    smoke = gpu_suite.CPU_BENCH
+    assert " ".join(smoke) == documented
+    args = single_gpu.parse_args(smoke)
+    assert (str(args.device), args.model_size, args.batch_sizes) == ("cpu", "tiny", [8])
     assert has(bench, *smoke) and has(tiny["lab01"].command, "--target", "local_cpu")
     chosen = gpu_suite.select(list(tiny.values()), None, tiny=True, extra=[])
     assert [s.name for s in chosen] == list(gpu_suite.TINY_DEFAULT)
@@ -110,6 +99,7 @@ def test_gpu_mode_without_a_gpu_refuses_and_step_names_are_checked(tmp_path, mon
 # --- failures --------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_failing_step_is_recorded_and_the_suite_goes_on(tmp_path):
     py = sys.executable
     steps = [
@@ -128,6 +118,7 @@ def test_a_failing_step_is_recorded_and_the_suite_goes_on(tmp_path):
     assert json.loads((tmp_path / "report.json").read_text())["failed"] == ["boom", "hang"]
 
 
+@pytest.mark.slow
 def test_a_step_given_a_bad_parameter_fails_with_its_message_and_a_non_zero_exit(tmp_path):
     code = gpu_suite.main(["--tiny", "--steps", "lab01", "--step-args", "lab01", "-p epochz 1", "--out", str(tmp_path)])
     report = json.loads((tmp_path / "report.json").read_text())

@@ -63,12 +63,14 @@ def actionlint(root) -> subprocess.CompletedProcess:
     return subprocess.run([str(ACTIONLINT)], cwd=root, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_actionlint_finds_nothing_in_the_ci_workflow():
     done = actionlint(REPO)
     assert "Checking 1 workflow file(s)" in done.stdout, done.stdout + done.stderr  # it read ci.yml
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_actionlint_catches_what_the_schema_cannot(tmp_path):
     """A misspelt input of a real action and an expression naming nothing: valid to the schema, wrong to actionlint."""
     broken = WORKFLOW.read_text().replace("python-version:", "pyton-version:").replace("github.ref", "github.reff")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pytest
+
 from helpers.aws import image_support, images
 from helpers.aws.sagemaker_jobs import dry_run_offline
 from helpers.job import Job, catalog_channels
@@ -29,6 +31,7 @@ def test_status_reads_the_version_from_the_tag_and_compares_with_a_date():
     assert smp.eop == dt.date(2025, 10, 29) and "its PyTorch's dates" in smp.source
 
 
+@pytest.mark.slow
 def test_every_dry_run_shows_its_image_s_support_and_warns_past_it():
     data = catalog_channels()
     current = dry_run_offline(Job("lab-x", {}, data), "ml.g5.2xlarge")

@@ -21,6 +21,8 @@ from helpers.local.input_modes import InputModeError
 from helpers.local.local_job import LocalJob
 from helpers.targets import Target
 
+pytestmark = pytest.mark.slow  # every test here starts a store, a job or a training run
+
 CPU = Target("local_cpu", "local_cpu", 0, 2)
 BUCKET = "modes-data"
 

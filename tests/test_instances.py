@@ -150,6 +150,7 @@ def test_describe_and_table():
     assert len(instances.table()) == len(instances.CATALOGUE)
 
 
+@pytest.mark.slow
 def test_every_catalogue_entry_is_a_training_instance_type_of_the_api():
     """A type the API does not take for training fails CreateTrainingJob's validation: the catalogue offers none."""
     import botocore.session

@@ -16,6 +16,8 @@ from helpers.local.local_job import Clock
 from helpers.local.runner import LocalRunner, run_name
 from helpers.targets import Target
 
+pytestmark = pytest.mark.slow  # every test here starts a store, a job or a training run
+
 CPU = Target("local_cpu", "local_cpu", 0, 2)
 
 # ignores SIGTERM, or (--on_term exit) leaves on it as a script that saves on SIGTERM does; --stop_host stops its own

@@ -158,6 +158,7 @@ def test_a_hub_checkpoint_is_refused_before_anything_runs(runner, small_catalog)
     assert not (runner.runs_dir / "hub").exists()
 
 
+@pytest.mark.slow
 def test_failed_job_shows_its_error_not_just_an_exit_code(runner, small_catalog):
     # settings each fine alone but refused together by the script itself: only the job can find this out
     job = Job("broken", {**TINY, "max_length": 64, "pad_to": 16}, catalog_channels(small_catalog))

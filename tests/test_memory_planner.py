@@ -4,16 +4,12 @@ for the planner's SMP degrees, and SMP v2 degrees that cannot run refused before
 
 from __future__ import annotations
 
-import sys
-
 import pytest
-from conftest import SRC
 
 from helpers import jobs
 from helpers.aws import sagemaker_jobs
 from helpers.planning import memory
 
-sys.path.insert(0, str(SRC))
 import smp  # noqa: E402  (the container's SMP v2 path: the FSDP sharding it picks)
 import train_lm  # noqa: E402  (the container's script: the shapes it builds)
 
@@ -51,6 +47,7 @@ def test_activations_follow_the_saved_tensors_of_a_llama_block():
     assert saved < halved < memory.activation_bytes(m, tokens, "fp32")[0]
 
 
+@pytest.mark.slow
 def test_the_planner_describes_the_model_train_lm_builds(small_catalog):
     from catalog_data import load_tokenizer
 

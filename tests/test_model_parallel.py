@@ -5,16 +5,14 @@ the GPipe schedule); a second runs the 1F1B schedule."""
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
 import torch
-from conftest import SRC, run_script
+from conftest import run_script
 
 from helpers.local.ports import free_port
 from helpers.planning import memory
 
-sys.path.insert(0, str(SRC))
 import sharded_checkpoint  # noqa: E402  (the container's checkpoint loader)
 import tensor_parallel  # noqa: E402
 import train_lm  # noqa: E402  (the container's script, imported for its argument parsing)
@@ -158,6 +156,7 @@ def test_sharded_checkpoints_load_into_one_plain_process(five):
     assert 4 < generated.shape[1] <= 7 and metrics["sample"]["generated"]
 
 
+@pytest.mark.slow
 def test_tp_refuses_heads_that_do_not_split():
     from types import SimpleNamespace
 

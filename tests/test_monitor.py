@@ -60,6 +60,7 @@ def test_samples_a_real_process_tree_and_stops_cleanly(busy_job):
     assert len(mon.samples) == n
 
 
+@pytest.mark.slow
 def test_results_as_table_heatmap_and_lines(busy_job):
     with monitor.watch(busy_job, interval=0.2, gpus=False) as mon:
         busy_job.procs["algo-1"].wait(timeout=60)
@@ -90,6 +91,7 @@ def synthetic(times, busy):
     return mon
 
 
+@pytest.mark.slow
 def test_a_window_cuts_summary_and_heatmap_to_the_training_loop():
     mon = synthetic([0.5, 1.0, 1.5, 2.0, 2.5, 3.0], [10, 10, 90, 90, 90, 10])  # start-up, training, saving
     mon.mark("training", 1.0, 2.5)  # samples whose interval is mostly inside: those ending at 1.5, 2.0 and 2.5
@@ -125,6 +127,7 @@ def test_the_training_window_comes_from_the_job_log():
     assert monitor.training_window(history[:-1]) is None  # no summary line: no window
 
 
+@pytest.mark.slow
 def test_gpu_rows_come_from_nvml_when_present(monkeypatch, busy_job):
     """With NVML answering (a stand-in module here: this machine has no GPU), every sample carries each GPU."""
 

@@ -21,6 +21,8 @@ from helpers.job import Job, catalog_channels
 from helpers.local.runner import LocalRunner
 from helpers.targets import Target
 
+pytestmark = pytest.mark.slow  # every test here starts a store, a job or a training run
+
 GUARD = textwrap.dedent("""
     import ipaddress, json, os, sys
     _log = os.environ["NETWORK_GUARD_LOG"]

@@ -21,6 +21,8 @@ from helpers.local.objectstore import ObjectStore
 from helpers.local.ports import free_ports
 from helpers.local.store_client import ObjectStoreError, S3Uri
 
+pytestmark = pytest.mark.slow  # every test here starts a store, a job or a training run
+
 REPO = Path(__file__).resolve().parent.parent
 
 

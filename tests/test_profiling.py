@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import gzip
 import json
-import sys
 import types
 import warnings
 
 import pytest
 import torch
-from conftest import SRC, TINY, run_script
+from conftest import TINY, run_script
 
 from helpers.local import monitor
 
-sys.path.insert(0, str(SRC))
 import profiling  # noqa: E402
 from catalog_data import (  # noqa: E402
     DataError,

@@ -86,6 +86,7 @@ def _wheel(directory: Path, version: str) -> None:
 
 
 @pytest.mark.parametrize("installed, expected", [("4.44.2", None), (None, "4.57.6"), ("4.30.2", "4.57.6")])
+@pytest.mark.slow
 def test_pip_itself_keeps_an_installed_transformers_and_installs_a_missing_one(tmp_path, installed, expected):
     """pip (the one in this environment) against a bare Python 3.11 environment, as the SDK's driver runs it, with
     --dry-run and a local index of empty wheels: no network, nothing installed."""

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from helpers.aws import sagemaker_jobs
 from helpers.aws.dry_run import DryRun
 from helpers.aws.launch import SageMakerJobResult
@@ -36,6 +38,7 @@ def test_local_and_sagemaker_results_share_curve_and_repr(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_a_dry_run_is_a_result_with_nothing_trained(tmp_path):
     for split in ("train", "validation"):
         (tmp_path / split).mkdir()

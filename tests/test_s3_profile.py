@@ -13,6 +13,8 @@ from helpers.local import input_modes, store_client
 from helpers.local.objectstore import ObjectStore
 from helpers.local.s3_profile import AWS_S3, S3Profile
 
+pytestmark = pytest.mark.slow  # every test here starts a store, a job or a training run
+
 # steep on purpose: a throttle that did nothing would be far below these bounds on loopback (a few ms)
 STEEP = S3Profile(first_byte_ms=150, connection_mb_per_s=20)
 BIG = 2_000_000

@@ -126,6 +126,7 @@ def test_single_process_script(offline, data):
     assert d.calls["sagemaker.CreateTrainingJob"] == 1 and "sagemaker.StartTrainingJob" not in d.calls
 
 
+@pytest.mark.slow
 def test_torchrun_on_two_multi_gpu_instances(offline, data):
     job = Job("lab02-ddp", {"epochs": 1}, data, instance_count=2)
     d = dry(job, "ml.g5.12xlarge")
@@ -214,6 +215,7 @@ def test_a_count_of_tokens_is_not_a_secret(offline, data):  # a token's text is:
     assert dry(job, "ml.g5.2xlarge").request["HyperParameters"]["generate_tokens"] == "20"
 
 
+@pytest.mark.slow
 def test_a_job_without_a_price_keeps_its_note_through_the_region_s_plan(offline, data, monkeypatch):
     monkeypatch.setattr(cost, "estimate", lambda *a, **k: (_ for _ in ()).throw(cost.UnknownPrice("no price for x")))
     d = dry(Job("lab01-single", {}, data), "ml.g5.2xlarge")
@@ -347,6 +349,7 @@ def test_tensorboard_output_when_the_script_writes_there(offline, data):
     }
 
 
+@pytest.mark.slow
 def test_telemetry_is_off(offline, data, monkeypatch):
     from sagemaker.core.telemetry import telemetry_logging
 
@@ -749,6 +752,7 @@ def test_launch_follows_status_and_logs_to_the_bill(fake_aws, data, capsys):
     assert "cloudwatch-logs.GetLogEvents" in made
 
 
+@pytest.mark.slow
 def test_a_failed_job_raises_with_its_reason_and_log_tail(fake_aws, data):
     fake_aws.script_job(
         ScriptedJob(
@@ -774,6 +778,7 @@ def test_a_failed_job_raises_with_its_reason_and_log_tail(fake_aws, data):
     assert err.value.result.billable_seconds == 60
 
 
+@pytest.mark.slow
 def test_launch_without_waiting_then_stop(fake_aws, data):
     fake_aws.script_job(ScriptedJob(statuses=[("InProgress", "Training")]))
     launched = sj.run(
@@ -795,6 +800,7 @@ def test_launch_without_waiting_then_stop(fake_aws, data):
     assert aws.cleanup("alice", boto_session=fake_aws.boto_session) == []
 
 
+@pytest.mark.slow
 def test_a_dry_run_launches_with_its_own_options_and_refuses_unknown_ones(fake_aws, data):
     fake_aws.script_job(ScriptedJob(statuses=[("InProgress", "Training")]))
     d = sj.run(
@@ -828,6 +834,7 @@ def test_run_job_refuses_an_unknown_sagemaker_option_naming_the_valid_ones(offli
     assert offline.calls == []
 
 
+@pytest.mark.slow
 def test_cleanup_after_launches_stops_only_running_jobs_of_this_attendee(fake_aws, data):
     fake_aws.script_job(ScriptedJob(statuses=[("InProgress", "Training")]))
     names = [
@@ -972,6 +979,7 @@ def test_run_job_routes_local_container_to_the_sdk_local_mode(data, monkeypatch,
         run_job(Job("lab-x", {}, data), "local_container")
 
 
+@pytest.mark.slow
 def test_the_launch_button_launches_the_reviewed_job_once(fake_aws, data):
     fake_aws.script_job(ScriptedJob(statuses=[("InProgress", "Training")]))
     d = sj.run(
@@ -992,6 +1000,7 @@ def test_the_launch_button_launches_the_reviewed_job_once(fake_aws, data):
     assert button.job.describe()["TrainingJobStatus"] == "InProgress"
 
 
+@pytest.mark.slow
 def test_the_launch_button_is_disabled_over_budget_and_absent_offline(fake_aws, offline, data):
     d = sj.run(
         Job("lab-x", {}, data),

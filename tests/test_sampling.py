@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import random
-import sys
 
 import pytest
-from conftest import SRC
 
-sys.path.insert(0, str(SRC))
 from sampling import GlobalBatchPlan  # noqa: E402
 
 

@@ -25,6 +25,8 @@ from helpers.local.objectstore import ObjectStore
 from helpers.local.s3_profile import S3Profile
 from helpers.targets import Target
 
+pytestmark = pytest.mark.slow  # every test here starts a store, a job or a training run
+
 CPU = Target("local_cpu", "local_cpu", 0, 2)
 BUCKET = "faults"
 URI = f"s3://{BUCKET}/blobs/"

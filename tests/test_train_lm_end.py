@@ -6,17 +6,14 @@ is allocated: its size comes from the meta device and the planner."""
 
 from __future__ import annotations
 
-import sys
 from datetime import timedelta
 from types import SimpleNamespace
 
 import pytest
 import torch
-from conftest import SRC
 
 from helpers.planning import memory
 
-sys.path.insert(0, str(SRC))
 import sharded_checkpoint  # noqa: E402  (the reload check: its plan and budget)
 import train_lm  # noqa: E402
 
@@ -34,6 +31,7 @@ def params_of(model_size: str, block_size: int = 2048) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
+@pytest.mark.slow
 def test_the_7b_shape_gets_a_bounded_check_with_its_reason():
     params = params_of("7b")
     assert params == memory.train_lm_shape("7b", VOCAB).params  # the script's model is the planner's 7b shape

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from datetime import timedelta
 
 import pytest
-from conftest import REPO, SRC, TINY, run_script
+from conftest import REPO, TINY, run_script
 
 from helpers.job import METRIC_DEFINITIONS, parse_metric_line
 from helpers.local.ports import free_port
 
-sys.path.insert(0, str(SRC))
 import options  # noqa: E402  (the container's options: str2bool and its spellings)
 import ranks  # noqa: E402  (the container's rank, device and precision)
 import train  # noqa: E402  (the container's script, imported for its argument parsing)
+
+pytestmark = pytest.mark.slow  # every test here starts a store, a job or a training run
 
 CATALOG = REPO / "data" / "catalog"  # the repository's own: no catalogue to build for a few steps
 
