@@ -1,6 +1,8 @@
 """Every figure the labs draw, in one place; the modules that measure or plan compute, and these draw.
 
 - any lab: training curves against a baseline, side-by-side and stacked bars, the catalogue's categories;
+- lab 02 (DDP): the scaling plan, time against cost and efficiency against GPUs (:mod:`helpers.planning.scaling`
+  computes the predictions);
 - lab 05 (input modes): one job per mode on a timeline, a sequence of jobs, access patterns
   (:mod:`helpers.local.input_modes` computes the rows);
 - lab 06 (spot): the interruption drill (:class:`helpers.local.drill_plan.Drill`), the checkpoint interval
@@ -20,6 +22,7 @@ from collections.abc import Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import Patch
+from matplotlib.ticker import FuncFormatter
 
 
 def training_curves(results: dict, baseline_accuracy: float | None = None, title: str = "Training"):
@@ -93,18 +96,23 @@ def stacked_bars(
     ylabel: str,
     title: str = "",
     side: tuple[Sequence[float], str, str] | None = None,
+    reference: tuple[float, str] | None = None,
 ):
     """One stacked bar per configuration (``parts``: component -> values), and optionally a plain bar chart of
-    another figure beside it (``side``: values, its y label, its title), e.g. bytes per rank next to step time."""
+    another figure beside it (``side``: values, its y label, its title), e.g. bytes per rank next to step time, and a
+    dotted reference line across the stacks (``reference``: value, label)."""
     fig, axes = plt.subplots(1, 2 if side else 1, figsize=(11 if side else 6, 3.8), squeeze=False)
     ax = axes[0][0]
     bottom = [0.0] * len(labels)
     for name, values in parts.items():
         ax.bar(labels, values, bottom=bottom, label=name)
         bottom = [b + v for b, v in zip(bottom, values)]
+    if reference is not None:
+        ax.axhline(reference[0], color="grey", ls=":", label=reference[1])
     ax.set(ylabel=ylabel, title=title)
     ax.tick_params(axis="x", rotation=30)
-    ax.legend(fontsize=8)
+    beside = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0)} if reference else {}  # off the line and the stacks
+    ax.legend(fontsize=8, **beside)
     ax.grid(axis="y", alpha=0.3)
     if side:
         values, side_label, side_title = side
@@ -120,6 +128,66 @@ def stacked_bars(
         axes[0][1].set(ylabel=side_label, title=side_title)
         axes[0][1].tick_params(axis="x", rotation=30)
         axes[0][1].grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------- lab 02: scaling
+def scaling_plan(plans: dict[str, list], case_studies: Sequence = (), title: str = "Scaling plan (a model)"):
+    """Lab 02's planner (:mod:`helpers.planning.scaling`): ``plans`` maps a label to one instance type's
+    predictions for 1...N instances, ``case_studies`` are its published figures (``scaling.CASE_STUDIES``).
+    Left: time to train against dollars, one line per instance type, points labelled with the instance count.
+    Right: predicted scaling efficiency against GPUs, with the case studies' published figures beside it."""
+    fig, (ax_cost, ax_eff) = plt.subplots(1, 2, figsize=(13, 4.2))
+    for label, preds in plans.items():
+        priced = [p for p in preds if p.usd is not None]
+        if priced:
+            (line,) = ax_cost.plot([p.usd for p in priced], [p.train_h for p in priced], "o-", label=label)
+            for p in priced:
+                ax_cost.annotate(
+                    f"{p.instances}x",
+                    (p.usd, p.train_h),
+                    textcoords="offset points",
+                    xytext=(4, 3),
+                    fontsize=7,
+                    color=line.get_color(),
+                )
+        ax_eff.plot([p.gpus for p in preds], [p.efficiency for p in preds], "o-", label=label)
+    for c in case_studies:
+        ax_eff.scatter(
+            [c.gpus],
+            [c.efficiency],
+            marker="^" if c.lower_bound else "*",
+            s=90,
+            zorder=5,
+            edgecolor="black",
+            label=f"{c.name}{' (at least)' if c.lower_bound else ''}",
+        )
+    plain = FuncFormatter(lambda v, _: f"{v:g}")
+    some = FuncFormatter(lambda v, _: f"{v:g}" if f"{v:.0e}"[0] in "25" else "")  # minor ticks: 2s and 5s only
+    ax_cost.set(
+        xscale="log",
+        yscale="log",
+        xlabel="cost of the run (USD, on-demand)",
+        ylabel="time to train (hours)",
+        title="Time against money",
+    )
+    ax_eff.set(
+        xlabel="GPUs",
+        ylabel="scaling efficiency (1.0 = linear)",
+        title="Efficiency",
+        ylim=(0, max([1.2, *(c.efficiency + 0.1 for c in case_studies)])),
+    )
+    ax_eff.set_xscale("log", base=2)
+    ax_eff.axhline(1.0, color="grey", ls=":", lw=1)
+    for axis in (ax_cost.xaxis, ax_cost.yaxis, ax_eff.xaxis):
+        axis.set_major_formatter(plain)
+        axis.set_minor_formatter(FuncFormatter(lambda v, _: "") if axis is ax_eff.xaxis else some)
+    ax_cost.legend(fontsize=7)
+    ax_eff.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    for ax in (ax_cost, ax_eff):
+        ax.grid(alpha=0.3, which="both")
+    fig.suptitle(title)
     fig.tight_layout()
     return fig
 

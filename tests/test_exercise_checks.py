@@ -9,21 +9,72 @@ from helpers.planning import instances
 
 GIB = 2**30
 P = 1.236e9  # a parameter count
+PRE, ENV, MODEL = "/opt/ml/input/data/pretrained", "SM_CHANNEL_PRETRAINED", "/opt/ml/model"  # 01.1's answers
 CASES = [
     # (exercise, answers, expected status, words the message must contain)
-    ("01.1", dict(precision_g5="bf16", precision_p3="fp16"), "right", "GradScaler"),
-    ("01.1", dict(precision_g5="bf16", precision_p3="bf16"), "wrong", "no bf16"),
-    ("01.1", dict(precision_g5="fp32", precision_p3="fp16"), "wrong", "tensor cores"),
-    ("01.1", dict(precision_g5="half", precision_p3="fp16"), "wrong", "one of fp32, bf16, fp16"),
+    ("01.1", dict(pretrained_dir=PRE, pretrained_env="SM_CHANNEL_PRETRAINED", model_dir=MODEL), "right", "unchanged"),
+    ("01.1", dict(pretrained_dir=PRE + "/", pretrained_env="$SM_CHANNEL_PRETRAINED", model_dir=MODEL), "right", ""),
+    ("01.1", dict(pretrained_dir="s3://b/pretrained", pretrained_env=ENV, model_dir=MODEL), "wrong", "is in S3"),
+    (
+        "01.1",
+        dict(pretrained_dir="runs/jobs/x/algo-1/input/data/pretrained", pretrained_env=ENV, model_dir=MODEL),
+        "wrong",
+        "stand-in",
+    ),
+    (
+        "01.1",
+        dict(pretrained_dir="/opt/ml/input/data/train", pretrained_env=ENV, model_dir=MODEL),
+        "wrong",
+        "named after the channel",
+    ),
+    (
+        "01.1",
+        dict(pretrained_dir="/opt/ml/input/data", pretrained_env=ENV, model_dir=MODEL),
+        "wrong",
+        "one folder each",
+    ),
+    (
+        "01.1",
+        dict(pretrained_dir="/opt/ml/input/pretrained", pretrained_env=ENV, model_dir=MODEL),
+        "wrong",
+        "/opt/ml/input/data/X",
+    ),
+    ("01.1", dict(pretrained_dir=PRE, pretrained_env="SM_CHANNEL_pretrained", model_dir=MODEL), "wrong", "in capitals"),
+    ("01.1", dict(pretrained_dir=PRE, pretrained_env="SM_HP_PRETRAINED", model_dir=MODEL), "wrong", "hyperparameters"),
+    (
+        "01.1",
+        dict(pretrained_dir=PRE, pretrained_env="SM_PRETRAINED", model_dir=MODEL),
+        "wrong",
+        "sets no SM_PRETRAINED",
+    ),
+    ("01.1", dict(pretrained_dir=PRE, pretrained_env=ENV, model_dir="/opt/ml/output/data"), "wrong", "output.tar.gz"),
+    ("01.1", dict(pretrained_dir=PRE, pretrained_env=ENV, model_dir="/opt/ml/checkpoints"), "wrong", "resuming"),
+    ("01.1", dict(pretrained_dir=PRE, pretrained_env=ENV, model_dir="s3://b/model"), "wrong", "is in S3"),
     ("02.1", dict(global_batch_4=128, learning_rate_4=4e-3), "right", "linear scaling"),
     ("02.1", dict(global_batch_4=128, learning_rate_4=2e-3 * 2**0.5), "right", "square-root scaling"),
     ("02.1", dict(global_batch_4=32, learning_rate_4=4e-3), "wrong", "one rank's share"),
     ("02.1", dict(global_batch_4=128, learning_rate_4=2e-3), "wrong", "scale the learning rate"),
     ("02.1", dict(global_batch_4=128, learning_rate_4=3e-3), "wrong", "square root"),
-    ("03.1", dict(smddp_types={"ml.p3dn.24xlarge", "ml.p4d.24xlarge", "ml.p4de.24xlarge"}), "right", "torchrun"),
-    ("03.1", dict(smddp_types={"ml.p4d.24xlarge", "ml.p5.48xlarge"}), "wrong", "P5 is not supported"),
-    ("03.1", dict(smddp_types={"ml.p4d.24xlarge"}), "wrong", "2 more"),
-    ("03.1", dict(smddp_types="ml.p4d.24xlarge"), "wrong", "a set"),
+    ("02.1", dict(global_batch_4=128.0, learning_rate_4=4e-3), "right", "128 rows a step"),  # 128.0 rows is 128
+    ("02.1", dict(global_batch_4=128.5, learning_rate_4=4e-3), "wrong", "whole number"),
+    ("03.1", dict(world_size_p5=16, first_rank_on_algo_2=8, efa_types={"ml.p4d.24xlarge"}), "right", "RANK 8"),
+    ("03.1", dict(world_size_p5=16.0, first_rank_on_algo_2=8, efa_types=["ml.p4d.24xlarge"]), "right", "EFA on"),
+    ("03.1", dict(world_size_p5=8, first_rank_on_algo_2=8, efa_types={"ml.p4d.24xlarge"}), "wrong", "one instance's"),
+    ("03.1", dict(world_size_p5=16, first_rank_on_algo_2=0, efa_types={"ml.p4d.24xlarge"}), "wrong", "LOCAL_RANK"),
+    ("03.1", dict(world_size_p5=16, first_rank_on_algo_2=1, efa_types={"ml.p4d.24xlarge"}), "wrong", "node rank x"),
+    (
+        "03.1",
+        dict(world_size_p5=16, first_rank_on_algo_2=8, efa_types={"ml.p4d.24xlarge", "ml.g6e.48xlarge"}),
+        "wrong",
+        "the table's FI_PROVIDER column is empty there",
+    ),
+    ("03.1", dict(world_size_p5=16, first_rank_on_algo_2=8, efa_types=set()), "wrong", "1 more"),
+    ("03.2", dict(smddp_types={"ml.p3dn.24xlarge", "ml.p4d.24xlarge", "ml.p4de.24xlarge"}), "right", "torchrun"),
+    ("03.2", dict(smddp_types={"ml.p4d.24xlarge", "ml.p5.48xlarge"}), "wrong", "P5 is not supported"),
+    ("03.2", dict(smddp_types={"ml.p4d.24xlarge", "ml.g5.48xlarge"}), "wrong", "EFA column is True"),  # the table's
+    ("03.2", dict(smddp_types={"ml.p4d.24xlarge", "ml.p3.16xlarge"}), "wrong", "dropped"),
+    ("03.2", dict(smddp_types={"ml.p4d.24xlarge"}), "wrong", "2 more"),
+    ("03.2", dict(smddp_types="ml.p4d.24xlarge"), "wrong", "a set"),
     ("04.1", dict(optimizer_gib_ddp=8 * P / GIB, optimizer_gib_zero1=P / GIB), "right", "8× less"),
     ("04.1", dict(optimizer_gib_ddp=P / GIB, optimizer_gib_zero1=P / GIB), "wrong", "whole optimizer state"),
     ("04.1", dict(optimizer_gib_ddp=12 * P / GIB, optimizer_gib_zero1=P / GIB), "wrong", "8 bytes"),
@@ -47,6 +98,14 @@ CASES = [
 ]
 CONTEXT = {
     "02.1": dict(per_rank_batch=32, base_batch=64, base_lr=2e-3),
+    "03.1": dict(  # two rows of lab 03's driver table: what SageMaker's torchrun driver sets on each type
+        gpus_per_instance=8,
+        instance_count=2,
+        driver_table=[
+            {"instance type": "ml.p4d.24xlarge", "FI_PROVIDER": "efa", "network Gb/s": 400},
+            {"instance type": "ml.g6e.48xlarge", "FI_PROVIDER": "", "network Gb/s": 400},
+        ],
+    ),
     "04.1": dict(params=P, gpus=8),
     "06.1": dict(save_s=45, interruptions_per_hour=1 / 6),
     "07.1": dict(gpus=1, cores_per_process=8),
@@ -115,3 +174,30 @@ def test_a_nan_or_infinite_answer_is_told_it_is_not_a_number(id, answers):
     for given in (answers, {k: np.float64(v) for k, v in answers.items()}):
         got, message = evaluate(id, **given, **CONTEXT.get(id, {}))
         assert got == "wrong" and "not a number: check for a division by zero" in message, message
+
+
+@pytest.mark.parametrize(
+    "id, answers, context, status, words",
+    [
+        # the labs pass their own real_target's figures: 4 GPUs (lab 04), one GPU with 4 vCPUs (lab 07)
+        (
+            "04.1",
+            dict(optimizer_gib_ddp=8 * P / GIB, optimizer_gib_zero1=2 * P / GIB),
+            dict(gpus=4),
+            "right",
+            "4× less",
+        ),
+        ("04.1", dict(optimizer_gib_ddp=8 * P / GIB, optimizer_gib_zero1=P / GIB), dict(gpus=4), "wrong", "4 ranks"),
+        ("07.1", dict(my_tokenize="ahead", my_num_workers=2), dict(gpus=1, cores_per_process=4), "right", "spare"),
+        ("07.1", dict(my_tokenize="ahead", my_num_workers=4), dict(gpus=1, cores_per_process=4), "wrong", "4 cores"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_checks_follow_the_lab_s_real_target(id, answers, context, status, words):
+    got, message = evaluate(id, **answers, **{**CONTEXT.get(id, {}), **context})
+    assert (got, words in message) == (status, True), message
+
+
+def test_the_copy_check_says_what_was_written_and_how_many_connections():
+    got, message = evaluate("05.2", copy_min_100mb=12.0, files_for_an_hour=122_353)
+    assert got == "wrong" and "you wrote 12" in message and "`connections` (2)" in message, message

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from lab_claims import wrong  # what each lab's prose says its own run shows
 
 from helpers import lab, lab_time, run_labs
 
@@ -44,22 +45,6 @@ def test_a_lab_writes_in_a_folder_of_its_own_and_removes_no_other(notebook):
         assert "runs_dir" in lab.declared_parameters(notebook) and "folders.own_folder(runs_dir" in code
 
 
-# What a lab's prose says its own run shows, held against the figures that run recorded (smoke size, this machine)
-CLAIMS = {
-    "05_input_modes": {
-        "a job that reads a slice waits less for FastFile than for File": lambda f: (
-            f["fastfile_input_wait_s"] < f["file_input_wait_s"]
-        ),
-        "FastFile fetches a fraction of the bytes": lambda f: f["fastfile_bytes_share"] < 0.5,
-        "a sequence of jobs costs FSx less than File": lambda f: f["fsx_sequence_s"] < f["file_sequence_s"],
-        "a sequence of jobs costs FastFile more than FSx": lambda f: f["fastfile_sequence_s"] > f["fsx_sequence_s"],
-        "random reads of small objects are slowest on FastFile": lambda f: (
-            f["fastfile_random_mb_per_s"] < f["file_random_mb_per_s"]
-        ),
-    },
-}
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("notebook", LABS, ids=lambda p: p.stem)
 def test_lab_runs_headless_in_smoke_size_with_every_answer_right_and_in_its_stated_time(notebook, tmp_path):
@@ -77,8 +62,8 @@ def test_lab_runs_headless_in_smoke_size_with_every_answer_right_and_in_its_stat
     core, full = t.stated
     assert lab_time.within(core, t.core.minutes), f"core path: stated {core} min, estimated {t.core.minutes:.1f}"
     assert lab_time.within(full, t.full.minutes), f"whole lab: stated {full} min, estimated {t.full.minutes:.1f}"
-    wrong = [claim for claim, holds in CLAIMS.get(notebook.stem, {}).items() if not holds(run.figures)]
-    assert not wrong, f"the prose says {wrong}, its run recorded {run.figures}"
+    unborne = wrong(notebook.stem, run.figures)
+    assert not unborne, f"the prose says {unborne}, its run recorded {run.figures}"
 
 
 def _notebook(path: Path, cells: list[tuple[str, str]]) -> Path:

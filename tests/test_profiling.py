@@ -226,3 +226,35 @@ def test_the_clock_leaves_out_the_first_batch_and_the_first_step():
     assert clock.steps == 4  # spans 2->3 ... 5->6: the first batch's wait and the first step's warm-up are out
     assert set(clock.summary()) == {"data_wait_frac", "data_wait_ms", "step_ms", "first_batch_s"}
     assert profiling.StepClock().summary().keys() == {"first_batch_s"}  # no step: no ratio to report
+
+
+def test_the_step_breakdown_splits_each_step_s_work_by_where_the_thread_was(monkeypatch):
+    """--step_breakdown: after the data wait, on a core + queued for one + blocked = the step's work, from the
+    thread's schedstat read where the clock reads its own time."""
+    now, on_core, queued = [0.0], [0.0], [0.0]
+    monkeypatch.setattr(profiling, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
+    monkeypatch.setattr(profiling, "thread_times", lambda: (on_core[0], queued[0]))
+
+    def loader():
+        for i in range(5):
+            now[0] += 1.0  # each batch: 1 s of waiting for input
+            yield i
+
+    timer = profiling.StepTimer(breakdown=True)
+    for _ in timer.batches(loader()):
+        now[0] += 4.0  # each step's work: 2 s computing, 1.5 s queued for a core, 0.5 s blocked
+        on_core[0] += 2.0
+        queued[0] += 1.5
+        timer.step()
+    summary = timer.close()
+    assert summary["step_ms"] == pytest.approx(5000) and summary["data_wait_ms"] == pytest.approx(1000)
+    assert (summary["on_core_ms"], summary["queued_ms"], summary["blocked_ms"]) == pytest.approx((2000, 1500, 500))
+    assert "on_core_ms" not in profiling.StepTimer().close()  # off by default: the [final] line keeps its keys
+
+
+def test_thread_times_come_from_linux_schedstat_or_not_at_all(monkeypatch):
+    times = profiling.thread_times()
+    assert times is None or (len(times) == 2 and times[0] > 0 and times[1] >= 0)
+    monkeypatch.setattr("builtins.open", lambda *a, **k: (_ for _ in ()).throw(FileNotFoundError(a[0])))
+    assert profiling.thread_times() is None  # macOS, Windows: no split, and the clock's figures as before
+    assert not profiling.StepClock(breakdown=True).breakdown

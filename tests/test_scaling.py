@@ -9,6 +9,7 @@ import matplotlib
 matplotlib.use("Agg")
 import pytest  # noqa: E402
 
+from helpers import plots  # noqa: E402
 from helpers.planning import (
     instances,  # noqa: E402
     scaling,
@@ -149,9 +150,53 @@ def test_case_studies_carry_the_published_figures():
 def test_plot_draws_cost_against_time_and_the_case_studies():
     work = scaling.Workload(1_000_000, 64, 0.05, 4 * scaling.DISTILBERT_BASE_PARAMS)
     plans = {t: scaling.plan(work, t, counts=(1, 2, 4)) for t in ("ml.p4d.24xlarge", "ml.p5e.48xlarge")}
-    fig = scaling.plot(plans)
+    fig = plots.scaling_plan(plans, scaling.CASE_STUDIES)
     ax_cost, ax_eff = fig.axes
     assert len(ax_cost.lines) == 1  # p5e has no price on file: it appears on the efficiency panel only
     assert list(ax_cost.lines[0].get_xdata()) == [p.usd for p in plans["ml.p4d.24xlarge"]]
     assert len(ax_eff.lines) == 3 and len(ax_eff.collections) == 3  # two types + the 1.0 line; three case studies
     assert "Kakao" in " ".join(t.get_text() for t in ax_eff.get_legend().get_texts())
+
+
+ONE = dict(samples_per_sec=160.0, step_ms=400.0, data_wait_ms=4.0, on_core_ms=130.0, queued_ms=262.0, blocked_ms=4.0)
+
+
+def test_a_local_speedup_held_back_by_queueing_for_a_core_says_so_with_its_figures():
+    many = dict(
+        samples_per_sec=200.0, step_ms=320.0, data_wait_ms=3.0, on_core_ms=66.0, queued_ms=190.0, blocked_ms=61.0
+    )
+    used_one, used_many = {"job": 0.4, "other work": 1.6}, {"job": 0.6, "other work": 1.4}
+    template, figures = scaling.speedup_breakdown(ONE, many, 2, 2, "cpu", used_one, used_many)
+    text = template.format(**figures)
+    assert figures["ddp_limit"] == "cores" and figures["ddp_speedup"] == pytest.approx(1.25)
+    assert figures["ddp_speedup_ceiling"] == 2 and figures["ddp_speedup_cores_allow"] == pytest.approx(1.5)
+    assert figures["ddp_speedup_compute"] == pytest.approx(134 / 69)  # computing and input alone
+    assert text.startswith("2 processes ran 1.25x as fast as one, where 2 cores allow 2x. What held it back here")
+    assert "other work kept 1.4 of the 2 busy" in text and "190 ms queued for a core" in text and "{" not in text
+    assert "computed for 66 ms, about 1/2 of one process's 130 ms, as it should" in text
+    _, slow = scaling.speedup_breakdown(ONE, {**many, "on_core_ms": 90.0}, 2, 2, "cpu", used_one, used_many)
+    assert not slow["computing_halved"] and slow["on_core_share_1"] == 65  # shared cores: the same work took longer
+
+
+@pytest.mark.parametrize(
+    "blocked, wait, on_core, limit",
+    [(20.0, 3.0, 66.0, "blocked"), (2.0, 30.0, 66.0, "input"), (2.0, 3.0, 110.0, "computing")],
+)
+def test_on_free_cores_the_limit_is_the_largest_of_the_rest(blocked, wait, on_core, limit):
+    many = dict(samples_per_sec=300.0, step_ms=100.0, data_wait_ms=wait, on_core_ms=on_core, queued_ms=1.0)
+    many["blocked_ms"] = blocked
+    one = {**ONE, "queued_ms": 0.0, "step_ms": 138.0}
+    used = {"job": 1.0, "other work": 0.0}
+    _, figures = scaling.speedup_breakdown(one, many, 2, 8, "cpu", used, {"job": 2.0, "other work": 0.0})
+    assert figures["ddp_limit"] == limit and figures["ddp_speedup_ceiling"] == 2
+
+
+def test_cores_used_are_the_job_s_and_everyone_else_s_while_it_trained():
+    class Monitor:
+        windows = {"training": (1.0, 5.0)}
+
+        def summary(self, window=None):
+            assert window == "training"
+            return {"machine_cpu_pct": 90.0, "cores": 2, "job_cores": 0.5}
+
+    assert scaling.cores_used(Monitor()) == {"job": 0.5, "other work": pytest.approx(1.3)}

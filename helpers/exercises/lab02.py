@@ -10,9 +10,12 @@ from helpers.exercises import exercise, expect
 @exercise("02.1", "Global batch and learning rate for 4 ranks", minutes=4)
 def batch_and_lr_for_4(global_batch_4, learning_rate_4, per_rank_batch, base_batch, base_lr):
     """Keep each rank's batch, go to 4 ranks: the global batch, and the learning rate scaled with it."""
+    whole = isinstance(global_batch_4, (int, float)) and not isinstance(global_batch_4, bool)
     expect(
-        isinstance(global_batch_4, int) and global_batch_4 > 0, "the global batch is a whole number of rows per step."
+        whole and float(global_batch_4).is_integer() and global_batch_4 > 0,
+        "the global batch is a whole number of rows per step.",
     )
+    global_batch_4 = int(global_batch_4)  # 128.0 is 128 rows
     expect(
         global_batch_4 != per_rank_batch,
         f"{per_rank_batch} is one rank's share. The global batch counts every rank's rows in one optimizer step.",
@@ -28,7 +31,8 @@ def batch_and_lr_for_4(global_batch_4, learning_rate_4, per_rank_batch, base_bat
     expect(
         not math.isclose(learning_rate_4, base_lr, rel_tol=0.02),
         f"{base_lr:g} was tuned for a global batch of {base_batch}. With {global_batch_4} rows a step there are "
-        f"{global_batch_4 // base_batch}× fewer steps per epoch: scale the learning rate with the batch.",
+        f"{global_batch_4 / base_batch:g}× fewer steps per epoch: scale the learning rate with the batch (the rules "
+        f"under 'Global batch and learning rate').",
     )
     rule = next(
         (

@@ -17,6 +17,10 @@ contention, and the fact that a larger global batch can need more epochs (or a r
 same accuracy.
 
 Sources for the interconnect figures are next to them; inter-node bandwidth is the catalogue's ``network_gbps``.
+
+Beside the model, what a measured local run says (lab 02): :func:`speedup_breakdown` reads the step split that
+``train.py --step_breakdown`` logs and the cores a monitor saw (:func:`cores_used`), and says what held the speed-up of
+N processes over one back. The planner's plot is :func:`helpers.plots.scaling_plan`.
 """
 
 from __future__ import annotations
@@ -359,62 +363,79 @@ def case_study_table() -> list[dict]:
     ]
 
 
-# ------------------------------------------------------------------------------------------------ plot
-def plot(plans: dict[str, list[Prediction]], case_studies=CASE_STUDIES, title: str = "Scaling plan (a model)"):
-    """Left: time to train against dollars, one line per instance type, points labelled with the instance count.
-    Right: predicted scaling efficiency against GPUs, with the case studies' published figures beside it."""
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter
+# ------------------------------------------------------------------------------------------------ measured here
+# a step of train.py --step_breakdown, as its [final] line splits it (rank 0's thread): the label and the metric
+STEP_PARTS = {
+    "input": "data_wait_ms",
+    "computing": "on_core_ms",
+    "queued for a core": "queued_ms",
+    "blocked": "blocked_ms",
+}
 
-    fig, (ax_cost, ax_eff) = plt.subplots(1, 2, figsize=(13, 4.2))
-    for label, preds in plans.items():
-        priced = [p for p in preds if p.usd is not None]
-        if priced:
-            (line,) = ax_cost.plot([p.usd for p in priced], [p.train_h for p in priced], "o-", label=label)
-            for p in priced:
-                ax_cost.annotate(
-                    f"{p.instances}x",
-                    (p.usd, p.train_h),
-                    textcoords="offset points",
-                    xytext=(4, 3),
-                    fontsize=7,
-                    color=line.get_color(),
-                )
-        ax_eff.plot([p.gpus for p in preds], [p.efficiency for p in preds], "o-", label=label)
-    for c in case_studies:
-        ax_eff.scatter(
-            [c.gpus],
-            [c.efficiency],
-            marker="^" if c.lower_bound else "*",
-            s=90,
-            zorder=5,
-            edgecolor="black",
-            label=f"{c.name}{' (at least)' if c.lower_bound else ''}",
-        )
-    plain = FuncFormatter(lambda v, _: f"{v:g}")
-    some = FuncFormatter(lambda v, _: f"{v:g}" if f"{v:.0e}"[0] in "25" else "")  # minor ticks: 2s and 5s only
-    ax_cost.set(
-        xscale="log",
-        yscale="log",
-        xlabel="cost of the run (USD, on-demand)",
-        ylabel="time to train (hours)",
-        title="Time against money",
+
+def cores_used(monitor) -> dict[str, float]:
+    """Cores a local job's processes kept busy while it trained, and cores every other process did meanwhile: a
+    :class:`helpers.local.monitor.Monitor`'s training window (its whole run when it has none)."""
+    s = monitor.summary("training" if "training" in monitor.windows else None)
+    return {"job": s["job_cores"], "other work": max(0.0, s["machine_cpu_pct"] / 100 * s["cores"] - s["job_cores"])}
+
+
+def speedup_breakdown(
+    one: dict, many: dict, ranks: int, cores: int, device: str, used_one: dict, used_many: dict
+) -> tuple[str, dict]:
+    """What held a local DDP run's speed-up back: a sentence template and the figures it is formatted from
+    (``report.says(template, **figures)``). ``one`` and ``many`` are the ``[final]`` metrics of the 1-process and the
+    ``ranks``-process runs with ``--step_breakdown``; ``used_*`` what :func:`cores_used` measured during each.
+
+    The ceiling is a core (or GPU) for each rank. Rank 0 queued for a core in a good part of its step (15% or more):
+    the cores held it back, and its blocked time was then mostly the other rank, queued too. Otherwise the largest of
+    the rest: blocked (the all-reduce, the slower rank), input, or computing that did not halve with half the batch
+    (on a core shared with other work, the same computing can take longer: the sentence says whether it halved)."""
+    ceiling = min(ranks, cores) if device == "cpu" else ranks
+    rest = {
+        "blocked": many["blocked_ms"],
+        "input": many["data_wait_ms"],
+        "computing": many["on_core_ms"] - one["on_core_ms"] / ranks,
+    }
+    limit = "cores" if many["queued_ms"] >= 0.15 * many["step_ms"] else max(rest, key=rest.get)
+    why = {
+        "cores": "the cores: other work kept {other_work_cores:.1f} of the {cpus} busy while the ranks trained, "
+        "leaving the job {job_cores_ddp:.2f} cores against {job_cores_1:.2f} for one process, at most "
+        "{ddp_speedup_cores_allow:.2f}x",
+        "blocked": "the gradient all-reduce, and waiting for the slower rank",
+        "input": "waiting for input",
+        "computing": "computing that did not halve with half the batch",
+    }[limit]
+    # each rank computes 1/ranks of the batch: its time on a core should be about 1/ranks of one process's
+    halved = many["on_core_ms"] <= 1.2 * one["on_core_ms"] / ranks
+    computed = (
+        "about 1/{ranks} of one process's {on_core_ms_1:.0f} ms, as it should"
+        if halved
+        else "where 1/{ranks} of one process's {on_core_ms_1:.0f} ms would be {on_core_share_1:.0f} ms"
     )
-    ax_eff.set(
-        xlabel="GPUs",
-        ylabel="scaling efficiency (1.0 = linear)",
-        title="Efficiency",
-        ylim=(0, max(1.2, *(c.efficiency + 0.1 for c in case_studies))),
+    template = (
+        "{ranks} processes ran {ddp_speedup:.2f}x as fast as one, where {ddp_speedup_ceiling} {units} allow "
+        f"{{ddp_speedup_ceiling}}x. What held it back here was {why}. Of each {{step_ms_ddp:.0f}} ms step, rank 0 "
+        "spent {queued_ms_ddp:.0f} ms queued for a core and {blocked_ms_ddp:.0f} ms blocked, waiting for the other "
+        f"rank and the all-reduce; it computed for {{on_core_ms_ddp:.0f}} ms, {computed}, and waited "
+        "{data_wait_ms_ddp:.0f} ms for input. With a free core for each rank, these computing and input times allow "
+        "{ddp_speedup_compute:.2f}x, less the all-reduce."
     )
-    ax_eff.set_xscale("log", base=2)
-    ax_eff.axhline(1.0, color="grey", ls=":", lw=1)
-    for axis in (ax_cost.xaxis, ax_cost.yaxis, ax_eff.xaxis):
-        axis.set_major_formatter(plain)
-        axis.set_minor_formatter(FuncFormatter(lambda v, _: "") if axis is ax_eff.xaxis else some)
-    ax_cost.legend(fontsize=7)
-    ax_eff.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    for ax in (ax_cost, ax_eff):
-        ax.grid(alpha=0.3, which="both")
-    fig.suptitle(title)
-    fig.tight_layout()
-    return fig
+    figures = {
+        "ranks": ranks,
+        "ddp_speedup": many["samples_per_sec"] / one["samples_per_sec"],
+        "ddp_speedup_ceiling": ceiling,
+        "units": "cores" if device == "cpu" else "GPUs",
+        "cpus": cores,
+        "ddp_limit": limit,
+        "other_work_cores": used_many["other work"],
+        "job_cores_1": used_one["job"],
+        "job_cores_ddp": used_many["job"],
+        "ddp_speedup_cores_allow": used_many["job"] / used_one["job"],
+        "ddp_speedup_compute": (one["on_core_ms"] + one["data_wait_ms"]) / (many["on_core_ms"] + many["data_wait_ms"]),
+        "on_core_share_1": one["on_core_ms"] / ranks,
+        "computing_halved": halved,
+        **{f"{key}_1": one[key] for key in ("step_ms", *STEP_PARTS.values())},
+        **{f"{key}_ddp": many[key] for key in ("step_ms", *STEP_PARTS.values())},
+    }
+    return template, figures

@@ -216,6 +216,13 @@ def train_parser(description: str | None = None) -> ArgumentParser:
         default="2,2,5",
         help="wait,warmup,active steps: skip start-up, warm the profiler up, then record",
     )
+    p.add_argument(
+        "--step_breakdown",
+        type=str2bool,
+        default=False,
+        help="split each step's time after the data wait: computing on a core, queued for a core (other work), "
+        "blocked (waiting for the all-reduce and the other ranks); Linux only (lab 02)",
+    )
     # the collectives library (labs 02 and 03)
     p.add_argument(
         "--backend",

@@ -2,6 +2,8 @@
 
 The clock always runs (two ``perf_counter`` calls a step): it splits the loop's wall time into waiting for the next
 batch (inside ``next(loader)``) and everything else, and adds ``data_wait_frac`` and friends to the run's summary.
+With ``--step_breakdown`` it also splits everything else by where the trainer's thread was (Linux's schedstat):
+on a core, queued for one, or blocked, which in a DDP step is waiting for the gradient all-reduce (lab 02).
 ``--profile`` adds torch.profiler on a ``wait, warmup, active`` schedule (the flags are declared with train.py's
 other options, in ``options.py``). Its trace lands in ``--profile_dir`` as a Chrome trace
 (``<host>-rank<r>.<id>.pt.trace.json.gz``: open it in https://ui.perfetto.dev or TensorBoard); rank ``r`` also
@@ -45,9 +47,13 @@ class StepClock:
     """Splits each step into data wait (blocked in ``next(loader)``) and work (from the batch's arrival to
     :meth:`stepped`), from the second step on: the first batch carries worker start-up (reported on its own as
     ``first_batch_s``) and the first step the allocator's and autograd's warm-up. What the loop does between a
-    step's end and its next ``next(loader)`` (evaluation, checkpoints, log lines) is no step's time."""
+    step's end and its next ``next(loader)`` (evaluation, checkpoints, log lines) is no step's time.
 
-    def __init__(self):
+    ``breakdown``: the work also split by where this thread spent it (:func:`thread_times`): computing on a core,
+    queued for one (the cores were busy with other work), and the rest blocked, off the cores, which in a DDP step
+    is waiting for the gradient all-reduce and for the slowest rank."""
+
+    def __init__(self, breakdown: bool = False):
         self.start = time.perf_counter()
         self.first_batch_s = None
         self.wait = self.total = 0.0
@@ -55,9 +61,13 @@ class StepClock:
         self.arrived = None  # when the current step's batch arrived
         self.ended = None  # when the current step's work ended (None: not told; the next wait ends it)
         self.warm = False
+        self.breakdown = breakdown and thread_times() is not None
+        self.on_core = self.queued = 0.0
+        self.arrived_at = self.ended_at = None  # thread_times() at those moments
 
     def stepped(self) -> None:
         self.ended = time.perf_counter()
+        self.ended_at = thread_times() if self.breakdown else None
 
     def batches(self, loader, counted=lambda: True):
         """Yield the loader's batches, timing each wait; ``counted()`` says whether the coming step counts."""
@@ -66,6 +76,7 @@ class StepClock:
             it = iter(loader)
         while True:
             before = time.perf_counter()
+            before_at = thread_times() if self.breakdown and self.ended is None else self.ended_at
             try:
                 batch = next(it)
             except StopIteration:
@@ -78,26 +89,47 @@ class StepClock:
                 self.wait += now - before
                 self.total += work + now - before
                 self.steps += 1
+                if self.breakdown:
+                    self.on_core += before_at[0] - self.arrived_at[0]
+                    self.queued += before_at[1] - self.arrived_at[1]
             self.warm = self.arrived is not None  # from the second step's span on
             self.arrived, self.ended = now, None
+            self.arrived_at = thread_times() if self.breakdown else None
             yield batch
 
     def summary(self) -> dict:
         if not self.steps:
             return {"first_batch_s": self.first_batch_s or 0.0}
-        return {
+        out = {
             "data_wait_frac": self.wait / self.total,
             "data_wait_ms": 1e3 * self.wait / self.steps,
             "step_ms": 1e3 * self.total / self.steps,
             "first_batch_s": self.first_batch_s,
         }
+        if self.breakdown:
+            work = self.total - self.wait
+            out["on_core_ms"] = 1e3 * self.on_core / self.steps
+            out["queued_ms"] = 1e3 * self.queued / self.steps
+            out["blocked_ms"] = 1e3 * max(0.0, work - self.on_core - self.queued) / self.steps
+        return out
+
+
+def thread_times() -> tuple[float, float] | None:
+    """(seconds on a core, seconds queued for one) of the calling thread so far, from Linux's
+    ``/proc/thread-self/schedstat``; None where there is none (macOS, Windows)."""
+    try:
+        with open("/proc/thread-self/schedstat", encoding="ascii") as f:
+            on_core, queued, _ = f.read().split()
+    except (OSError, ValueError):
+        return None
+    return int(on_core) / 1e9, int(queued) / 1e9
 
 
 class StepTimer:
     """The profiler when ``--profile`` is off: only the clock. Same hooks, so the loop has no branches."""
 
-    def __init__(self, num_workers: int = 0):
-        self.clock = StepClock()
+    def __init__(self, num_workers: int = 0, breakdown: bool = False):
+        self.clock = StepClock(breakdown)
         self.num_workers = num_workers
 
     def batches(self, loader):
@@ -118,9 +150,15 @@ class TorchProfiler(StepTimer):
     (the profiler slows them down)."""
 
     def __init__(
-        self, out_dir: str, schedule: tuple[int, int, int], device: torch.device, rank: int, num_workers: int = 0
+        self,
+        out_dir: str,
+        schedule: tuple[int, int, int],
+        device: torch.device,
+        rank: int,
+        num_workers: int = 0,
+        breakdown: bool = False,
     ):
-        super().__init__(num_workers)
+        super().__init__(num_workers, breakdown)
         self.out_dir, self.schedule, self.device, self.rank = out_dir, schedule, device, rank
         os.makedirs(out_dir, exist_ok=True)
         host = os.environ.get("SM_CURRENT_HOST", "local")
@@ -208,8 +246,9 @@ def start(args, d, total_steps: int) -> StepTimer:
     """The loop's profiler: the clock alone, or torch.profiler as well with ``--profile``. Checks the schedule
     fits the run before training starts."""
     workers = getattr(args, "num_workers", 0)
+    breakdown = getattr(args, "step_breakdown", False)
     if not args.profile:
-        return StepTimer(workers)
+        return StepTimer(workers, breakdown)
     schedule = parse_schedule(args.profile_schedule)
     if sum(schedule) > total_steps:
         raise SystemExit(
@@ -217,4 +256,4 @@ def start(args, d, total_steps: int) -> StepTimer:
             f"{total_steps}: shorten the schedule or train for more steps"
         )
     out_dir = args.profile_dir or os.path.join(args.output_data_dir, "profile")
-    return TorchProfiler(out_dir, schedule, d.device, d.rank, workers)
+    return TorchProfiler(out_dir, schedule, d.device, d.rank, workers, breakdown)

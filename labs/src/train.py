@@ -76,9 +76,7 @@ def main(args) -> None:
     steps_per_epoch, total_steps = len(loader), planned_steps(args, len(loader))
     raw_model = build_model(args, len(tokenizer), len(labels), tokenizer.pad_token_id).to(d.device)
     new_step = fastpath.compile_model(raw_model, args)  # --compile, in place: before DDP wraps it
-    # DDP: gradients averaged across ranks in backward. Buffers (position ids only) never change: broadcasting them
-    # before every forward is a collective for nothing
-    model = d.ddp(raw_model, broadcast_buffers=False) if d.enabled else raw_model
+    model = d.ddp(raw_model) if d.enabled else raw_model  # DDP: gradients averaged across ranks in backward
     optimizer = fastpath.make_optimizer(raw_model, args)  # AdamW; --fused_adamw picks its fused kernel
     schedule = fastpath.make_schedule(optimizer, args, total_steps)  # linear warm-up, then linear decay
     print_setup(args, d, precision, raw_model, len(train_set), len(val_set), total_steps)

@@ -1,0 +1,169 @@
+"""What each lab's prose says its own run shows, held against the figures that run recorded.
+
+``CLAIMS[lab stem]`` maps a claim, in the words the prose uses, to a predicate on the figures the run recorded
+(``report.record`` / ``report.says``: the run's ``<lab>.figures.json``). ``tests/test_notebooks.py`` checks them on the
+smoke run it makes; a run of any size can be checked with
+
+    python tests/lab_claims.py runs/labs        # a folder holding summary.json (python -m helpers.run_labs --full)
+
+Only claims that hold on any machine belong here (a ratio of two timings on a shared machine does not: the lab says
+that one in a sentence formatted from the run's own figures instead). Each lab's section is its own assignment.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+Claims = dict[str, Callable[[dict], bool]]
+CLAIMS: dict[str, Claims] = {}
+
+
+def _half(part: float, whole: float, tolerance: float = 0.01) -> bool:
+    return abs(part / whole - 0.5) <= tolerance
+
+
+# ---------------------------------------------------------------------------------------------- lab 01
+_LEARNS = ("learner", "full")  # the sizes that read every title more than once
+
+
+def _in(sizes: tuple[str, ...], f: dict, holds: Callable[[dict], bool]) -> bool:
+    """A claim the prose makes for some sizes only: it holds, or this run was of another size."""
+    return f["size"] not in sizes or holds(f)
+
+
+CLAIMS["01_single_gpu"] = {
+    "in the learner and full sizes the network at least matches the baseline": lambda f: _in(
+        _LEARNS, f, lambda f: f["macro_f1_margin_points"] >= 0
+    ),
+    "in CI's smoke size it reads too few titles to": lambda f: _in(
+        ("smoke",), f, lambda f: f["macro_f1_margin_points"] < 0
+    ),
+    "the baseline is weakest on the titles whose modifier names a second product": lambda f: (
+        f["baseline_slice_accuracy"] < f["baseline_other_accuracy"]
+    ),
+    "in those sizes the network is right on more of those titles": lambda f: _in(
+        _LEARNS, f, lambda f: f["network_slice_accuracy"] > f["baseline_slice_accuracy"]
+    ),
+    "the model read back from the job's model directory scores what the job measured": lambda f: (
+        abs(f["saved_model_macro_f1"] - f["val_macro_f1"]) < 0.005
+    ),
+}
+
+# ---------------------------------------------------------------------------------------------- lab 02
+CLAIMS["02_ddp"] = {
+    "the model learns: validation accuracy well above always answering the most common category": lambda f: (
+        f["val_accuracy"] >= 2 * f["chance_accuracy"]
+    ),
+    "two processes train exactly like one (the loss gap reads 0)": lambda f: f["max_loss_gap"] < 1e-3,
+    "one process has no rank to wait for: its blocked time stays small": lambda f: (
+        f["blocked_ms_1"] < 0.1 * f["step_ms_1"]
+    ),
+    "input, computing, queued and blocked make up the step": lambda f: (
+        abs(f["data_wait_ms_ddp"] + f["on_core_ms_ddp"] + f["queued_ms_ddp"] + f["blocked_ms_ddp"] - f["step_ms_ddp"])
+        <= 0.02 * f["step_ms_ddp"]
+    ),
+}
+
+# ---------------------------------------------------------------------------------------------- lab 03
+CLAIMS["03_smddp"] = {
+    "SMDDP's last image is past its end of patch": lambda f: f["smddp_frozen"] is True,
+    "the local job is two nodes of one process each": lambda f: f["local_world_size"] == 2 and f["local_hosts"] == 2,
+    "the same job on SageMaker runs a process per GPU on every instance": lambda f: (
+        f["request_world_size"] == f["request_gpus"]
+    ),
+    "the request carries NCCL_DEBUG=INFO": lambda f: json.loads(f["request_environment"]) == {"NCCL_DEBUG": "INFO"},
+    "preflight's note names the log line that shows EFA": lambda f: f["request_notes_efa_log"] is True,
+    "the SDK's driver sets FI_PROVIDER=efa exactly where the catalogue says EFA": lambda f: (
+        f["driver_efa_types"] == f["catalogue_efa_types"]
+    ),
+}
+
+# ---------------------------------------------------------------------------------------------- lab 04
+CLAIMS["04_model_parallel"] = {
+    "every strategy follows the single-process loss to within floating-point summation order": lambda f: (
+        f["max_loss_gap"] < 1e-4
+    ),
+    "FSDP halves parameters, gradients and optimizer state": lambda f: (
+        _half(f["fsdp_param_mb"], f["single_param_mb"]) and _half(f["fsdp_optimizer_mb"], f["single_optimizer_mb"])
+    ),
+    "ZeRO-1 halves only the optimizer state": lambda f: (
+        f["zero_param_mb"] == f["single_param_mb"] and _half(f["zero_optimizer_mb"], f["single_optimizer_mb"])
+    ),
+    "TP sits in between (embeddings and LM head stay whole)": lambda f: (
+        f["single_param_mb"] / 2 < f["tp_param_mb"] < f["single_param_mb"]
+    ),
+    "PP halves parameters and optimizer state": lambda f: (
+        _half(f["pp_param_mb"], f["single_param_mb"]) and _half(f["pp_optimizer_mb"], f["single_optimizer_mb"])
+    ),
+    "every data-parallel strategy halves activations": lambda f: all(
+        _half(f[f"{s}_activation_mb"], f["single_activation_mb"]) for s in ("ddp", "zero", "fsdp")
+    ),
+    "the planner agrees with the measurement to well under 1%": lambda f: f["planner_worst_error_pct"] < 1,
+    "the reloaded model scores exactly what the sharded one scored": lambda f: f["checkpoint_gap"] == 0,
+}
+
+# ---------------------------------------------------------------------------------------------- lab 05
+CLAIMS["05_input_modes"] = {
+    "a job that reads a slice waits less for FastFile than for File": lambda f: (
+        f["fastfile_input_wait_s"] < f["file_input_wait_s"]
+    ),
+    "FastFile fetches a fraction of the bytes": lambda f: f["fastfile_bytes_share"] < 0.5,
+    "a sequence of jobs costs FSx less than File": lambda f: f["fsx_sequence_s"] < f["file_sequence_s"],
+    "a sequence of jobs costs FastFile more than FSx": lambda f: f["fastfile_sequence_s"] > f["fsx_sequence_s"],
+    "many small objects cost FastFile a request each: far slower than its shards": lambda f: (
+        f["fastfile_small_mb_per_s"] < f["fastfile_shards_mb_per_s"] / 5
+    ),
+    "random reads of many small objects are slowest on FastFile": lambda f: (
+        f["fastfile_random_mb_per_s"] < min(f["file_random_mb_per_s"], f["fsx_random_mb_per_s"])
+    ),
+}
+
+# ---------------------------------------------------------------------------------------------- lab 06
+CLAIMS["06_spot_checkpoints"] = {
+    "the interrupted-and-resumed run is bit-identical to the reference": lambda f: (
+        f["bit_identical"] is True and f["max_abs_weight_diff"] == 0
+    ),
+    "every planned interruption interrupted, and each restart resumed": lambda f: (
+        f["interruptions"] == f["planned_interruptions"] and f["launches"] == f["interruptions"] + 1
+    ),
+}
+
+# ---------------------------------------------------------------------------------------------- lab 07
+CLAIMS["07_profiling"] = {
+    "both pipelines give exactly the same batches": lambda f: abs(f["starved_val_loss"] - f["fixed_val_loss"]) < 1e-4,
+    "the starved run's workers delay its first batch": lambda f: f["starved_first_batch_s"] > f["fixed_first_batch_s"],
+    "the fixed run waits less for data": lambda f: f["fixed_data_wait"] < f["starved_data_wait"],
+}
+
+
+def wrong(lab: str, figures: dict) -> list[str]:
+    """The claims of ``lab`` its figures do not bear out (a figure the run did not record counts as not borne out)."""
+    out = []
+    for claim, holds in CLAIMS.get(lab, {}).items():
+        try:
+            ok = holds(figures)
+        except (KeyError, TypeError, ZeroDivisionError) as err:
+            ok, claim = False, f"{claim} (not recorded: {err!r})"
+        if not ok:
+            out.append(claim)
+    return out
+
+
+def main(argv: list[str]) -> int:
+    """Check every lab of a headless run's summary.json against its claims."""
+    summary = json.loads((Path(argv[0]) / "summary.json").read_text(encoding="utf-8"))
+    failed = 0
+    for run in summary["labs"]:
+        if run["lab"] not in CLAIMS:
+            continue
+        bad = wrong(run["lab"], run.get("figures", {}))
+        failed += bool(bad)
+        print(f"{run['lab']}: " + ("every claim holds" if not bad else "WRONG: " + "; ".join(bad)))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
