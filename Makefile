@@ -3,6 +3,7 @@
 #   make test   run the test suite
 # Variables: TARGET=local|local_cpu|local_gpu|ml.<type>  SIZE=--smoke|--full  LABS="01 02"  PY=python (an existing
 # environment, e.g. the conda one from environment.yml: `make PY=python`)
+# In a SageMaker Studio terminal: `make studio` (adds only what the image lacks), then `make PY=python3`
 
 VENV   ?= .venv
 PY     ?= $(VENV)/bin/python
@@ -12,7 +13,7 @@ LABS   ?=
 TORCH  ?= torch==2.13.0
 TORCH_INDEX ?=
 
-.PHONY: all labs test setup data clean lab browser-test
+.PHONY: all labs test test-fast setup data clean lab browser-test studio studio-twin
 
 all: labs
 
@@ -63,6 +64,20 @@ browser-test: setup data
 	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
 	$(PY) -m pip --disable-pip-version-check install --quiet -e ".[test,lab]"
 	WORKSHOP_BROWSER_TEST=1 $(PY) -m pytest -q -n 0 tests/test_jupyterlab.py
+
+# SageMaker Studio (or an environment of yours that meets pyproject.toml's ranges): the Python first on PATH gets
+# only what it lacks, into ~/.local in Studio (a space keeps only its home directory across a restart), and nothing
+# it has changes (tools/studio/install.py). STUDIO_ARGS=--plan says what it would add.
+STUDIO_PY := $(shell command -v python3 || command -v python)
+studio:
+	@test -n "$(STUDIO_PY)" || { echo "make studio: no python3 or python on PATH"; exit 1; }
+	@$(STUDIO_PY) tools/studio/install.py $(STUDIO_ARGS)
+
+# The Studio twin (tools/studio/twin.py): SageMaker Distribution 4.4.1's packages in a Python of their own, `make
+# studio` run in it, every lab on its Python, every lab's request compared with this environment's. Python 3.11 and
+# torch 2.13 (CPU) stand in for the image's 3.12 and 2.8; TWIN_ARGS="--torch torch==2.8.0" takes the image's torch.
+studio-twin: setup data
+	$(PY) tools/studio/twin.py $(TWIN_ARGS)
 
 clean:
 	rm -rf runs

@@ -234,13 +234,14 @@ def processes_fit_the_gpus(job: Job, where: Where) -> Iterator[Finding]:
 
 def precision_fits_the_device(job: Job, where: Where) -> Iterator[Finding]:
     precision = str(job.hyperparameters.get("precision", "auto")).lower()
+    instance = where.instance
     if precision == "fp16" and not where.gpus:
         yield fail(
             f"precision='fp16' needs a GPU and {where.target.name} has none: use 'fp32' or 'bf16'.", UnsupportedFeature
         )
-    elif precision == "bf16" and where.instance and where.gpus and not where.instance.supports("bf16"):
+    elif precision == "bf16" and instance and instance.gpu and where.gpus and not instance.supports("bf16"):
         yield note(
-            f"precision='bf16' on {where.instance.name} ({where.instance.gpu.model}, no bf16 tensor cores): the "
+            f"precision='bf16' on {instance.name} ({instance.gpu.model}, no bf16 tensor cores): the "
             f"script runs its fp16 (loss-scaled, or fp32 where it has none) instead"
         )
 
@@ -400,6 +401,7 @@ def launcher(job: Job, where: Where) -> Iterator[Finding]:
 def smddp(job: Job, where: Where) -> Iterator[Finding]:
     if where.launcher != "smddp":
         return
+    assert where.instance is not None  # only Where.sagemaker, which looks the instance up, picks this launcher
     if not where.instance.supports("smddp"):
         yield fail(
             f"SMDDP does not run on {where.instance.name}: it supports only "
@@ -423,6 +425,7 @@ def smp(job: Job, where: Where) -> Iterator[Finding]:
         if job.smp and where.launcher != "smddp":
             yield fail("Job.smp is set but distribution is not 'smp': set distribution='smp' to use it.")
         return
+    assert where.instance is not None  # only Where.sagemaker, which looks the instance up, picks this launcher
     if not where.instance.supports("smp"):
         yield fail(
             f"SMP v2 does not run on {where.instance.name}: it supports {', '.join(instances.supporting('smp'))}. "

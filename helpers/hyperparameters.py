@@ -166,7 +166,9 @@ def _published(entry: Path) -> tuple[dict, dict] | None:
     if entry.suffix != ".py" or not entry.is_file():  # a shell entry point, or none: nothing to read
         return None
     published = schema(entry.parent)
-    script = (published or {}).get("scripts", {}).get(entry.name)
+    if published is None:
+        return None
+    script = published.get("scripts", {}).get(entry.name)
     return (script, published) if script else None
 
 
@@ -245,6 +247,7 @@ def check(job) -> str | None:
     if not known:
         return None
     spellings = booleans(entry)
+    assert spellings is not None  # options() found the script's schema, and every schema publishes its booleans
     problems = []
     for name, value in job.hyperparameters.items():
         if name not in known:

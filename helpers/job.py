@@ -14,6 +14,7 @@ REPO = Path(__file__).resolve().parent.parent
 SOURCE_DIR = REPO / "labs" / "src"
 DATA_DIR = REPO / "data"
 RUNS_DIR = REPO / "runs"
+_runs_root: Path | None = None  # set by write_runs_under: a lab's own output folder
 
 # what the training script prints, as SageMaker metric definitions (one regex per figure)
 METRIC_NAMES = ("train_loss", "val_loss", "val_accuracy", "val_macro_f1", "samples_per_sec", "mfu")
@@ -23,6 +24,20 @@ METRIC_DEFINITIONS = [{"Name": name, "Regex": rf"\b{name}=([-+0-9.eE]+|nan|inf)"
 _JOB_NAME = re.compile(r"[a-zA-Z0-9]([-_]*[a-zA-Z0-9])*")
 JOB_NAME_MAX = 30
 _METRIC_LINE = re.compile(r"^\[(?P<kind>[a-z_]+)\] (?P<body>(?:\w+=\S+ ?)+)$")
+
+
+def runs_root() -> Path:
+    """Where this process's local jobs, drills and container runs write their folders: ``runs/``, or the folder a
+    lab chose with :func:`write_runs_under`."""
+    return _runs_root or RUNS_DIR
+
+
+def write_runs_under(folder: str | Path | None) -> Path:
+    """From now on this process's local runs write under ``folder`` (``""`` or None: ``runs/``), so that a lab run
+    headless keeps all it writes in its own output folder. Returns the folder."""
+    global _runs_root
+    _runs_root = Path(folder).resolve() if folder else None
+    return runs_root()
 
 
 def parse_metric_line(line: str) -> dict[str, Any] | None:
@@ -96,8 +111,8 @@ def name_problem(name) -> str | None:
 
 
 @functools.lru_cache(maxsize=1)
-def _tag_rules() -> dict[str, tuple[int, int, str]]:
-    """``{"Key": (min, max, pattern), "Value": ...}`` and the list's ``"max"``: the SageMaker API's own rules for a
+def _tag_rules() -> tuple[dict[str, tuple[int, int, str]], int]:
+    """``{"Key": (min, max, pattern), "Value": ...}`` and the list's ``max``: the SageMaker API's own rules for a
     tag, read from botocore's service model (no session: no AWS configuration is read)."""
     import botocore.loaders
     import botocore.model
@@ -108,7 +123,7 @@ def _tag_rules() -> dict[str, tuple[int, int, str]]:
         part: (shape.metadata.get("min", 0), shape.metadata["max"], shape.metadata.get("pattern", ""))
         for part, shape in tag.members.items()
     }
-    return {**rules, "count": model.shape_for("TagList").metadata["max"]}
+    return rules, model.shape_for("TagList").metadata["max"]
 
 
 def _pattern_class(pattern: str) -> tuple[set[str], set[str]] | None:
@@ -138,9 +153,9 @@ def tag_problem(tags) -> str | None:
         return None
     if not isinstance(tags, dict):
         return f"give a dict of key -> value, e.g. {{'team': 'ml'}}, not {type(tags).__name__}."
-    rules = _tag_rules()
-    if len(tags) > rules["count"]:
-        return f"{len(tags)} tags, but a training job takes at most {rules['count']}."
+    rules, most_tags = _tag_rules()
+    if len(tags) > most_tags:
+        return f"{len(tags)} tags, but a training job takes at most {most_tags}."
     for key, value in tags.items():
         for part, text in (("Key", key), ("Value", value)):
             shown = repr(text) if len(repr(text)) <= 40 else repr(text)[:37] + "..."
@@ -155,7 +170,7 @@ def tag_problem(tags) -> str | None:
                 )
             rule = _pattern_class(pattern)
             bad = sorted({c for c in text if not _allowed(c, rule)}) if rule else []
-            if bad:
+            if rule and bad:
                 return (
                     f"{what} contains {', '.join(repr(c) for c in bad)}, which SageMaker does not accept in a "
                     f"tag (pattern {pattern}): use letters, digits, spaces and {' '.join(sorted(rule[1]))} "

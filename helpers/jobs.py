@@ -7,10 +7,22 @@ notebook needs one import: ``jobs.Job``, ``jobs.catalog_channels``, ``jobs.DATA_
 
 from __future__ import annotations
 
-from helpers import targets
+from pathlib import Path
+
+from helpers import report, targets
 from helpers.aws import sagemaker_jobs
 from helpers.aws.local_container import run_local_container
-from helpers.job import DATA_DIR, REPO, RUNS_DIR, SOURCE_DIR, Job, catalog_channels, parse_metric_line
+from helpers.job import (
+    DATA_DIR,
+    REPO,
+    RUNS_DIR,
+    SOURCE_DIR,
+    Job,
+    catalog_channels,
+    parse_metric_line,
+    runs_root,
+    write_runs_under,
+)
 from helpers.local.runner import LocalRunner
 
 __all__ = [
@@ -20,9 +32,12 @@ __all__ = [
     "SOURCE_DIR",
     "Job",
     "catalog_channels",
+    "here_and_on_sagemaker",
     "on_sagemaker",
     "parse_metric_line",
     "run_job",
+    "runs_root",
+    "write_runs_under",
 ]
 
 
@@ -45,3 +60,23 @@ def on_sagemaker(job: Job, instance_type: str, **options):
     nothing sent), priced; the notebook displays it (the request collapsed). Shown beside a local run, it is the same
     job: only the target differs."""
     return sagemaker_jobs.dry_run_offline(job, instance_type, **{"echo": False, **options})
+
+
+def here_and_on_sagemaker(job: Job, result, dry):
+    """The container contract at work, as a table: each channel's folder and the model folder in this machine's
+    run (the local runner's ``/opt/ml`` for the job) beside the same paths in the SageMaker container, where each
+    channel is filled from, and whether the request (``dry``: :func:`on_sagemaker`) carries the job's
+    hyperparameters unchanged."""
+    here = Path(result.run_dir) / "algo-1"
+    instance = dry.request["ResourceConfig"]["InstanceType"]
+    s3 = {c["ChannelName"]: c["DataSource"]["S3DataSource"]["S3Uri"] for c in dry.request["InputDataConfig"]}
+    rows: list[tuple[str, object, str]] = []
+    for name, source in job.channels.items():
+        rows.append((f"SM_CHANNEL_{name.upper()}", here / "input/data" / name, f"/opt/ml/input/data/{name}"))
+        rows.append(("  filled from", source, s3.get(name, "")))
+    rows.append(("SM_MODEL_DIR", here / "model", "/opt/ml/model, uploaded as model.tar.gz"))
+    sent = dry.request.get("HyperParameters", {})  # SageMaker's strings
+    same = all(sent.get(k) in (str(v), str(v).lower()) for k, v in job.hyperparameters.items())
+    rows.append(("hyperparameters", "the job's", "the same" if same else "different"))
+    table = [{"": key, "here": str(local), instance: remote} for key, local, remote in rows]
+    return report.Table(table, title="One job, here and on SageMaker")

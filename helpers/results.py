@@ -4,14 +4,28 @@ prints them the same way."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 
 class RunResult:
-    """The shared part of a run's result; subclasses hold ``name``, ``status``, ``metrics`` and ``history``."""
+    """The shared part of a run's result; subclasses hold ``name``, ``status``, ``metrics`` and ``history``: a
+    run's as dataclass fields, a dry run's as properties."""
 
-    name: str
-    status: str
-    metrics: dict  # the [final] figures
-    history: list[dict]  # every metric line, in order
+    # read-only to whoever holds a RunResult, which either kind of subclass satisfies; for the type checker only:
+    # at run time a property here would become each subclass dataclass's default
+    if TYPE_CHECKING:
+
+        @property
+        def name(self) -> str: ...
+
+        @property
+        def status(self) -> str: ...
+
+        @property
+        def metrics(self) -> dict: ...  # the [final] figures
+
+        @property
+        def history(self) -> list[dict]: ...  # every metric line, in order
 
     def curve(self, kind: str, key: str) -> tuple[list[float], list[float]]:
         """(steps, values) of one metric, for plotting."""

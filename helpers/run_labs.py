@@ -43,7 +43,7 @@ class LabRun:
     requests: list[str] = field(default_factory=list)  # JSON files of the SageMaker requests its dry runs built
 
 
-def kernel_config(socket_dir: Path):
+def kernel_config(socket_dir: Path | str):
     """Talk to the kernel over Unix sockets (IPC) instead of TCP on loopback: no ports, no network at all."""
     from traitlets.config import Config
 

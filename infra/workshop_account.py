@@ -33,10 +33,10 @@ CLONE_MB = 7  # the clone, .git included (its data/ is 3 MB of that: the catalog
 SMOKE_RUN_MB = 132  # runs/ after one smoke run of every lab: jobs 60, lab 05's data 44, lab 06's drills 28, labs 2
 RERUN_MB = 88  # what each further run of every lab adds: new job and drill folders (lab 05's data is made once)
 LAB_PASSES = 5  # runs of every lab kept in a day: a first smoke run, the core path, the exercise, a deep dive, a retry
-# PROVISIONAL, not measured: what `make studio` adds under the home directory (packages, pip's cache). Replace it with
-# the `added_mb` of `make studio-twin`'s report (docs/studio-twin.json), set STUDIO_INSTALL_MEASURED, then --write.
-STUDIO_INSTALL_MB = 1024
-STUDIO_INSTALL_MEASURED = False
+# What `make studio` adds under the home directory: the `added_mb` of `make studio-twin`'s report
+# (docs/studio-twin.json, 2026-11-25: 147.1 MB). When the twin measures a new figure, update it here and run --write.
+STUDIO_INSTALL_MB = 147
+STUDIO_INSTALL_MEASURED = True
 FREE_FRACTION = 0.2  # kept free: a full volume stops JupyterLab saving notebooks
 MIN_SPACE_GB = 5  # the API's minimum (DefaultEbsStorageSettings)
 MAX_SPACE_GB = 100  # what an attendee may grow their space to (the domain's MaximumEbsVolumeSizeInGb)

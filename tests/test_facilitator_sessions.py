@@ -60,7 +60,8 @@ def test_the_90_minute_session_covers_the_arc_and_the_half_day_adds_model_parall
     assert workshop.DEMO in whats and workshop.MAP in whats
     half = [b.what for b in next(v for k, v in workshop.agendas().items() if k.startswith("half day"))[1]]
     assert whats[:-1] == half[: len(whats) - 1]  # the arc first
-    assert "`04_model_parallel`, core path" in half and "`06_spot_checkpoints`, core path" in half
+    assert any(w.startswith("`04_model_parallel`, core path") for w in half)
+    assert any(w.startswith("`06_spot_checkpoints`, core path") for w in half)
     assert "The drill" in [h for h, _ in workshop.sections("06")]
 
 
@@ -149,7 +150,7 @@ def test_the_quota_tables_hold_the_account_wide_quotas_at_the_busiest_lab_s_inst
         assert rows[account.ACCOUNT_WIDE[spot]]["value for 30 attendees"] == most * 30
     assert held["05", False] == 3 and rows[account.ACCOUNT_WIDE[False]]["per attendee"] == "3 (lab 05)"
     assert rows[account.ACCOUNT_WIDE[False]]["code"] == "L-00C91CB5"
-    assert rows[account.quota_name("ml.g5.12xlarge")]["value for 30 attendees"] == 60  # lab 02: 2 instances each
+    assert rows[account.quota_name("ml.g6.12xlarge")]["value for 30 attendees"] == 60  # lab 02: 2 instances each
     assert not any("p4d" in name for name in rows)  # SMDDP and SMP stay dry runs: no P4 quota to ask for
 
 
@@ -188,7 +189,7 @@ def test_the_room_code_shows_the_demo_s_log_and_billable_seconds(monkeypatch):
         fake = aws_offline.OfflineAWS()
         fake.jobs[name] = {
             "OutputDataConfig": {"S3OutputPath": "s3://event-bucket/facilitator/lab01"},
-            "ResourceConfig": {"InstanceType": "ml.g5.xlarge", "InstanceCount": 1},
+            "ResourceConfig": {"InstanceType": workshop.demo_target().instance_type, "InstanceCount": 1},
         }
         fake.script_job(
             ScriptedJob(
@@ -206,6 +207,7 @@ def test_the_room_code_shows_the_demo_s_log_and_billable_seconds(monkeypatch):
     assert not attempts
     printed = out.getvalue()
     assert "[train] step=10 loss=0.42" in printed  # the log, from its first line
-    assert "700 s training, 700 s billable x 1 instance(s): $0.27" in printed  # the bill
+    bill = 700 / 3600 * instances.lookup(workshop.demo_target().instance_type).price_per_hour
+    assert f"700 s training, 700 s billable x 1 instance(s): ${bill:.2f}" in printed  # the bill
     last = printed.splitlines()[-1]  # training and billable seconds, seconds per status, the final metrics
     assert last.startswith("700 700 {") and last.endswith("{'val_macro_f1': 0.87}")

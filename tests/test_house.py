@@ -110,3 +110,9 @@ def test_each_test_worker_runs_on_a_share_of_the_cores_of_its_own():
     import torch  # its thread pool follows the worker's share, not the machine
 
     assert torch.get_num_threads() == len(cores[worker::count])
+
+
+def test_mypy_finds_nothing_in_the_helpers():
+    # pyproject.toml's [tool.mypy] says what is checked and why; no cache, so that a stale one cannot hide an error
+    done = run("mypy", "--no-incremental", "--cache-dir", os.devnull)
+    assert done.returncode == 0, "mypy (pyproject.toml's [tool.mypy]):\n" + done.stdout[-4000:] + done.stderr[-2000:]

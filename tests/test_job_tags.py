@@ -19,7 +19,7 @@ def _api_rules():
 
 def test_the_rules_are_the_installed_models():
     key, value = _api_rules()
-    rules = jobs._tag_rules()
+    rules, _ = jobs._tag_rules()
     assert rules["Key"] == (key.get("min", 0), key["max"], key["pattern"])
     assert rules["Value"] == (value.get("min", 0), value["max"], value["pattern"])
     # Python's re has no \p{L}: the pattern must keep the one form the check reads, or the characters go unchecked

@@ -10,7 +10,7 @@ import nbformat
 import pytest
 from lab_claims import wrong  # what each lab's prose says its own run shows
 
-from helpers import lab, lab_time, run_labs
+from helpers import jobs, lab, lab_time, run_labs
 
 LABS = lab.discover()
 
@@ -41,8 +41,10 @@ def test_a_lab_writes_in_a_folder_of_its_own_and_removes_no_other(notebook):
     other's: a lab that makes folders for itself (jobs, a store) makes one of its own under its ``runs_dir``."""
     code = "\n".join(c.source for c in nbformat.read(notebook, as_version=4).cells if c.cell_type == "code")
     assert "rmtree(" not in code
+    assert "runs_dir" in lab.declared_parameters(notebook)
+    assert "jobs.write_runs_under(" in code  # every local job, drill and store of the lab goes under it
     if "LocalRunner(" in code or "ObjectStore(" in code:
-        assert "runs_dir" in lab.declared_parameters(notebook) and "folders.own_folder(runs_dir" in code
+        assert "folders.own_folder(runs_dir" in code
 
 
 @pytest.mark.slow
@@ -50,8 +52,14 @@ def test_a_lab_writes_in_a_folder_of_its_own_and_removes_no_other(notebook):
 def test_lab_runs_headless_in_smoke_size_with_every_answer_right_and_in_its_stated_time(notebook, tmp_path):
     """The reference answers applied (``run_labs --solutions``): each check says "right", and the lab's stated core
     and full times agree with the estimate from this very run. ``make`` runs the labs unanswered."""
+    number = notebook.name[:2]
+    before = set(jobs.RUNS_DIR.glob("*/*"))
     run = run_labs.run_lab(notebook, tmp_path, {"target": "local", "smoke": True}, solutions=True)
     assert run.status == "ok", run.error
+    own = tmp_path / f"{notebook.stem}.runs"
+    assert own.is_dir(), f"the lab's jobs, drills and stores are written under its own folder, {own}"
+    strays = [p for p in set(jobs.RUNS_DIR.glob("*/*")) - before if p.name.startswith(f"lab{number}")]
+    assert not strays, f"the lab wrote outside its own folder: {strays}"
     assert run.figures, "a lab records its key figures with helpers.report.record()"
     executed = nbformat.read(run.notebook, as_version=4)
     assert any(c.get("outputs") for c in executed.cells if c.cell_type == "code")

@@ -328,9 +328,8 @@ def _role_from_caller(session, caller_arn: str, account: str) -> str:
 
 def trusts_sagemaker(policy: dict | str) -> bool:
     """Whether a role's trust policy (a dict, or the URL-encoded JSON IAM sends) lets SageMaker assume the role."""
-    if isinstance(policy, str):
-        policy = json.loads(urllib.parse.unquote(policy))
-    statements = policy.get("Statement") or []
+    document: dict = json.loads(urllib.parse.unquote(policy)) if isinstance(policy, str) else policy
+    statements = document.get("Statement") or []
     statements = [statements] if isinstance(statements, dict) else statements
     allowed = [s.get("Effect") == "Allow" and _names_sagemaker(s) for s in statements]
     denied = [s.get("Effect") == "Deny" and _names_sagemaker(s) for s in statements]

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from helpers.aws import account as aws
+from helpers.aws import sdk_compat
 from helpers.aws.preflight import TENSORBOARD_DIR, Plan
 from helpers.job import METRIC_DEFINITIONS, REPO, Job
 
@@ -101,9 +102,9 @@ def build_trainer(
         Tag,
         TensorBoardOutputConfig,
     )
-    from sagemaker.train import ModelTrainer
     from sagemaker.train.distributed import SMP, Torchrun
 
+    model_trainer = sdk_compat.model_trainer_class()  # the SDK's ModelTrainer, or its stand-in on an older SDK
     job = plan.job
     where = Locations(bucket, attendee, job)
     channels = []
@@ -174,7 +175,7 @@ def build_trainer(
     )
 
     if plan.launcher == "smddp":
-        trainer = ModelTrainer(
+        trainer = model_trainer(
             hyperparameters=_toolkit_hyperparameters(plan, sagemaker_session, bucket, attendee), **common
         )
     else:
@@ -190,7 +191,7 @@ def build_trainer(
             distributed = Torchrun(
                 process_count_per_node=job.processes_per_host, smp=SMP(**job.smp) if plan.launcher == "smp" else None
             )
-        trainer = ModelTrainer(
+        trainer = model_trainer(
             source_code=source_code, distributed=distributed, hyperparameters=dict(job.hyperparameters), **common
         )
     trainer.with_metric_definitions([MetricDefinition(name=m["Name"], regex=m["Regex"]) for m in METRIC_DEFINITIONS])

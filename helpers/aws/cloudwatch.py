@@ -274,7 +274,7 @@ def job_metrics(
         )
     all_hosts = [f"algo-{i + 1}" for i in range(config["InstanceCount"])]
     if now - end < LISTED_FOR:  # only then does ListMetrics know the job's series: ask for the ones that exist
-        hosts = list_series(job_name, all_hosts, boto)
+        hosts: dict[str, set[str]] | list[str] = list_series(job_name, all_hosts, boto)
         if not hosts:
             raise MetricsUnavailable(
                 f"CloudWatch has no {NAMESPACE} metrics for {job_name!r} yet. They appear a few minutes after the "

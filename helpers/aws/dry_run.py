@@ -53,7 +53,7 @@ def _uploads(calls: list[aws_offline.ApiCall], channel_prefixes: list[str]) -> l
     return [(k, v[0], v[1]) for k, v in groups.items()]
 
 
-def _size(n: int) -> str:
+def _size(n: float) -> str:
     for unit in ("B", "KB", "MB", "GB"):
         if n < 1024 or unit == "GB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -188,6 +188,7 @@ class DryRun(RunResult):
         if self.estimate:
             parts.append("cost\n" + "\n".join("  " + line for line in str(self.estimate).splitlines()))
         if self.over_budget:
+            assert self.estimate is not None  # over_budget compares its max_usd
             parts.append(
                 f"OVER BUDGET: up to ${self.estimate.max_usd:,.2f} > budget ${self.budget_usd:,.2f}; "
                 f"a launch would be refused."
@@ -203,6 +204,7 @@ class DryRun(RunResult):
         if self.estimate:
             out.append(f"<b>Cost</b>{self.estimate._repr_html_()}")
         if self.over_budget:
+            assert self.estimate is not None  # over_budget compares its max_usd
             out.append(
                 f"<p><b>Over budget</b>: up to ${self.estimate.max_usd:,.2f} &gt; ${self.budget_usd:,.2f}; "
                 f"a launch would be refused.</p>"

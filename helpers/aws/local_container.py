@@ -11,7 +11,7 @@ from pathlib import Path
 from helpers import checks
 from helpers.aws.images import default_image
 from helpers.errors import WorkshopError
-from helpers.job import RUNS_DIR, Job
+from helpers.job import Job, runs_root
 from helpers.planning import instances
 from helpers.targets import Target
 
@@ -78,7 +78,7 @@ def run_local_container(job: Job, target: Target, echo: bool = True, session=Non
             f"or an ml.* instance type."
         )
 
-    root = RUNS_DIR / "local_container" / f"{job.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    root = runs_root() / "local_container" / f"{job.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     trainer = local_container_trainer(job, target.gpus, root, session)
     trainer.train(wait=True, logs=echo)
     return root

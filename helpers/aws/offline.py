@@ -489,8 +489,9 @@ def network_guard() -> Iterator[list[str]]:
                 getaddrinfo=socket.getaddrinfo,
                 create_connection=socket.create_connection,
             )
-            socket.socket.connect = _blocked("socket.connect")
-            socket.socket.connect_ex = _blocked("socket.connect")
+            # patched on the class, so that every socket is refused, a library's too: mypy forbids assigning methods
+            socket.socket.connect = _blocked("socket.connect")  # type: ignore[method-assign]
+            socket.socket.connect_ex = _blocked("socket.connect")  # type: ignore[method-assign]
             socket.getaddrinfo = _blocked("socket.getaddrinfo")
             socket.create_connection = _blocked("socket.create_connection")
         _guard_depth += 1
@@ -500,8 +501,8 @@ def network_guard() -> Iterator[list[str]]:
         with _guard_lock:
             _guard_depth -= 1
             if _guard_depth == 0:
-                socket.socket.connect = _originals["connect"]
-                socket.socket.connect_ex = _originals["connect_ex"]
+                socket.socket.connect = _originals["connect"]  # type: ignore[method-assign]
+                socket.socket.connect_ex = _originals["connect_ex"]  # type: ignore[method-assign]
                 socket.getaddrinfo = _originals["getaddrinfo"]
                 socket.create_connection = _originals["create_connection"]
 

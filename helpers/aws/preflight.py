@@ -85,6 +85,7 @@ def preflight(
     the fix.
     """
     where = checks.Where.sagemaker(job, sagemaker_target(target))
+    assert where.instance is not None  # Where.sagemaker looks the instance up (or raises)
     notes = checks.check(job, where)
     if tensorboard is None:  # on when the job writes where SageMaker collects TensorBoard files
         tensorboard = any(str(v).startswith(TENSORBOARD_DIR) for v in job.hyperparameters.values())

@@ -243,7 +243,7 @@ def _parse_rows(path: Path, reader, known: set[str] | None) -> Iterator[Row]:
 
 def _check_header(path: Path, header: list[str] | None) -> list[str]:
     missing = [c for c in ("title", "category") if header is None or c not in header]
-    if missing:
+    if header is None or missing:
         raise CatalogError(
             f"{path}, line 1: missing column(s) {', '.join(missing)}; the header must name "
             f"{', '.join(COLUMNS)} (found {header})."
@@ -468,7 +468,8 @@ def shards(
         for s in range(n_shards):
             start, n = s * per_shard, min(per_shard, rows - s * per_shard)
             seen: Counter = Counter()
-            train_part, val_part = [], []
+            train_part: list[Row] = []
+            val_part: list[Row] = []
             for row in generate_rows(n, seed, start):
                 seen[row.category] += 1
                 (val_part if seen[row.category] % 10 == 0 else train_part).append(row)

@@ -90,7 +90,7 @@ def _plain(value: object) -> object:
     else as it is."""
     if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):
         value = value.item()  # numpy's numbers and 0-d arrays, torch's 0-d tensors
-    if isinstance(value, numbers.Real) and type(value) not in (bool, int, float):
+    if isinstance(value, numbers.Real) and not isinstance(value, (bool, int, float)):
         return int(value) if isinstance(value, numbers.Integral) else float(value)  # e.g. a Fraction
     return value
 

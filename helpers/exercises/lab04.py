@@ -35,5 +35,5 @@ def optimizer_state_per_gpu(optimizer_gib_ddp, optimizer_gib_zero1, params, gpus
     )
     return (
         f"{whole:.1f} GiB on every GPU with DDP, {whole / gpus:.2f} GiB with ZeRO-1: the same model, {gpus}× less "
-        "optimizer memory per GPU, for one extra all-gather of the updated weights a step."
+        "optimizer memory per GPU, for one extra broadcast of the updated weights a step."
     )

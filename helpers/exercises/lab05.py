@@ -44,8 +44,8 @@ def case_study_hour(copy_min_100mb, files_for_an_hour):
     expect(isinstance(copy_min_100mb, int | float), f"copy_min_100mb: a number of minutes, not {copy_min_100mb!r}.")
     expect(
         abs(copy_min_100mb - one_connection / 60) > 0.02 * want_min,
-        "copy_min_100mb: that is one connection's time. File mode copies FILE_MODE_CONNECTIONS objects at a time: "
-        "divide by it.",
+        f"copy_min_100mb: that is one connection's time. File mode copies `connections` ({streams}) objects at a "
+        "time, each on its own connection: divide by it.",
     )
     expect(
         abs(copy_min_100mb - want_min * 60) > 0.02 * want_min * 60,
@@ -53,9 +53,9 @@ def case_study_hour(copy_min_100mb, files_for_an_hour):
     )
     expect(
         abs(copy_min_100mb - want_min) <= 0.02 * want_min,
-        f"copy_min_100mb: not yet. One connection needs S3.seconds(300e9, requests=3000) (3,000 files of 100 MB: "
-        f"a first-byte wait each, plus the bytes at {s3.connection_mb_per_s:g} MB/s); File mode has {streams} "
-        f"connections; then seconds to minutes.",
+        f"copy_min_100mb: not yet; you wrote {copy_min_100mb:g}. One connection needs S3.seconds(300e9, "
+        f"requests=3000) (3,000 files of 100 MB: a first-byte wait each, plus the bytes at "
+        f"{s3.connection_mb_per_s:g} MB/s); File mode has `connections` ({streams}) of them; then seconds to minutes.",
     )
     per_request = s3.first_byte_ms / 1e3
     want_files = (3600 * streams - s3.seconds(300e9, requests=0)) / per_request
@@ -72,8 +72,9 @@ def case_study_hour(copy_min_100mb, files_for_an_hour):
     )
     expect(
         abs(files_for_an_hour - want_files) <= 0.05 * want_files,
-        "files_for_an_hour: not yet. Of the hour's seconds on all connections (3600 x connections), the bytes take "
-        "S3.seconds(300e9, requests=0); the rest is first-byte waits, one per file.",
+        f"files_for_an_hour: not yet; you wrote {files_for_an_hour:,.0f}. Of the hour's seconds on all connections "
+        f"(3600 x connections), the bytes take S3.seconds(300e9, requests=0); the rest is first-byte waits of "
+        f"{s3.first_byte_ms:g} ms, one per file.",
     )
     return (
         f"{want_min:.0f} minutes with 100 MB files; about {want_files:,.0f} files (some "

@@ -15,6 +15,7 @@ except (OSError, AttributeError):
 def _die_with_parent() -> None:
     """Runs in the child before exec: Linux kills it if the Python process that started it dies without cleaning
     up (a kernel killed outright). Tied to the starting thread: start helpers from the main thread."""
+    assert _PRCTL is not None  # DIE_WITH_PARENT is this function only where prctl was found
     _PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import psutil
 
-from helpers.job import RUNS_DIR, Job, parse_metric_line
+from helpers.job import Job, parse_metric_line, runs_root
 from helpers.local.drill_plan import (
     Drill,
     DrillFailed,
@@ -44,7 +44,7 @@ def run_drill(
     interruptions: int = 3,
     seed: int = 0,
     kinds: tuple[str, ...] = ("SIGTERM", "SIGKILL"),
-    runs_dir: Path | str = RUNS_DIR / "drills",
+    runs_dir: Path | str | None = None,
     echo: bool = False,
     plan: list[Interruption] | None = None,
     forward_sigterm: bool = False,
@@ -62,7 +62,7 @@ def run_drill(
     interruption did not interrupt.
     """
     t = _drillable(job, target)
-    runs_dir = Path(runs_dir) / f"{job.name}-{datetime.now():%Y%m%d-%H%M%S-%f}"
+    runs_dir = Path(runs_dir or runs_root() / "drills") / f"{job.name}-{datetime.now():%Y%m%d-%H%M%S-%f}"
     watched = replace(job, hyperparameters={**job.hyperparameters, "log_every": 1})
     reference_job = replace(watched, hyperparameters={**watched.hyperparameters, "checkpoint_every": 0})
     reference = LocalRunner(runs_dir, echo=echo, job_name="reference").run(reference_job, t)
@@ -76,6 +76,7 @@ def run_drill(
     account_losses(segments)
     verify(segments, plan, total)
     final = segments[-1].result
+    assert final is not None  # every launch records its result
     return Drill(watched, reference, segments, final, compare(reference, final), launches.checkpoint_dir, seconds)
 
 
@@ -115,6 +116,7 @@ class _Launches:
         pending = list(plan)
         while True:
             segment = self.launch(len(segments), pending[0] if pending else None)
+            assert segment.result is not None  # launch() records it
             self.clock.ran_s += segment.end_s - segment.start_s
             segments.append(segment)
             if segment.signalled_s is not None:
@@ -169,6 +171,12 @@ class _Watch:
         self.seen: dict[int, psutil.Process] = {}
         self.timer: threading.Timer | None = None
 
+    @property
+    def launched(self) -> LocalJob:
+        """The launch watched: started before its log reaches this watch (``wait`` reads the log)."""
+        assert self.live is not None
+        return self.live
+
     def __call__(self, host: str, line: str) -> None:
         row = parse_metric_line(line)
         if not row:
@@ -186,7 +194,7 @@ class _Watch:
         segment.steps.append((now, step))
         segment.last_step = step
         segment.first_step_s = segment.first_step_s if segment.first_step_s is not None else now
-        for pid in self.live.processes():
+        for pid in self.launched.processes():
             if pid not in self.seen:
                 try:
                     self.seen[pid] = psutil.Process(pid)
@@ -194,18 +202,19 @@ class _Watch:
                     pass
         if segment.signalled_s is not None:
             segment.steps_after_signal += 1
+            assert segment.interruption is not None  # _interrupt sets it with signalled_s
             if segment.interruption.signal == "SIGTERM" and segment.steps_after_signal >= self.grace_steps:
                 self.kill()  # the end of the grace period
         elif self.interruption and step >= self.interruption.step:
-            self._interrupt(now)
+            self._interrupt(now, self.interruption)
 
-    def _interrupt(self, now: float) -> None:
+    def _interrupt(self, now: float, interruption: Interruption) -> None:
         self.segment.signalled_s = now
-        self.segment.interruption = self.interruption
-        if self.interruption.signal == "SIGKILL":
+        self.segment.interruption = interruption
+        if interruption.signal == "SIGKILL":
             self.kill()
         else:
-            self.live.signal(signal.SIGTERM)
+            self.launched.signal(signal.SIGTERM)
             self.timer = threading.Timer(self.grace_s, self.kill)
             self.timer.daemon = True
             self.timer.start()
@@ -213,7 +222,7 @@ class _Watch:
     def kill(self) -> None:
         if self.segment.killed_s is None:
             self.segment.killed_s = time.perf_counter() - self.t0
-            self.live.kill()
+            self.launched.kill()
 
     def cancel(self) -> None:
         if self.timer is not None:

@@ -171,10 +171,13 @@ def compare(reference: JobResult, resumed: JobResult) -> Comparison:
     differences += [
         f"summary {k}: {sa.get(k)!r} != {sb.get(k)!r}" for k in sorted(set(sa) | set(sb)) if sa.get(k) != sb.get(k)
     ]
-    last = lambda h: next((r for r in reversed(h) if r["kind"] == "eval"), {})  # noqa: E731
-    final = {k: (v, last(hb).get(k)) for k, v in last(ha).items() if k.startswith("val_")}
-    sha = tuple(hashlib.sha256(p.read_bytes()).hexdigest() for p in paths)
-    return Comparison(len(a), same, max_diff, sha, (len(ha), len(hb)), differences, final)
+    final = {k: (v, _last_eval(hb).get(k)) for k, v in _last_eval(ha).items() if k.startswith("val_")}
+    reference_sha, resumed_sha = (hashlib.sha256(p.read_bytes()).hexdigest() for p in paths)
+    return Comparison(len(a), same, max_diff, (reference_sha, resumed_sha), (len(ha), len(hb)), differences, final)
+
+
+def _last_eval(history: list[dict]) -> dict:
+    return next((r for r in reversed(history) if r["kind"] == "eval"), {})
 
 
 def plan_interruptions(
@@ -256,6 +259,7 @@ def verify(segments: list[Segment], plan: list[Interruption], total_steps: int) 
             if after is not None:
                 problems.append(f"launch {before.index} ended ({before.status}) without an interruption")
             continue
+        assert before.interruption is not None  # set with signalled_s, when the drill signals
         name = f"launch {before.index} ({before.interruption.signal} at step {before.interruption.step})"
         if before.status == "Completed" or before.last_step >= total_steps:
             problems.append(f"{name} trained on to the final step {before.last_step}: the signal did not stop it")
@@ -283,5 +287,9 @@ def account_losses(segments: list[Segment]) -> None:
         redo_from = next((t for t, step in before.steps if step == after.resumed_from), before.first_step_s)
         # the work went on until every process was killed (a SIGTERM that no process heard stops nothing)
         end = next(t for t in (before.killed_s, before.signalled_s, before.end_s) if t is not None)
-        before.lost_seconds = max(0.0, end - redo_from) if before.lost_steps else 0.0
+        if before.lost_steps:
+            assert redo_from is not None  # it logged the steps it lost, so it has a first step
+            before.lost_seconds = max(0.0, end - redo_from)
+        else:
+            before.lost_seconds = 0.0
         before.restart_seconds = (after.first_step_s or after.end_s) - after.start_s

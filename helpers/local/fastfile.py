@@ -71,6 +71,7 @@ class FastFileServer:
     @property
     def address(self) -> str:
         host, port = self.tcp.server_address[:2]
+        assert isinstance(host, str)  # a bound socket's own name for its address; the stubs allow bytes too
         return f"{host}:{port}"
 
     def present(
@@ -157,13 +158,14 @@ class FastFileServer:
             return [f["error"] for f in self.fetches if f["error"]]
 
     def _read_ahead(self, lazy: _Lazy) -> None:
-        nxt = lazy
+        following = lazy.next
         for _ in range(self.read_ahead):
-            nxt = self.files.get(nxt.next) if nxt.next else None
+            nxt = self.files.get(following) if following else None
             if nxt is None:
                 return
             if nxt.state == "placeholder":
                 self._ahead.submit(self.ensure, nxt.path, "read-ahead")
+            following = nxt.next
 
     def close(self) -> None:
         if self._closed:

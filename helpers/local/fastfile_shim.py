@@ -103,7 +103,8 @@ def _patch_tokenizers(read_through: ReadThrough) -> None:
 
                 module.Tokenizer.from_file = staticmethod(from_file)
 
-            spec.loader.exec_module = exec_module
+            # this import's own loader, patched on the instance: mypy forbids assigning methods
+            spec.loader.exec_module = exec_module  # type: ignore[method-assign]
             return spec
 
     sys.meta_path.insert(0, Finder())
@@ -117,7 +118,7 @@ def _chain() -> None:
     here = os.path.dirname(os.path.abspath(__file__))
     rest = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
     spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
-    if spec and spec.origin and os.path.dirname(os.path.abspath(spec.origin)) != here:
+    if spec and spec.loader and spec.origin and os.path.dirname(os.path.abspath(spec.origin)) != here:
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
 

@@ -267,7 +267,7 @@ class JobInputs:
         self.staged: list[Staged] = []
         self.server: FastFileServer | None = None
         self.lazy_dirs: dict[str, list[str]] = {}  # host -> its FastFile channel directories
-        self._client = s3_client(self.endpoint) if self.sources else None
+        self._client = s3_client(self.endpoint) if self.endpoint else None  # set exactly when there are sources
 
     def serves(self, channel: str) -> bool:
         return channel in self.sources
@@ -280,6 +280,7 @@ class JobInputs:
             moved = download(self._client, source, dest, scratch, workers=FILE_MODE_CONNECTIONS)
         elif source.mode == "FastFile":
             if self.server is None:
+                assert self.endpoint is not None  # check_channels found the store for every source
                 self.server = FastFileServer(self.endpoint)
             moved = self.server.present(source.name, source.uri.bucket, source.files(), dest, scratch)
             dirs = self.lazy_dirs.setdefault(host, [])

@@ -125,7 +125,8 @@ class LocalJob:
         self.history: list[dict] = []
         self.tail: list[str] = []
         self.t0 = time.perf_counter()
-        self.first_log = self.first_step = None
+        self.first_log: float | None = None  # seconds from t0 to the first line, and to the first training step
+        self.first_step: float | None = None
         self.procs: dict[str, subprocess.Popen] = {}  # host -> its container's first process
         self.interrupted = False  # stopped or killed from outside: the job ends as Stopped, as on SageMaker
         self.clock = clock or Clock.of(job)
@@ -154,6 +155,7 @@ class LocalJob:
             threading.Thread(target=self._pump, args=(host, proc), daemon=True).start()
 
     def _pump(self, host: str, proc: subprocess.Popen) -> None:
+        assert proc.stdout is not None  # started with stdout=PIPE
         for line in proc.stdout:
             self.lines.put((host, line.rstrip("\n")))
         self.lines.put((host, None))

@@ -27,6 +27,7 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -69,6 +70,8 @@ class GPUs:
         self.names = [_text(pynvml.nvmlDeviceGetName(h)) for h in self.handles]
 
     def read(self) -> tuple[list[float], list[float]]:
+        if self.nvml is None:  # NVML never started: no handles to read
+            return [], []
         util, mem = [], []
         for h in self.handles:
             try:
@@ -259,7 +262,12 @@ class Monitor:
         n = len(samples)
         busy = [sum(s.cores) / max(1, len(s.cores)) for s in samples]
         seconds = self.samples[-1].t if window is None else self.windows[window][1] - self.windows[window][0]
-        out = {"seconds": seconds, "samples": n, "cores": len(samples[0].cores), "machine_cpu_pct": sum(busy) / n}
+        out: dict[str, Any] = {
+            "seconds": seconds,
+            "samples": n,
+            "cores": len(samples[0].cores),
+            "machine_cpu_pct": sum(busy) / n,
+        }
         for role in ROLES:
             out[f"{role}_cores"] = sum(s.cpu_by_role[role] for s in samples) / n / 100
         out["job_cores"] = sum(out[f"{r}_cores"] for r in ROLES)

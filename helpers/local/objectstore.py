@@ -138,11 +138,11 @@ class ObjectStore:
         self.root, self.keep, self.start_timeout_s, self.echo = Path(root), keep, start_timeout_s, echo
         self.profile = profile
         self.throttle: Throttle | None = None
-        self._throttle_finalizer = None
+        self._throttle_finalizer: weakref.finalize | None = None
         self.proc: subprocess.Popen | None = None
         self.ports: dict[str, int] = {}
         self._client = None
-        self._finalizer = None
+        self._finalizer: weakref.finalize | None = None
 
     # ------------------------------------------------------------------------------------------- life cycle
     @property
@@ -278,6 +278,7 @@ class ObjectStore:
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         status_url = f"http://127.0.0.1:{self.ports['master.port']}/dir/status"
         probe = new_client(f"http://127.0.0.1:{self.ports['s3.port']}", 1, timeout_s=_PROBE_TIMEOUT_S, attempts=1)
+        assert self.proc is not None  # _spawn started it
         last = "no answer yet"
         while time.monotonic() < deadline:
             if taken := _taken_port(self.log_path, self.ports.values()):
@@ -323,9 +324,8 @@ class ObjectStore:
     def __enter__(self) -> ObjectStore:
         return self.start()
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, *exc) -> None:
         self.stop()
-        return False
 
     def __repr__(self) -> str:
         state = f"running at {self.endpoint}" if self.running else "stopped"
@@ -429,10 +429,13 @@ def write_small_files(
     dest.mkdir(parents=True)
     for name in ("labels.json", "tokenizer.json"):
         shutil.copy(src / name, dest / name)
-    header, batch, n_files, n_rows = None, [], 0, 0
+    header: list[str] | None = None
+    batch: list[list[str]] = []
+    n_files, n_rows = 0, 0
 
     def flush():
         nonlocal batch, n_files
+        assert header is not None  # a part's header is read before its rows
         with open(dest / f"rows-{n_files:06d}.csv", "w", newline="", encoding="utf-8") as f:
             w = csv.writer(f)
             w.writerow(header)

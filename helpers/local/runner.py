@@ -23,7 +23,7 @@ from pathlib import Path
 
 from helpers import checks, hyperparameters
 from helpers.errors import JobSetupError, WorkshopError
-from helpers.job import RUNS_DIR, Job
+from helpers.job import Job, runs_root
 from helpers.local.contract import HostConfig, Layout, container_env, hyperparameter_args
 from helpers.local.input_modes import JobInputs
 from helpers.local.local_job import GRACE_S, STALL_S, Clock, JobResult, LocalJob, Prepared
@@ -139,7 +139,7 @@ class LocalRunner:
 
     def __init__(
         self,
-        runs_dir: Path | str = RUNS_DIR / "jobs",
+        runs_dir: Path | str | None = None,
         echo: bool = True,
         check: bool = True,
         on_line: Callable[[str, str], None] | None = None,
@@ -150,7 +150,8 @@ class LocalRunner:
         grace_s: float = GRACE_S,
         stall_s: float = STALL_S,
     ):
-        self.runs_dir, self.echo, self.check = Path(runs_dir), echo, check
+        self.runs_dir = Path(runs_dir) if runs_dir else runs_root() / "jobs"
+        self.echo, self.check = echo, check
         self.on_line, self.job_name = on_line, job_name
         self.checkpoint_dir = Path(checkpoint_dir).resolve() if checkpoint_dir else None
         self.forward_sigterm = forward_sigterm

@@ -42,7 +42,7 @@ class S3Profile:
         per_request, per_connection = f"{self.first_byte_ms:g} ms", f"{self.connection_mb_per_s:g} MB/s"
         return f"{per_request} to the first byte of each request, {per_connection} per connection"
 
-    def seconds(self, size_bytes: int, requests: int = 1) -> float:
+    def seconds(self, size_bytes: float, requests: int = 1) -> float:
         """What one connection spends on ``requests`` GETs of ``size_bytes`` in all, by this profile."""
         return requests * self.first_byte_ms / 1e3 + size_bytes / (self.connection_mb_per_s * 1e6)
 

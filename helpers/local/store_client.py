@@ -122,6 +122,7 @@ def reachable(endpoint: str, timeout: float = 2.0) -> str | None:
     import socket
 
     parsed = urlparse(require_loopback(endpoint))
+    assert parsed.port is not None  # require_loopback refuses an endpoint without one
     try:
         with socket.create_connection((parsed.hostname, parsed.port), timeout=timeout):
             return None

@@ -93,11 +93,12 @@ class Estimate:
                 f"at most the on-demand price)",
             ),
         ]
-        if self.expected_hours is not None:
+        expected_usd = self.expected_usd  # None exactly when there are no expected hours
+        if expected_usd is not None:
             rows.append(
                 (
                     "expected",
-                    f"{_money(self.expected_usd)} for {self.expected_hours:.2g} h"
+                    f"{_money(expected_usd)} for {self.expected_hours:.2g} h"
                     + (" on spot (mid-range saving)" if self.spot else ""),
                 )
             )
@@ -213,11 +214,12 @@ class JobCost:
             f"{self.training_seconds} s training, {self.billable_seconds} s billable x {self.instance_count} "
             f"instance(s)"
         )
-        if self.billed_usd is not None:
-            text += f": {_money(self.billed_usd)}"
+        billed, on_demand = self.billed_usd, self.on_demand_usd  # both None where the type has no price
+        if billed is not None:
+            text += f": {_money(billed)}"
         if self.savings:
             text += f" (spot saved {self.savings:.0%}"
-            text += f", {_money(self.on_demand_usd - self.billed_usd)})" if self.billed_usd is not None else ")"
+            text += f", {_money(on_demand - billed)})" if billed is not None and on_demand is not None else ")"
         return text
 
 

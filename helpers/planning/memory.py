@@ -22,8 +22,10 @@ of the limit as "try it with a smoke run first".
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from helpers import hyperparameters
 from helpers.errors import WorkshopError
@@ -81,7 +83,7 @@ class ModelShape:
         """From a transformers config, its dict, or a ``config.json`` path (``save_pretrained`` writes one)."""
         if isinstance(config, (str, Path)):
             config = json.loads(Path(config).read_text(encoding="utf-8"))
-        get = config.get if isinstance(config, dict) else lambda k, d=None: getattr(config, k, d)
+        get: Callable[..., Any] = config.get if isinstance(config, dict) else lambda k, d=None: getattr(config, k, d)
         missing = [
             k
             for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
@@ -309,7 +311,7 @@ def estimate(
 # ---------------------------------------------------------------------------------------------------- what fits
 def candidates(gpus_per_instance: int, world: int) -> list[dict]:
     """Configurations from simplest to most involved: the first that fits is the one to run."""
-    plans = [dict(strategy="ddp"), dict(strategy="zero")]
+    plans: list[dict[str, Any]] = [dict(strategy="ddp"), dict(strategy="zero")]
     if world > gpus_per_instance:  # shard inside each instance first: NVLink, not the network, carries gathers
         plans.append(dict(strategy="fsdp", shard=gpus_per_instance))
     plans += [dict(strategy="fsdp"), dict(strategy="fsdp", checkpointing=True)]
@@ -333,7 +335,7 @@ class Recommendation:
             "instances": f"{self.instance_count} x {self.instance_type}",
             "plan": c.label if c else "does not fit",
             "per_gpu_gib": round(c.total / GIB, 1) if c else None,
-            "gpu_gib": round(c.gpu_bytes / GIB) if c else None,
+            "gpu_gib": round(c.gpu_bytes / GIB) if c and c.gpu_bytes is not None else None,
             "smp": json.dumps(c.smp()) if c and c.strategy == "fsdp" else "",
         }
 
@@ -375,17 +377,16 @@ COMPONENTS = {
 }
 
 
-def compare(run: dict, config) -> list[dict]:
+def compare(run: dict | str | Path, config) -> list[dict]:
     """Predicted vs measured bytes per strategy and component for a ``train_lm.py`` run.
 
     ``run``: its ``metrics.json`` (dict or path); ``config``: the trained model's config (its ``config.json``).
     """
-    if not isinstance(run, dict):
-        run = json.loads(Path(run).read_text(encoding="utf-8"))
-    hp = run["hyperparameters"]
+    metrics: dict = run if isinstance(run, dict) else json.loads(Path(run).read_text(encoding="utf-8"))
+    hp = metrics["hyperparameters"]
     m = model_shape(config)
     rows = []
-    for result in run["strategies"]:
+    for result in metrics["strategies"]:
         strategy, ranks = result["strategy"], result["ranks"]
         if strategy == "pp":  # the planner does not model pipeline stages (whose micro-batches are in flight)
             continue

@@ -119,7 +119,10 @@ def local_gpu_model() -> str | None:
 
 def step_label(instance_type: str) -> str:
     """Which GPU, and in which precision a step carried over to it runs: "ml.p3.16xlarge (V100, fp16)"."""
-    gpu = instances.lookup(instance_type).gpu.model
+    spec = instances.lookup(instance_type)
+    if spec.gpu is None:
+        raise ValueError(f"{instance_type} has no GPU: a GPU step carries over only to a GPU instance type")
+    gpu = spec.gpu.model
     return f"{instance_type} ({gpu}, {PEAK_PRECISION[gpu]})" if gpu in PEAK_PRECISION else f"{instance_type} ({gpu})"
 
 
@@ -397,7 +400,7 @@ def speedup_breakdown(
         "input": many["data_wait_ms"],
         "computing": many["on_core_ms"] - one["on_core_ms"] / ranks,
     }
-    limit = "cores" if many["queued_ms"] >= 0.15 * many["step_ms"] else max(rest, key=rest.get)
+    limit = "cores" if many["queued_ms"] >= 0.15 * many["step_ms"] else max(rest, key=lambda part: rest[part])
     why = {
         "cores": "the cores: other work kept {other_work_cores:.1f} of the {cpus} busy while the ranks trained, "
         "leaving the job {job_cores_ddp:.2f} cores against {job_cores_1:.2f} for one process, at most "

@@ -160,14 +160,15 @@ def interval_curves(work_h: float, a: Assumptions = Assumptions()) -> dict:
 
 def bill_rows(job_cost: cost.JobCost) -> list[dict]:
     """A finished job's bill: training against billable seconds (DescribeTrainingJob) and what spot saved."""
-    rows = [
+    rows: list[dict] = [
         {"figure": "training seconds", "value": job_cost.training_seconds},
         {"figure": "billable seconds", "value": job_cost.billable_seconds},
         {"figure": "spot saving (1 - billable / training)", "value": f"{job_cost.savings:.0%}"},
     ]
-    if job_cost.billed_usd is not None:
+    billed, on_demand = job_cost.billed_usd, job_cost.on_demand_usd  # both None where the type has no price
+    if billed is not None and on_demand is not None:
         rows += [
-            {"figure": "billed $", "value": round(job_cost.billed_usd, 2)},
-            {"figure": "same time on demand $", "value": round(job_cost.on_demand_usd, 2)},
+            {"figure": "billed $", "value": round(billed, 2)},
+            {"figure": "same time on demand $", "value": round(on_demand, 2)},
         ]
     return rows

@@ -19,6 +19,7 @@ import math
 import re
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -54,8 +55,8 @@ class RealTarget:
 
 
 TARGETS = (
-    RealTarget("01", "single-GPU fine-tune", "ml.g5.xlarge", 1, 20, why="one A10G, with bf16"),
-    RealTarget("02", "DDP, 2 nodes", "ml.g5.12xlarge", 2, 20, why="4 A10Gs a node: DDP inside and across nodes"),
+    RealTarget("01", "single-GPU fine-tune", "ml.g6.xlarge", 1, 20, why="one L4, with bf16"),
+    RealTarget("02", "DDP, 2 nodes", "ml.g6.12xlarge", 2, 20, why="4 L4s a node: DDP inside and across nodes"),
     RealTarget(
         "03",
         "SMDDP AllReduce",
@@ -66,7 +67,7 @@ TARGETS = (
         why=f"SMDDP runs only on {_types(instances.supporting('smddp'))}: a dry run unless the account has the quota",
         library="smddp",
     ),
-    RealTarget("04", "FSDP / ZeRO / TP (torchrun)", "ml.g5.12xlarge", 1, 15, why="4 GPUs run every strategy"),
+    RealTarget("04", "FSDP / ZeRO / TP (torchrun)", "ml.g6.12xlarge", 1, 15, why="4 GPUs run every strategy"),
     RealTarget(
         "04",
         "SMP v2",
@@ -78,14 +79,20 @@ TARGETS = (
         parameter="smp_target",
         library="smp",
     ),
-    RealTarget("05", "File, FastFile, FSx: 3 jobs", "ml.g5.xlarge", 3, 10, why="the input path, not the GPU"),
-    RealTarget("06", "managed spot with checkpoints", "ml.g5.xlarge", 1, 30, spot=True, why="lab 01's GPU, on spot"),
-    RealTarget("07", "profiled job + CloudWatch", "ml.g5.xlarge", 1, 15, why="one GPU shows the GEMM-bound profile"),
+    RealTarget("05", "File, FastFile, FSx: 3 jobs", "ml.g6.xlarge", 3, 10, why="the input path, not the GPU"),
+    RealTarget("06", "managed spot with checkpoints", "ml.g6.xlarge", 1, 30, spot=True, why="lab 01's GPU, on spot"),
+    RealTarget("07", "profiled job + CloudWatch", "ml.g6.xlarge", 1, 15, why="one GPU shows the GEMM-bound profile"),
 )
 
 
 def _money(usd: float) -> str:
     return f"${usd:,.2f}"
+
+
+def _price(spec: instances.InstanceType) -> float:
+    """On-demand $/h: the workshop plans with priced types only (``instances.cheapest`` picks among those)."""
+    assert spec.price_per_hour is not None, f"{spec.name} has no price on file (helpers.planning.instances)"
+    return spec.price_per_hour
 
 
 def _gpus(spec: instances.InstanceType) -> str:
@@ -123,7 +130,7 @@ def cheapest_markdown() -> str:
         {
             "need": need(gpus, True),
             "the cheapest (`instances.cheapest`)": f"{c.name} ({_gpus(c)})",
-            "$/h": _money(c.price_per_hour),
+            "$/h": _money(_price(c)),
         }
         for gpus in (1, 4)
         for c in [instances.cheapest(gpus, bf16=True)]
@@ -136,11 +143,10 @@ def cheapest_markdown() -> str:
             {
                 "lab": t.lab,
                 "job": t.part,
-                "real target": f"{t.instance_type} ({_gpus(spec)}), {_money(spec.price_per_hour)}/h",
-                "the cheapest with its need": f"{c.name} ({_gpus(c)}), {_money(c.price_per_hour)}/h: "
-                + need(*same_need(t)),
+                "real target": f"{t.instance_type} ({_gpus(spec)}), {_money(_price(spec))}/h",
+                "the cheapest with its need": f"{c.name} ({_gpus(c)}), {_money(_price(c))}/h: " + need(*same_need(t)),
                 "planned job (cost table), on demand: real target / the cheapest": (
-                    f"{_money(hours * spec.price_per_hour)} / {_money(hours * c.price_per_hour)}"
+                    f"{_money(hours * _price(spec))} / {_money(hours * _price(c))}"
                 ),
             }
         )
@@ -229,8 +235,17 @@ def _session(length: int, blocks: list[Block], closing: str, at_least: int) -> t
     return length, [*blocks, Block(closing, left, f"the rest of the {length} minutes (at least {at_least})")]
 
 
-LAB_01_TRIM = ("The data", "Where the time went", "Your turn", "Clean up", "Next")  # kept: the contract, a result
-HOMEWORK = ("Your turn", "Clean up", "Next")  # a 90-minute session leaves the exercise for later
+# kept: the contract, a run and its result (the pre-launched job shows SageMaker's side)
+LAB_01_TRIM = ("The data", "The same job, on SageMaker", "Where the time went", "Your turn", "Clean up", "Next")
+HOMEWORK = ("Your turn", "Clean up", "Next")  # the exercise is left for later
+# lab 02 in the arc: the diff, one process against two and their step times; the rest is read at home
+LAB_02_TRIM = (
+    "Global batch and learning rate",
+    "The same job, as SageMaker would get it",
+    "Loss parity",
+    "Where a step's time went",
+    *HOMEWORK,
+)
 DEMO = (
     "the pre-launched job: lab 01 at full size on SageMaker, its log and billable seconds "
     "([below](#the-pre-launched-job))"
@@ -245,7 +260,7 @@ def _arc() -> list[Block]:
         _set("welcome: the arc; the labs open (spaces started before the session)", 3),
         lab_block("01", LAB_01_TRIM),
         _set(DEMO, 5),
-        lab_block("02", HOMEWORK),
+        lab_block("02", LAB_02_TRIM),
         _set(MAP, 5),
     ]
 
@@ -256,7 +271,7 @@ def agendas() -> dict[str, tuple[int, list[Block]]]:
         "90-minute session": _session(90, _arc(), HOMEWORK_TOO, at_least=5),
         "half day (4 h): the arc, then model parallelism and the spot drill": _session(
             240,
-            [*_arc(), _set("break", 15), lab_block("04"), lab_block("06")],
+            [*_arc(), _set("break", 15), lab_block("04", HOMEWORK), lab_block("06", HOMEWORK)],
             HOMEWORK_TOO,
             at_least=10,
         ),
@@ -270,13 +285,12 @@ def agendas() -> dict[str, tuple[int, list[Block]]]:
                 _set("break", 15),
                 lab_block("04"),
                 _set("lunch", 45),
-                lab_block("05"),
                 lab_block("06"),
                 _set("break", 15),
                 lab_block("07"),
                 _set(MAP + "; lab 03's SMDDP request as its evidence", 10),
             ],
-            QUESTIONS,
+            QUESTIONS + "; lab 05 (input modes, the longest lab) is homework: its results are in `runs/labs/`",
             at_least=10,
         ),
     }
@@ -354,7 +368,7 @@ def _most(per_lab: dict[str, int]) -> tuple[int, list[str]]:
 def quota_needs() -> list[tuple[str, str, int, list[str], str | None, bool]]:
     """(quota name, code, instances per attendee, the labs that need that many, instance type or None for the
     account-wide quota, spot) for every quota an event must raise: every attendee runs the same lab at once."""
-    out = []
+    out: list[tuple[str, str, int, list[str], str | None, bool]] = []
     for spot in (False, True):
         by_type: dict[str, dict[str, int]] = {}
         for t in TARGETS:
@@ -405,6 +419,7 @@ def lab_time_markdown() -> str:
     rows = []
     for nb in discover(LABS_DIR):
         t = lab_time.estimate(nb)
+        assert t.stated is not None, f"{nb.stem} states no time"  # tests/test_lab_time.py holds every lab to one
         core, full = t.stated
         rows.append(
             {
@@ -425,7 +440,13 @@ def lab_parameters(lab: str) -> dict:
     nb = json.loads(_notebook(lab).read_text(encoding="utf-8"))
     cell = next(c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", []))
     tree = ast.parse("".join(cell["source"]))
-    return {n.targets[0].id: ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)}
+    return {_assigned_name(n): ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)}
+
+
+def _assigned_name(assign: ast.Assign) -> str:
+    target = assign.targets[0]
+    assert isinstance(target, ast.Name), f"a parameters cell assigns names, not {ast.unparse(target)}"
+    return target.id
 
 
 DEMO_LAB = "01"
@@ -467,7 +488,7 @@ def demo_markdown() -> str:
     return "\n".join(
         [
             f"Lab {DEMO_LAB}'s job at full size on its real target, {t.instance_type} ({_gpus(spec)}): at most "
-            f"{_money(worst)} (its {cap_s / 3600:g} h MaxRuntime at {_money(spec.price_per_hour)}/h; lab "
+            f"{_money(worst)} (its {cap_s / 3600:g} h MaxRuntime at {_money(_price(spec))}/h; lab "
             f"{DEMO_LAB}'s `budget_usd` is {_money(budget)}, {verdict}), about {_money(planned)} for the "
             f"{t.minutes} minutes it plans to train. Launch it an hour before the session.",
             "",
@@ -540,7 +561,7 @@ def map_markdown() -> str:
     rows = [
         (
             "the model and a useful batch fit one GPU",
-            f"one GPU with bf16 (Ampere or newer; the cheapest: {one.name}, {_money(one.price_per_hour)}/h)",
+            f"one GPU with bf16 (Ampere or newer; the cheapest: {one.name}, {_money(_price(one))}/h)",
             "01",
             "",
         ),
@@ -663,6 +684,7 @@ TWIN_REPORT = REPO / "docs" / "studio-twin.json"  # `make studio-twin`'s measure
 def account_generator():
     """infra/workshop_account.py as a module (it is a script beside the template, not part of the helpers)."""
     spec = importlib.util.spec_from_file_location("workshop_account", ACCOUNT_GENERATOR)
+    assert spec is not None and spec.loader is not None  # a .py file's spec, with its source loader
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclasses look their module up there
     spec.loader.exec_module(module)
@@ -788,9 +810,13 @@ def render(text: str) -> str:
         pattern = re.compile(rf"(<!-- generated:{name} -->\n)(?:.*?\n)?(<!-- /generated:{name} -->)", re.S)
         if not pattern.search(text):
             raise ValueError(f"the guide has no block <!-- generated:{name} --> ... <!-- /generated:{name} -->")
-        body = make()
-        text = pattern.sub(lambda m, body=body: m.group(1) + body + "\n" + m.group(2), text)
+        text = pattern.sub(_between_markers(make()), text)
     return text
+
+
+def _between_markers(body: str) -> Callable[[re.Match[str]], str]:
+    """A replacement for a generated block: its two markers, ``body`` between them."""
+    return lambda m: m.group(1) + body + "\n" + m.group(2)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,6 +6,5 @@ mode_b = "FastFile"  # copying 2 TB would hold the first step for hours; one seq
 mode_c = "FSx"  # loaded from S3 once, then every job of the search reads it warm
 
 # %% 05.2
-S3, streams = s3_profile.AWS_S3, input_modes.FILE_MODE_CONNECTIONS
-copy_min_100mb = S3.seconds(300e9, requests=3000) / streams / 60  # 3,000 files of 100 MB, two at a time
-files_for_an_hour = (3600 * streams - S3.seconds(300e9, requests=0)) / (S3.first_byte_ms / 1e3)  # the rest: waits
+copy_min_100mb = S3.seconds(300e9, requests=3000) / connections / 60  # 3,000 files of 100 MB, `connections` at a time
+files_for_an_hour = (3600 * connections - S3.seconds(300e9, requests=0)) / (S3.first_byte_ms / 1e3)  # the rest: waits

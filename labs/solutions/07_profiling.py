@@ -2,4 +2,4 @@
 
 # %% 07.1
 my_tokenize = "ahead"  # once, before training: not again for every title in every epoch
-my_num_workers = 2  # enough to have the next batch ready; the rest of the 8 vCPUs stay with the training process
+my_num_workers = 2  # enough to have the next batch ready; the other vCPUs stay with the training process

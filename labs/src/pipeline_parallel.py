@@ -60,6 +60,9 @@ class Pipeline(Setup):
 
     def train_step(self, x, y, autocast) -> torch.Tensor:
         losses = []
+        # batch[:, :-1] is a view with the stride of the whole block: torch 2.8's stages check their inputs'
+        # strides against the shapes they were built for ("stride mismatch"), so hand them compact tensors
+        x, y = x.contiguous(), y.contiguous()
         with autocast:
             self.schedule.step(*[x] if self.model.is_first else [], target=y, losses=losses)
         loss = torch.stack(losses).mean().detach() if self.model.is_last else torch.zeros((), device=x.device)

@@ -1,0 +1,93 @@
+"""No figure a run produces is typed into a lab's prose.
+
+A lab states what its own run measured in a generated sentence under the result (``report.says``, formatted from the
+recorded figures), or in a claim the headless test checks (``CLAIMS`` in test_notebooks.py). Every other figure in
+its markdown is a constant with a source (AWS's documented 120 s grace, a case study's 15 days, the lab's stated
+time), and the notebook declares it, with that source, in its metadata (``workshop.prose_figures``). A figure typed
+into prose that is neither declared nor generated fails here.
+"""
+
+from __future__ import annotations
+
+import re
+
+import nbformat
+import pytest
+
+from helpers import lab
+
+# a figure: a number with a decimal point, a %, a x/× or a unit or counted noun after it, a $ before it, or a
+# count of 100 or more (years aside)
+_UNITS = (
+    r"%|×|x\b|\s?(?:MB/s|GB/s|Gb/s|TFLOP/s|samples/s|ms|s|sec|seconds?|min|minutes?|h|hours?|days?|weeks?|GB|MB|KB"
+    r"|kB|GiB|MiB|TB|TiB|points?|GPUs?|processes|ranks?|instances?|cores?|vCPUs?|steps?|epochs?|rows?|files?"
+    r"|shards?|objects?|tokens?|parameters?|params|layers?|nodes?|connections?|requests?|titles?|categories"
+    r"|classes|words?)\b"
+)
+_NUMBER = re.compile(r"(?<![\w.\-/])(?P<n>\$?\d(?:[\d,]*\d)?(?:\.\d+)?)(?P<unit>" + _UNITS + r")?")
+_NOT_PROSE = [
+    r"```.*?```",  # code blocks
+    r"`[^`]*`",  # code spans: names, calls, commands
+    r"\]\([^)]*\)",  # link targets
+    r"<[^>]+>",  # HTML tags
+    r"\bml\.[\w.-]+",  # instance types
+    r"\b\d+\.\d+\.\d+\b",  # versions
+    r"\b(?:19|20)\d\d-\d\d-\d\d\b",  # dates
+    r"\b[Ll]abs? 0\d(?:\s*(?:,|and|-|–)\s*0\d)*\b",  # lab numbers
+    r"\b\d\d\.\d\b",  # exercise ids (05.2)
+]
+
+
+def figures(markdown: str) -> list[str]:
+    """The figures in a markdown cell's prose, as written (whitespace folded)."""
+    for pattern in _NOT_PROSE:
+        markdown = re.sub(pattern, " ", markdown, flags=re.S)
+    found = []
+    for m in _NUMBER.finditer(markdown):
+        n, unit = m["n"], m["unit"]
+        value = n.lstrip("$").replace(",", "")
+        big = value.isdigit() and int(value) >= 100 and not 1900 <= int(value) <= 2100
+        if unit or "." in value or n.startswith("$") or big:
+            found.append(" ".join(m.group(0).split()))
+    return found
+
+
+def declared(notebook) -> dict[str, str]:
+    return notebook.metadata.get("workshop", {}).get("prose_figures", {})
+
+
+@pytest.mark.parametrize("path", lab.discover(), ids=lambda p: p.stem)
+def test_every_figure_in_the_prose_is_a_declared_constant(path):
+    notebook = nbformat.read(path, as_version=4)
+    constants = declared(notebook)
+    typed = sorted(
+        {f for cell in notebook.cells if cell.cell_type == "markdown" for f in figures(cell.source)} - set(constants)
+    )
+    assert not typed, (
+        f"{path.name}: figures typed into the prose: {typed}. A figure the run produces belongs in a generated "
+        f"sentence (report.says) or a checked claim; a constant goes in the notebook's metadata "
+        f"workshop.prose_figures with its source."
+    )
+
+
+@pytest.mark.parametrize("path", lab.discover(), ids=lambda p: p.stem)
+def test_every_declared_constant_is_in_the_prose_and_names_its_source(path):
+    notebook = nbformat.read(path, as_version=4)
+    written = {f for cell in notebook.cells if cell.cell_type == "markdown" for f in figures(cell.source)}
+    for figure, source in declared(notebook).items():
+        assert figure in written, f"{path.name}: {figure!r} is declared but no longer in the prose: drop it"
+        assert len(source.split()) >= 3, f"{path.name}: {figure!r} needs its source, not {source!r}"
+
+
+@pytest.mark.parametrize(
+    "text, found",
+    [
+        ("accuracy ends about 9% and the two processes ran 1.06× as fast", ["9%", "1.06×"]),
+        ("SageMaker waits 120 s; see `max_wait_s=3600` and ml.g5.2xlarge", ["120 s"]),
+        ("in 2026, lab 02 used 2 processes on 12,000 titles for $0.25", ["2 processes", "12,000 titles", "$0.25"]),
+        ("128, 256 and 85 MB/s", ["128", "256", "85 MB/s"]),
+        ("torch 2.13.0 on 2026-11-25, exercise 05.2, step 3 of 64", []),
+    ],
+)
+def test_the_figure_finder_finds_figures_and_nothing_else(text, found):
+    assert figures(text) == found

