@@ -20,7 +20,7 @@ from helpers.aws import account
 from helpers.aws import offline as aws_offline
 from helpers.aws.launch import LaunchOptions
 from helpers.aws.offline import ScriptedJob
-from helpers.planning import instances, workshop
+from helpers.planning import agenda, instances, workshop
 
 GUIDE = REPO / "docs" / "facilitator.md"
 GENERATED = re.compile(r"<!-- generated:([\w-]+) -->\n.*?<!-- /generated:\1 -->", re.S)
@@ -31,7 +31,7 @@ GENERATED = re.compile(r"<!-- generated:([\w-]+) -->\n.*?<!-- /generated:\1 -->"
 def test_each_agenda_adds_up_and_names_where_its_minutes_come_from(name):
     length, blocks = workshop.agendas()[name]
     assert sum(b.minutes for b in blocks) == length
-    stated = workshop.lab_minutes()
+    stated = agenda.lab_minutes()
     for b in blocks:
         assert b.minutes > 0 and b.source, b
         lab = re.match(r"`(\d\d)_\w+`, core path", b.what)
@@ -43,7 +43,7 @@ def test_each_agenda_adds_up_and_names_where_its_minutes_come_from(name):
             assert b.minutes == core and b.source.endswith("stated core time"), b
             continue
         skipped = b.what.split("without: ")[1].split("; ")
-        parts = workshop.sections(lab.group(1))
+        parts = agenda.sections(lab.group(1))
         kept = sum(m for h, m in parts if not any(h.startswith(s) for s in skipped))
         assert b.minutes == math.ceil(core * kept / sum(m for _, m in parts)), b
         assert f"stated core {core} min" in b.source, b
@@ -55,29 +55,29 @@ def test_the_90_minute_session_covers_the_arc_and_the_half_day_adds_model_parall
     whats = [b.what for b in blocks]
     lab01 = next(w for w in whats if w.startswith("`01_single_gpu`"))
     for kept in ("The training script", "Run it", "What came out"):  # the contract, a run, its result
-        assert kept in [h for h, _ in workshop.sections("01")] and kept not in lab01
+        assert kept in [h for h, _ in agenda.sections("01")] and kept not in lab01
     assert any(w.startswith("`02_ddp`, core path") for w in whats)
-    assert workshop.DEMO in whats and workshop.MAP in whats
+    assert agenda.DEMO in whats and agenda.MAP in whats
     half = [b.what for b in next(v for k, v in workshop.agendas().items() if k.startswith("half day"))[1]]
     assert whats[:-1] == half[: len(whats) - 1]  # the arc first
     assert any(w.startswith("`04_model_parallel`, core path") for w in half)
     assert any(w.startswith("`06_spot_checkpoints`, core path") for w in half)
-    assert "The drill" in [h for h, _ in workshop.sections("06")]
+    assert "The drill" in [h for h, _ in agenda.sections("06")]
 
 
 def test_a_session_that_no_longer_fits_is_refused():
     with pytest.raises(ValueError, match="leaving 2 for"):
-        workshop._session(90, [workshop.Block("a lab that grew", 88, "its stated core time")], "questions", 5)
+        agenda._session(90, [agenda.Block("a lab that grew", 88, "its stated core time")], "questions", 5)
 
 
 def test_a_trim_must_name_sections_the_lab_has():
     with pytest.raises(ValueError, match="no core section headed 'Warm-up'"):
-        workshop.lab_block("01", ("Warm-up",))
+        agenda.lab_block("01", ("Warm-up",))
 
 
-@pytest.mark.parametrize("lab", sorted(workshop.lab_minutes()))
+@pytest.mark.parametrize("lab", sorted(agenda.lab_minutes()))
 def test_a_lab_s_sections_add_up_to_its_core_estimate(lab):
-    parts = workshop.sections(lab)
+    parts = agenda.sections(lab)
     assert parts[0][0] == "opening" and len(parts) > 3
     total = lab_time.estimate(workshop._notebook(lab)).core.minutes
     assert sum(m for _, m in parts) == pytest.approx(total)
@@ -180,7 +180,7 @@ def test_the_demo_launch_is_a_call_the_lab_s_names_and_run_job_take():
     assert params["real_target"] == workshop.demo_target().instance_type
     nb = workshop._notebook(workshop.DEMO_LAB).read_text(encoding="utf-8")
     assert "jobs.run_job(job, target, launch=launch, budget_usd=budget_usd)" in nb
-    assert workshop.DEMO_RUN_IT in [h for h, _ in workshop.sections(workshop.DEMO_LAB)]
+    assert workshop.DEMO_RUN_IT in [h for h, _ in agenda.sections(workshop.DEMO_LAB)]
 
 
 def test_the_room_code_shows_the_demo_s_log_and_billable_seconds(monkeypatch):

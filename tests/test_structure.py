@@ -4,7 +4,8 @@
 - ``helpers.local`` (this machine) never imports ``helpers.aws`` (a real account);
 - an import inside a function is for an optional third-party package only: a helpers module that needs another
   imports it at the top, where a cycle would show at once;
-- every error class the helpers define derives from ``helpers.errors.WorkshopError``.
+- every error class the helpers define derives from ``helpers.errors.WorkshopError``;
+- no module in ``helpers/`` or ``labs/src/`` over 500 lines, and no function in ``helpers/`` over 80: split by concern.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -129,3 +131,46 @@ def test_every_error_the_helpers_define_is_a_workshop_error(name):
     assert all(issubclass(c, WorkshopError) for c in errors), [
         c.__name__ for c in errors if not issubclass(c, WorkshopError)
     ]
+
+
+MODULE_LINES, FUNCTION_LINES = 500, 80
+LONG_MODULES_ALLOWED: set[str] = set()  # none: a module that must grow past the limit is split first
+
+
+def functions(tree: ast.AST, prefix: str = "") -> Iterator[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """Every function in ``tree``, methods and nested functions too, by qualified name (``OfflineAWS._answer``)."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            name = f"{prefix}{node.name}"
+            if not isinstance(node, ast.ClassDef):
+                yield name, node
+            yield from functions(node, f"{name}.")
+        else:
+            yield from functions(node, prefix)
+
+
+def test_the_function_finder_names_methods_and_nested_functions():
+    tree = ast.parse("def f():\n    def g():\n        pass\nclass C:\n    async def m(self):\n        pass\n")
+    assert [(name, f.end_lineno - f.lineno + 1) for name, f in functions(tree)] == [("f", 3), ("f.g", 2), ("C.m", 2)]
+
+
+def test_no_module_is_over_500_lines():
+    paths = sorted([*HELPERS.rglob("*.py"), *(REPO / "labs" / "src").rglob("*.py")])
+    assert len(paths) > 60  # the walk found both trees
+    too_long = [
+        f"{path.relative_to(REPO).as_posix()}: {lines} lines"
+        for path in paths
+        if (lines := len(path.read_text().splitlines())) > MODULE_LINES
+        and path.relative_to(REPO).as_posix() not in LONG_MODULES_ALLOWED
+    ]
+    assert not too_long, f"over {MODULE_LINES} lines, to split by concern: {too_long}"
+
+
+def test_no_function_in_the_helpers_is_over_80_lines():
+    too_long = [
+        f"{path.relative_to(REPO).as_posix()}:{f.lineno} {name}: {lines} lines"
+        for path in MODULES.values()
+        for name, f in functions(ast.parse(path.read_text(), str(path)))
+        if (lines := (f.end_lineno or f.lineno) - f.lineno + 1) > FUNCTION_LINES
+    ]
+    assert not too_long, f"over {FUNCTION_LINES} lines, to break into smaller functions: {too_long}"

@@ -8,6 +8,10 @@ Credentials are never printed or returned in text. :func:`cleanup` stops this at
 Many learners can share one account: every job name starts with the attendee prefix (``alice-lab02-ddp-...``), taken
 from ``attendee=``, then ``WORKSHOP_ATTENDEE``, then the Studio user profile, then the login name, and every job is
 tagged ``workshop-attendee=<prefix>``.
+
+The attendee, role and bucket settings and their checks are :mod:`helpers.aws.settings`, the errors
+:mod:`helpers.aws.setup_errors`, reading quotas :mod:`helpers.aws.quotas`: every public name of theirs is importable
+from here too.
 """
 
 from __future__ import annotations
@@ -15,61 +19,98 @@ from __future__ import annotations
 import getpass
 import json
 import os
-import re
-import urllib.parse
-from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from helpers.errors import WorkshopError
+from helpers.aws.quotas import (
+    ACCOUNT_WIDE,
+    QUOTA_SERVICE,
+    QuotaCheck,
+    instances_in_use,
+    quota_message,
+    quota_name,
+    quota_value,
+)
+from helpers.aws.settings import (
+    ATTENDEE_ENV,
+    BUCKET_ENV,
+    BUCKET_NAME,
+    EXAMPLE_BUCKET,
+    GENERIC_USERS,
+    RESERVED_BUCKET_PREFIXES,
+    RESERVED_BUCKET_SUFFIXES,
+    ROLE_ARN,
+    ROLE_ENV,
+    SAGEMAKER_PRINCIPAL,
+    STACK_OUTPUTS,
+    Attendee,
+    bucket_name_problem,
+    require_bucket_name,
+    require_role_arn,
+    sanitize_attendee,
+    settings_from_stack,
+    stack_exports,
+    suggest_bucket_name,
+    trusts_sagemaker,
+)
+from helpers.aws.setup_errors import (
+    AwsSetupError,
+    BucketError,
+    NoCredentials,
+    QuotaError,
+    RegionError,
+    RoleError,
+    client_error_code,
+)
+
+__all__ = [
+    "ACCOUNT_WIDE",
+    "ATTENDEE_ENV",
+    "ATTENDEE_TAG",
+    "BUCKET_ENV",
+    "BUCKET_NAME",
+    "EXAMPLE_BUCKET",
+    "GENERIC_USERS",
+    "QUOTA_SERVICE",
+    "RESERVED_BUCKET_PREFIXES",
+    "RESERVED_BUCKET_SUFFIXES",
+    "ROLE_ARN",
+    "ROLE_ENV",
+    "SAGEMAKER_PRINCIPAL",
+    "STACK_OUTPUTS",
+    "STUDIO_METADATA",
+    "USAGE_SCAN_LIMIT",
+    "Attendee",
+    "AwsContext",
+    "AwsSetupError",
+    "BucketError",
+    "NoCredentials",
+    "QuotaCheck",
+    "QuotaError",
+    "RegionError",
+    "RoleError",
+    "Stored",
+    "bucket_name_problem",
+    "check_quota",
+    "cleanup",
+    "console_url",
+    "discover",
+    "quota_name",
+    "require_bucket_name",
+    "require_role_arn",
+    "resolve_attendee",
+    "sanitize_attendee",
+    "settings_from_stack",
+    "stack_exports",
+    "stored_objects",
+    "studio_metadata",
+    "suggest_bucket_name",
+    "trusts_sagemaker",
+]
 
 STUDIO_METADATA = Path("/opt/ml/metadata/resource-metadata.json")
-ROLE_ENV = ("WORKSHOP_ROLE_ARN", "SAGEMAKER_ROLE_ARN")
-BUCKET_ENV = "WORKSHOP_BUCKET"
-ATTENDEE_ENV = "WORKSHOP_ATTENDEE"
 ATTENDEE_TAG = "workshop-attendee"  # the tag every launched job carries: its owner, whatever its name
-SAGEMAKER_PRINCIPAL = "sagemaker.amazonaws.com"
-# login names shared by everyone on a platform: useless for telling attendees apart
-GENERIC_USERS = frozenset({"sagemaker-user", "root", "ec2-user", "jovyan", "ubuntu", "user", "runner", "admin"})
-ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
-_ATTENDEE_MAX = 16  # leaves room for the lab name and the SDK's 15-character timestamp in a 63-character job name
-
-
-class AwsSetupError(WorkshopError, ValueError):
-    """AWS is not set up for a launch; the message says how to fix it. Nothing was launched."""
-
-
-class NoCredentials(AwsSetupError):
-    """No AWS credentials, or credentials AWS rejects."""
-
-
-class RoleError(AwsSetupError):
-    """No execution role, or one given in a form SageMaker cannot use."""
-
-
-class BucketError(AwsSetupError):
-    """No S3 bucket to stage code and data in, or one these credentials cannot use."""
-
-
-class RegionError(AwsSetupError):
-    """No AWS region configured."""
-
-
-class QuotaError(AwsSetupError):
-    """The account's quota for this instance type is below what the job asks for."""
-
-
-@dataclass(frozen=True)
-class Attendee:
-    name: str  # the job-name prefix: lower-case letters, digits and dashes
-    source: str  # where it came from: "argument", "WORKSHOP_ATTENDEE", "Studio user profile", "login name"
-
-    @property
-    def shared(self) -> bool:
-        """True when the name is a login every attendee has (``sagemaker-user``): not safe to launch or clean up."""
-        return self.source == "login name" and self.name in GENERIC_USERS
 
 
 def studio_metadata(path: Path | None = None) -> dict[str, Any] | None:
@@ -78,14 +119,6 @@ def studio_metadata(path: Path | None = None) -> dict[str, Any] | None:
         return json.loads(Path(path or STUDIO_METADATA).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-
-
-def sanitize_attendee(raw: str) -> str:
-    """``"Alice Smith"`` -> ``"alice-smith"``: what SageMaker job names allow, short enough to leave room."""
-    name = re.sub(r"[^a-z0-9]+", "-", raw.strip().lower()).strip("-")[:_ATTENDEE_MAX].strip("-")
-    if name and not name[0].isalpha():
-        name = f"a{name}"[:_ATTENDEE_MAX]
-    return name
 
 
 def resolve_attendee(explicit: str | None = None, metadata: dict | None = None) -> Attendee:
@@ -110,76 +143,6 @@ def resolve_attendee(explicit: str | None = None, metadata: dict | None = None) 
                 f"from: use something like 'alice'."
             )
     return Attendee("attendee", "login name")
-
-
-def require_role_arn(role: str) -> str:
-    """``role`` if it is a full IAM role ARN; :class:`RoleError` naming the fix otherwise (checked before any call)."""
-    role = (role or "").strip()
-    if ROLE_ARN.match(role):
-        return role
-    if role.startswith("arn:") and ":user/" in role:
-        raise RoleError(
-            f"{role} is an IAM user, not a role: SageMaker needs an execution role it can assume, "
-            f"e.g. role='arn:aws:iam::<account-id>:role/service-role/AmazonSageMaker-ExecutionRole-...'."
-        )
-    if "/" not in role and ":" not in role and role:
-        raise RoleError(
-            f"role {role!r} is a bare role name; give its full ARN, "
-            f"role='arn:aws:iam::<account-id>:role/{role}' (IAM console > Roles > {role} shows it; "
-            f"roles created by SageMaker live under 'role/service-role/')."
-        )
-    raise RoleError(f"role {role!r} is not an IAM role ARN; expected 'arn:aws:iam::<12-digit account>:role/<name>'.")
-
-
-BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
-# S3's reserved prefixes and suffixes (access point aliases, Multi-Region Access Points, directory and table buckets)
-RESERVED_BUCKET_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
-RESERVED_BUCKET_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
-EXAMPLE_BUCKET = "sagemaker-us-east-1-123456789012"
-
-
-def bucket_name_problem(name: str) -> str | None:
-    """What S3's naming rules for general purpose buckets refuse in ``name``; None if it may be a bucket's name."""
-    if not BUCKET_NAME.fullmatch(name):
-        return "3-63 lower-case letters, digits, dots and dashes, beginning and ending with a letter or digit"
-    if ".." in name:
-        return "no two dots in a row"
-    if re.fullmatch(r"\d+\.\d+\.\d+\.\d+", name):
-        return "not an IP address"
-    reserved = [p for p in RESERVED_BUCKET_PREFIXES if name.startswith(p)]
-    reserved += [s for s in RESERVED_BUCKET_SUFFIXES if name.endswith(s)]
-    return f"{reserved[0]!r} is reserved by S3" if reserved else None
-
-
-def suggest_bucket_name(name: str) -> str:
-    """A name close to ``name`` that S3's rules allow (lower case, dashes for other characters, reserved affixes
-    dropped), or the SDK's default bucket name as an example when nothing of ``name`` is left to keep."""
-    fixed = re.sub(r"[^a-z0-9.-]+", "-", name.lower())
-    fixed = re.sub(r"\.{2,}", ".", fixed)
-    for prefix in RESERVED_BUCKET_PREFIXES:
-        fixed = fixed.removeprefix(prefix)
-    for suffix in RESERVED_BUCKET_SUFFIXES:
-        fixed = fixed.removesuffix(suffix)
-    fixed = fixed[:63].strip(".-")
-    if re.fullmatch(r"[\d.]+", fixed):  # an IP address, or digits alone: give it a word
-        fixed = f"bucket-{fixed.replace('.', '-')}"
-    if len(fixed) < 3 or bucket_name_problem(fixed):
-        return EXAMPLE_BUCKET
-    return fixed
-
-
-def require_bucket_name(bucket: str) -> str:
-    """A bucket name (``s3://name`` accepted) checked against S3's naming rules before any call."""
-    name = (bucket or "").strip()
-    if name.startswith("s3://"):
-        name = name[len("s3://") :].split("/")[0]
-    if problem := bucket_name_problem(name):
-        close = suggest_bucket_name(name)
-        raise BucketError(
-            f"{bucket!r} is not an S3 bucket name ({problem}): pass the name of a bucket you can write, "
-            + (f"e.g. bucket={close!r}." if close == EXAMPLE_BUCKET else f"perhaps bucket={close!r}?")
-        )
-    return name
 
 
 def console_url(region: str, job_name: str) -> str:
@@ -210,10 +173,6 @@ class AwsContext:
             f"AwsContext({self.where}: region={self.region}, account={self.account}, role={self.role_arn}, "
             f"bucket={self.bucket}, attendee={self.attendee.name!r} from {self.attendee.source})"
         )
-
-
-def _client_error_code(err: Exception) -> str:
-    return getattr(err, "response", {}).get("Error", {}).get("Code", "")
 
 
 def discover(
@@ -260,7 +219,7 @@ def discover(
         identity = session.client("sts", region_name=region).get_caller_identity()
     except (ClientError, NoCredentialsError, BotoCoreError) as err:
         raise NoCredentials(
-            f"AWS rejected these credentials ({_client_error_code(err) or type(err).__name__}): "
+            f"AWS rejected these credentials ({client_error_code(err) or type(err).__name__}): "
             f"they may have expired; refresh them (`aws sso login`, or a new session in Studio) "
             f"and try again."
         ) from None
@@ -315,7 +274,7 @@ def _role_from_caller(session, caller_arn: str, account: str) -> str:
             return f"arn:aws:iam::{account}:role/service-role/{name}"
         raise RoleError(
             f"these credentials come from role {name}, and IAM refused to show its trust policy "
-            f"({_client_error_code(err) or 'GetRole'}), so whether SageMaker can assume it is unknown: "
+            f"({client_error_code(err) or 'GetRole'}), so whether SageMaker can assume it is unknown: "
             f"{fix}; if {name} is one, its ARN will do."
         ) from None
     if not trusts_sagemaker(role.get("AssumeRolePolicyDocument") or {}):
@@ -326,38 +285,13 @@ def _role_from_caller(session, caller_arn: str, account: str) -> str:
     return role["Arn"]
 
 
-def trusts_sagemaker(policy: dict | str) -> bool:
-    """Whether a role's trust policy (a dict, or the URL-encoded JSON IAM sends) lets SageMaker assume the role."""
-    document: dict = json.loads(urllib.parse.unquote(policy)) if isinstance(policy, str) else policy
-    statements = document.get("Statement") or []
-    statements = [statements] if isinstance(statements, dict) else statements
-    allowed = [s.get("Effect") == "Allow" and _names_sagemaker(s) for s in statements]
-    denied = [s.get("Effect") == "Deny" and _names_sagemaker(s) for s in statements]
-    return any(allowed) and not any(denied)
-
-
-def _names_sagemaker(statement: dict) -> bool:
-    """The statement is about SageMaker calling sts:AssumeRole."""
-
-    def as_list(value):
-        return [value] if isinstance(value, str) else list(value or [])
-
-    actions = [a.lower() for a in as_list(statement.get("Action"))]
-    if not {"sts:assumerole", "sts:*", "*"} & set(actions):
-        return False
-    principal = statement.get("Principal") or {}
-    if principal == "*":
-        return True
-    return isinstance(principal, dict) and SAGEMAKER_PRINCIPAL in as_list(principal.get("Service"))
-
-
 def _check_bucket(session, bucket: str, region: str) -> None:
     from botocore.exceptions import ClientError
 
     try:
         session.client("s3", region_name=region).head_bucket(Bucket=bucket)
     except ClientError as err:
-        code = _client_error_code(err)
+        code = client_error_code(err)
         if code in ("404", "NoSuchBucket", "NotFound"):
             raise BucketError(
                 f"S3 bucket {bucket!r} does not exist: create it (`aws s3 mb s3://{bucket} "
@@ -372,37 +306,9 @@ def _check_bucket(session, bucket: str, region: str) -> None:
         raise
 
 
-QUOTA_SERVICE = "sagemaker"
+# the quota check's settings, read at every call and passed to helpers.aws.quotas: set here, they take effect
 USAGE_SCAN_LIMIT = 100  # running jobs described to count the instances they hold; more are counted, not described
 _quota_codes: dict[str, str] = {}  # quota name -> Service Quotas code: the same in every account and region
-
-
-@dataclass(frozen=True)
-class QuotaCheck:
-    quota_name: str
-    limit: float
-    requested: int
-    quota_code: str = ""
-    default: bool = False  # the limit is AWS's default: no increase was ever applied to this account
-    in_use: int = 0  # instances of the type held by this account's running training jobs (same purchase option)
-    unscanned_jobs: int = 0  # running jobs past USAGE_SCAN_LIMIT whose instances are not in ``in_use``
-
-    @property
-    def ok(self) -> bool:
-        return self.in_use + self.requested <= self.limit
-
-
-def quota_name(instance_type: str, spot: bool = False) -> str:
-    """The Service Quotas name SageMaker uses: ``ml.p4d.24xlarge for spot training job usage``."""
-    return f"{instance_type} for {'spot ' if spot else ''}training job usage"
-
-
-# Besides each type's quota, an account-wide one caps the instances of all training jobs together (on-demand:
-# L-00C91CB5; spot has its own). At an event, many attendees' small jobs reach it before any type's quota.
-ACCOUNT_WIDE = {
-    False: "Number of instances across all training jobs",
-    True: "Number of instances across all spot training jobs",
-}
 
 
 def check_quota(
@@ -429,7 +335,9 @@ def check_quota(
         return None
     if check.ok:  # too low even for an idle account: no need to look at running jobs
         try:
-            held, unscanned = _instances_in_use(boto_session.client("sagemaker", region_name=region), spot)
+            held, unscanned = instances_in_use(
+                boto_session.client("sagemaker", region_name=region), spot, USAGE_SCAN_LIMIT
+            )
             check = replace(check, in_use=held.get(instance_type, 0), unscanned_jobs=unscanned)
             if overall is not None:
                 overall = replace(overall, in_use=sum(held.values()), unscanned_jobs=unscanned)
@@ -437,102 +345,16 @@ def check_quota(
             pass  # cannot list jobs: the quotas alone are still a useful check
     for c in (check, overall):
         if c is not None and not c.ok:
-            raise QuotaError(_quota_message(c))
+            raise QuotaError(quota_message(c))
     return check
 
 
 def _check(client, wanted: str, requested: int) -> QuotaCheck | None:
-    found = _quota_value(client, wanted)
+    found = quota_value(client, wanted, _quota_codes)
     if found is None:
         return None
     limit, code, default = found
     return QuotaCheck(wanted, limit, requested, quota_code=code, default=default)
-
-
-def _quota_value(client, wanted: str) -> tuple[float, str, bool] | None:
-    """(value, code, is AWS's default) of the SageMaker quota named ``wanted``; None when there is no such quota.
-
-    ListServiceQuotas leaves out quotas still at their default, so the code comes from the defaults list (once per
-    process) and the value from GetServiceQuota, or the default when no value was ever applied.
-    """
-    from botocore.exceptions import ClientError
-
-    code, default = _quota_codes.get(wanted), None
-    if code is None:
-        pages = client.get_paginator("list_aws_default_service_quotas").paginate(
-            ServiceCode=QUOTA_SERVICE, PaginationConfig={"PageSize": 100}
-        )
-        for page in pages:
-            hit = next((q for q in page.get("Quotas", []) if q.get("QuotaName") == wanted), None)
-            if hit:
-                code, default = hit["QuotaCode"], float(hit.get("Value", 0))
-                break
-        _quota_codes[wanted] = code or ""  # a name Service Quotas does not list is not looked for again
-    if not code:
-        return None
-    try:
-        return float(client.get_service_quota(ServiceCode=QUOTA_SERVICE, QuotaCode=code)["Quota"]["Value"]), code, False
-    except ClientError as err:
-        if _client_error_code(err) != "NoSuchResourceException":  # the answer when no value was ever applied
-            raise
-    if default is None:
-        default = float(
-            client.get_aws_default_service_quota(ServiceCode=QUOTA_SERVICE, QuotaCode=code)["Quota"]["Value"]
-        )
-    return default, code, True
-
-
-def _instances_in_use(client, spot: bool) -> tuple[Counter, int]:
-    """Instances held by this account's running training jobs of one purchase option (spot and on-demand have separate
-    quotas), by type, and how many running jobs were past ``USAGE_SCAN_LIMIT`` and not counted."""
-    from botocore.exceptions import ClientError
-
-    pages = client.get_paginator("list_training_jobs").paginate(
-        StatusEquals="InProgress", PaginationConfig={"PageSize": 100, "MaxItems": 10 * USAGE_SCAN_LIMIT}
-    )
-    running = [s["TrainingJobName"] for page in pages for s in page["TrainingJobSummaries"]]
-
-    def held(name: str) -> Counter | None:
-        try:
-            desc = client.describe_training_job(TrainingJobName=name)
-        except ClientError:
-            return None
-        if desc.get("TrainingJobStatus") != "InProgress" or bool(desc.get("EnableManagedSpotTraining")) != spot:
-            return Counter()
-        config = desc.get("ResourceConfig") or {}
-        groups = config.get("InstanceGroups") or [
-            {
-                "InstanceType": config.get("SelectedInstanceType") or config.get("InstanceType"),
-                "InstanceCount": config.get("SelectedInstanceCount") or config.get("InstanceCount"),
-            }
-        ]
-        return Counter({g.get("InstanceType"): int(g.get("InstanceCount") or 0) for g in groups})
-
-    with ThreadPoolExecutor(max_workers=8) as pool:  # boto3 clients are thread-safe; describes are independent
-        counts = list(pool.map(held, running[:USAGE_SCAN_LIMIT]))
-    return sum((c for c in counts if c), Counter()), len(running) - len(counts) + counts.count(None)
-
-
-def _quota_message(check: QuotaCheck) -> str:
-    held = f", {check.in_use} of them held by running training jobs in this account," if check.in_use else ""
-    default = " (AWS's default: no increase was ever applied here)" if check.default else ""
-    unscanned = (
-        f" {check.unscanned_jobs} more running job(s) were not inspected, so even more may be in use."
-        if check.unscanned_jobs
-        else ""
-    )
-    code = f", code {check.quota_code}" if check.quota_code else ""
-    wait = (
-        " wait for running jobs to finish (helpers.aws.account.cleanup() stops yours; ask the others about theirs),"
-        if check.in_use
-        else ""
-    )
-    return (
-        f"the account's quota '{check.quota_name}' is {check.limit:g}{held} and this job asks for "
-        f"{check.requested}{default}.{unscanned} Request an increase to at least {check.in_use + check.requested} "
-        f"(Service Quotas console > AWS services > Amazon SageMaker > '{check.quota_name}'{code}),{wait} or use "
-        f"fewer instances or another type."
-    )
 
 
 def cleanup(attendee: str | None = None, boto_session=None, region: str | None = None, stop: bool = True) -> list[str]:
@@ -568,7 +390,7 @@ def cleanup(attendee: str | None = None, boto_session=None, region: str | None =
         except ClientError as err:
             raise AwsSetupError(
                 f"cannot read the tags of {summary['TrainingJobName']} "
-                f"({_client_error_code(err) or 'ListTags'}) to confirm it is yours, so nothing was "
+                f"({client_error_code(err) or 'ListTags'}) to confirm it is yours, so nothing was "
                 f"stopped: these credentials need sagemaker:ListTags, or stop your jobs in the "
                 f"SageMaker console (Training > Training jobs)."
             ) from None
@@ -636,44 +458,6 @@ def stored_objects(
                 Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys[i : i + 1000]], "Quiet": True}
             )
     return Stored(bucket, prefix, keys, sum(s for _, s in found), deleted=delete and bool(keys))
-
-
-# The event stack's outputs (infra/workshop-account.yaml) and what each one sets for the helpers and the labs
-STACK_OUTPUTS = {
-    "RoleArn": ROLE_ENV[0],
-    "BucketName": BUCKET_ENV,
-    "SubnetIds": "lab 05: subnets",
-    "SecurityGroupIds": "lab 05: security_groups",
-    "FileSystemId": "lab 05: fsx_id",
-    "FileSystemMountName": "lab 05: fsx_mount_name",
-    "StudioDomainId": "Studio: domain id",
-}
-
-
-def settings_from_stack(outputs: list[dict]) -> dict[str, str]:
-    """The settings an event stack's outputs (DescribeStacks' ``Outputs``) give: checked as the helpers check them."""
-    given = {o["OutputKey"]: o["OutputValue"] for o in outputs}
-    missing = [k for k in ("RoleArn", "BucketName") if k not in given]
-    if missing:
-        raise AwsSetupError(
-            f"the stack has no {', '.join(missing)} output: deploy infra/workshop-account.yaml, not another template."
-        )
-    require_role_arn(given["RoleArn"])
-    require_bucket_name(given["BucketName"])
-    return {STACK_OUTPUTS[k]: v for k, v in given.items() if k in STACK_OUTPUTS}
-
-
-def stack_exports(stack: str, boto_session=None, region: str | None = None) -> str:
-    """``export`` lines for a shell (or Studio's terminal) from a deployed event stack, plus lab 05's values."""
-    import boto3
-
-    session = boto_session or boto3.Session(region_name=region)
-    cfn = session.client("cloudformation", region_name=region or session.region_name)
-    outputs = cfn.describe_stacks(StackName=stack)["Stacks"][0].get("Outputs", [])
-    lines = []
-    for name, value in settings_from_stack(outputs).items():
-        lines.append(f"export {name}={value}" if name.startswith("WORKSHOP_") else f"# {name} = {value!r}")
-    return "\n".join(lines)
 
 
 if __name__ == "__main__":

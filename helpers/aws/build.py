@@ -6,12 +6,15 @@ How each lab's job maps onto the SDK:
 * one process (a single GPU): ``SourceCode`` + the SDK's basic script driver;
 * several processes (``distribution="auto"``/``"torchrun"``): ``Torchrun()``;
 * SMP v2 (``"smp"``): ``Torchrun(smp=SMP(...))`` on an SMP image;
-* SMDDP AllReduce (``"smddp"``): needs the mpirun launcher, which ``ModelTrainer`` does not offer. The job instead
-  lets the framework image's own training toolkit launch it, exactly as SDK v2's ``distribution=
-  {"smdistributed": {"dataparallel": {"enabled": True}}}`` did: no ``source_code`` (so the image keeps its
-  entrypoint), the source dir uploaded as ``sourcedir.tar.gz``, and the ``sagemaker_*`` hyperparameters the toolkit
-  reads (``sagemaker_program``, ``sagemaker_submit_directory``, ``sagemaker_distributed_dataparallel_enabled``,
-  ``sagemaker_instance_type``, ``sagemaker_region``). The toolkit then runs ``mpirun ... smddprun python train.py``.
+* SMDDP AllReduce (``"smddp"``): launched by mpirun through ``smddprun``. SDK v3 has an ``MPI()`` driver, but it
+  does not launch SMDDP: it passes the per-host process count as ``-np`` (across instances only the first host's
+  processes start) and runs ``python -m mpi4py`` without ``smddprun`` (``sagemaker.train.container_drivers``'s
+  ``mpi_utils.get_mpirun_command``). The job instead lets the framework image's own training toolkit launch it,
+  exactly as SDK v2's ``distribution={"smdistributed": {"dataparallel": {"enabled": True}}}`` did: no
+  ``source_code`` (so the image keeps its entrypoint), the source dir uploaded as ``sourcedir.tar.gz``, and the
+  ``sagemaker_*`` hyperparameters the toolkit reads (``sagemaker_program``, ``sagemaker_submit_directory``,
+  ``sagemaker_distributed_dataparallel_enabled``, ``sagemaker_instance_type``, ``sagemaker_region``). The toolkit
+  then runs ``mpirun ... smddprun python train.py``.
 
 Channels are local directories (uploaded to the bucket under the attendee prefix at launch; the dry run shows where)
 or ``s3://`` URIs, each with an explicit input mode (File, FastFile), or FSx for Lustre directories (``FSx`` mode).
@@ -87,26 +90,32 @@ def build_trainer(
 ):
     """The ``ModelTrainer`` for a checked plan, and its channels. Uploads local channels (and, for SMDDP, the
     source tarball) through ``sagemaker_session``: a recording session in a dry run, AWS at launch."""
-    from sagemaker.core.training.configs import (
-        Channel,
-        CheckpointConfig,
-        Compute,
-        DataSource,
-        FileSystemDataSource,
-        MetricDefinition,
-        Networking,
-        OutputDataConfig,
-        S3DataSource,
-        SourceCode,
-        StoppingCondition,
-        Tag,
-        TensorBoardOutputConfig,
-    )
-    from sagemaker.train.distributed import SMP, Torchrun
+    from sagemaker.core.training.configs import MetricDefinition, TensorBoardOutputConfig
 
     model_trainer = sdk_compat.model_trainer_class()  # the SDK's ModelTrainer, or its stand-in on an older SDK
+    where = Locations(bucket, attendee, plan.job)
+    channels = _channels(plan, sagemaker_session, bucket, where)
+    common = _common_arguments(plan, sagemaker_session, role_arn, attendee, where, channels, checkpoint_s3_uri)
+    if plan.launcher == "smddp":
+        trainer = model_trainer(
+            hyperparameters=_toolkit_hyperparameters(plan, sagemaker_session, bucket, attendee), **common
+        )
+    else:
+        trainer = model_trainer(**_script_arguments(plan), **common)
+    trainer.with_metric_definitions([MetricDefinition(name=m["Name"], regex=m["Regex"]) for m in METRIC_DEFINITIONS])
+    if plan.tensorboard:
+        trainer.with_tensorboard_output_config(
+            TensorBoardOutputConfig(s3_output_path=where.tensorboard, local_path=TENSORBOARD_DIR)
+        )
+    return trainer
+
+
+def _channels(plan: Plan, sagemaker_session, bucket: str, where: Locations) -> list:
+    """The SDK's ``Channel`` for each planned channel: an FSx for Lustre directory, or an S3 prefix (a local
+    directory is uploaded to it first)."""
+    from sagemaker.core.training.configs import Channel, DataSource, FileSystemDataSource, S3DataSource
+
     job = plan.job
-    where = Locations(bucket, attendee, job)
     channels = []
     for c in plan.channels:
         if c.kind == "fsx":
@@ -135,7 +144,30 @@ def build_trainer(
             )
             mode = c.mode
         channels.append(Channel(channel_name=c.name, input_mode=mode, data_source=source))
+    return channels
 
+
+def _common_arguments(
+    plan: Plan,
+    sagemaker_session,
+    role_arn: str,
+    attendee: str,
+    where: Locations,
+    channels: list,
+    checkpoint_s3_uri: str | None,
+) -> dict:
+    """The ``ModelTrainer`` arguments of every launcher: image, compute, stopping conditions, networking, output,
+    channels, environment, tags and checkpoints."""
+    from sagemaker.core.training.configs import (
+        CheckpointConfig,
+        Compute,
+        Networking,
+        OutputDataConfig,
+        StoppingCondition,
+        Tag,
+    )
+
+    job = plan.job
     compute = Compute(
         instance_type=plan.instance.name,
         instance_count=job.instance_count,
@@ -154,7 +186,7 @@ def build_trainer(
         fsx_networking = Networking(
             subnets=list(job.fsx["subnets"]), security_group_ids=list(job.fsx["security_group_ids"])
         )
-    common = dict(
+    return dict(
         sagemaker_session=sagemaker_session,
         role=role_arn,
         training_image=plan.image_uri,
@@ -174,32 +206,27 @@ def build_trainer(
         ),
     )
 
-    if plan.launcher == "smddp":
-        trainer = model_trainer(
-            hyperparameters=_toolkit_hyperparameters(plan, sagemaker_session, bucket, attendee), **common
+
+def _script_arguments(plan: Plan) -> dict:
+    """The ``ModelTrainer`` arguments of a job the SDK's drivers launch (every launcher but SMDDP): the source code,
+    torchrun (with SMP v2's settings for ``"smp"``) for several processes, and the hyperparameters as given."""
+    from sagemaker.core.training.configs import SourceCode
+    from sagemaker.train.distributed import SMP, Torchrun
+
+    job = plan.job
+    requirements = "requirements.txt" if (Path(job.source_dir) / "requirements.txt").is_file() else None
+    source_code = SourceCode(
+        source_dir=str(job.source_dir),
+        entry_script=job.entry_point,
+        requirements=requirements,
+        ignore_patterns=[".git", "__pycache__", "*.pyc", ".ipynb_checkpoints", ".DS_Store"],
+    )
+    distributed = None
+    if plan.launcher in ("torchrun", "smp"):
+        distributed = Torchrun(
+            process_count_per_node=job.processes_per_host, smp=SMP(**job.smp) if plan.launcher == "smp" else None
         )
-    else:
-        requirements = "requirements.txt" if (Path(job.source_dir) / "requirements.txt").is_file() else None
-        source_code = SourceCode(
-            source_dir=str(job.source_dir),
-            entry_script=job.entry_point,
-            requirements=requirements,
-            ignore_patterns=[".git", "__pycache__", "*.pyc", ".ipynb_checkpoints", ".DS_Store"],
-        )
-        distributed = None
-        if plan.launcher in ("torchrun", "smp"):
-            distributed = Torchrun(
-                process_count_per_node=job.processes_per_host, smp=SMP(**job.smp) if plan.launcher == "smp" else None
-            )
-        trainer = model_trainer(
-            source_code=source_code, distributed=distributed, hyperparameters=dict(job.hyperparameters), **common
-        )
-    trainer.with_metric_definitions([MetricDefinition(name=m["Name"], regex=m["Regex"]) for m in METRIC_DEFINITIONS])
-    if plan.tensorboard:
-        trainer.with_tensorboard_output_config(
-            TensorBoardOutputConfig(s3_output_path=where.tensorboard, local_path=TENSORBOARD_DIR)
-        )
-    return trainer
+    return dict(source_code=source_code, distributed=distributed, hyperparameters=dict(job.hyperparameters))
 
 
 def source_tarball(source_dir: Path, out_dir: Path) -> Path:

@@ -21,36 +21,55 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import datetime as dt
 import json
 import os
-import socket
-import tempfile
 import threading
-import urllib.parse
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from helpers.aws.offline_answers import BuiltInAnswers, ClientErrorAnswer, ScriptedJob
+from helpers.aws.offline_sandbox import (
+    ACCOUNT,
+    BUCKET,
+    FAKE_CREDENTIALS,
+    REGION,
+    ROLE_ARN,
+    SDK_CONFIG,
+    NetworkBlocked,
+    config_validated_once,
+    network_guard,
+    offline_environment,
+)
 from helpers.errors import WorkshopError
 
-# placeholders that are obviously not a real account: the documentation account id AWS itself uses
-ACCOUNT = "111122223333"
-REGION = "us-east-1"
-ROLE_ARN = f"arn:aws:iam::{ACCOUNT}:role/service-role/AmazonSageMaker-ExecutionRole-workshop"
-BUCKET = f"sagemaker-{REGION}-{ACCOUNT}"
-FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "AKIAOFFLINEEXAMPLE00", "AWS_SECRET_ACCESS_KEY": "offline-not-a-secret"}
+__all__ = [
+    "ACCOUNT",
+    "BODY_LIMIT",
+    "BUCKET",
+    "FAKE_CREDENTIALS",
+    "OFFLINE_ENV_FLAG",
+    "REGION",
+    "ROLE_ARN",
+    "SDK_CONFIG",
+    "ApiCall",
+    "ClientErrorAnswer",
+    "NetworkBlocked",
+    "OfflineAWS",
+    "OfflineCallUnanswered",
+    "ScriptedJob",
+    "active",
+    "config_validated_once",
+    "network_guard",
+    "offline",
+    "offline_environment",
+    "requested_by_environment",
+    "summarize",
+    "to_json",
+]
+
 OFFLINE_ENV_FLAG = "WORKSHOP_AWS_OFFLINE"
 BODY_LIMIT = 1 << 20  # uploads up to this size are kept, so tests can read back what the SDK staged
-
-# Telemetry off: the SDK reads SageMaker.PythonSDK.Modules.TelemetryOptOut from the config of the session it is
-# given, or from the config files of a session it builds itself.
-SDK_CONFIG = {"SchemaVersion": "1.0", "SageMaker": {"PythonSDK": {"Modules": {"TelemetryOptOut": True}}}}
-_SDK_CONFIG_YAML = "SchemaVersion: '1.0'\nSageMaker:\n  PythonSDK:\n    Modules:\n      TelemetryOptOut: true\n"
-
-
-class NetworkBlocked(WorkshopError, ConnectionError):
-    """Something tried to open a network connection inside an offline block."""
 
 
 class OfflineCallUnanswered(WorkshopError, RuntimeError):
@@ -69,29 +88,6 @@ class ApiCall:
     @property
     def name(self) -> str:
         return f"{self.service}.{self.operation}"
-
-
-@dataclass
-class ClientErrorAnswer:
-    """An answer that makes botocore raise ``ClientError`` with this code, as AWS would."""
-
-    code: str
-    message: str
-    status: int = 400
-
-
-@dataclass
-class ScriptedJob:
-    """How a created training job evolves when it is described again and again (see ``OfflineAWS.script_job``)."""
-
-    statuses: list[tuple[str, str]] = field(
-        default_factory=lambda: [("InProgress", "Starting"), ("Completed", "Completed")]
-    )
-    log_lines: list[str] = field(default_factory=list)
-    training_seconds: int | None = None
-    billable_seconds: int | None = None
-    final_metrics: dict[str, float] = field(default_factory=dict)
-    failure_reason: str | None = None
 
 
 _shared_loader: list = []  # botocore's service-model loader, shared by every offline session of this process
@@ -117,11 +113,12 @@ def _botocore_session():
     return session
 
 
-class OfflineAWS:
+class OfflineAWS(BuiltInAnswers):
     """A boto3 session that validates, records and answers every AWS API call locally.
 
     ``calls`` lists every call in order. ``request("CreateTrainingJob")`` is the last such request's parameters.
-    Nothing is signed or sent: the answer replaces the HTTP request in botocore's ``before-call`` event.
+    Nothing is signed or sent: the answer replaces the HTTP request in botocore's ``before-call`` event. What it
+    answers without a script: :class:`~helpers.aws.offline_answers.BuiltInAnswers`.
     """
 
     def __init__(
@@ -242,197 +239,6 @@ class OfflineAWS:
         parsed.setdefault("ResponseMetadata", {"HTTPStatusCode": 200, "RequestId": "offline"})
         return AWSResponse("https://offline.invalid", 200, {}, None), parsed
 
-    # ---- built-in answers: the calls the SDK makes to build and follow a training job
-    def _now(self) -> dt.datetime:
-        return dt.datetime(2026, 11, 22, 12, 0, 0, tzinfo=dt.timezone.utc)
-
-    def _sts_GetCallerIdentity(self, params):
-        role_name = self.role_arn.rsplit("/", 1)[-1]
-        return {
-            "Account": self.account,
-            "UserId": "AROAOFFLINE:workshop",
-            "Arn": f"arn:aws:sts::{self.account}:assumed-role/{role_name}/workshop",
-        }
-
-    def _iam_GetRole(self, params):
-        trust = {
-            "Version": "2012-10-17",
-            "Statement": [
-                {"Effect": "Allow", "Action": "sts:AssumeRole", "Principal": {"Service": "sagemaker.amazonaws.com"}}
-            ],
-        }
-        return {
-            "Role": {
-                "RoleName": params["RoleName"],
-                "Arn": self.role_arn,
-                "Path": "/service-role/",
-                "RoleId": "AROAOFFLINEROLE",
-                "CreateDate": self._now(),
-                # IAM sends policy documents URL-encoded; botocore's after-call handler decodes them
-                "AssumeRolePolicyDocument": urllib.parse.quote(json.dumps(trust)),
-            }
-        }
-
-    def _iam_SimulatePrincipalPolicy(self, params):
-        return {
-            "EvaluationResults": [
-                {"EvalActionName": a, "EvalDecision": "allowed", "EvalResourceName": r}
-                for a in params.get("ActionNames", [])
-                for r in (params.get("ResourceArns") or ["*"])
-            ],
-            "IsTruncated": False,
-        }
-
-    def _s3_ListBuckets(self, params):
-        return {
-            "Buckets": [{"Name": self.bucket, "CreationDate": self._now()}],
-            "Owner": {"ID": "offline", "DisplayName": "workshop"},
-        }
-
-    def _s3_HeadBucket(self, params):
-        return {"BucketRegion": self.region}
-
-    def _s3_GetBucketLocation(self, params):
-        return {"LocationConstraint": None if self.region == "us-east-1" else self.region}
-
-    def _put(self, bucket: str, key: str, size: int) -> None:
-        with self._lock:
-            self.objects.setdefault(bucket, {})[key] = size
-
-    def _s3_PutObject(self, params):
-        return {"ETag": '"offline"'}  # the object was recorded in _answer, where its body is at hand
-
-    def _s3_CreateMultipartUpload(self, params):
-        return {"Bucket": params["Bucket"], "Key": params["Key"], "UploadId": "offline-upload"}
-
-    def _s3_UploadPart(self, params):
-        return {"ETag": f'"offline-{params["PartNumber"]}"'}
-
-    def _s3_CompleteMultipartUpload(self, params):
-        self._put(params["Bucket"], params["Key"], 0)
-        return {"Bucket": params["Bucket"], "Key": params["Key"], "ETag": '"offline"'}
-
-    def _s3_ListObjectsV2(self, params):
-        prefix = params.get("Prefix", "")
-        keys = sorted(k for k in self.objects.get(params["Bucket"], {}) if k.startswith(prefix))
-        contents = [{"Key": k, "Size": self.objects[params["Bucket"]][k], "LastModified": self._now()} for k in keys]
-        return {
-            "KeyCount": len(keys),
-            "Contents": contents,
-            "IsTruncated": False,
-            "Name": params["Bucket"],
-            "Prefix": prefix,
-        }
-
-    def _s3_DeleteObjects(self, params):
-        with self._lock:
-            held = self.objects.get(params["Bucket"], {})
-            gone = [o["Key"] for o in params["Delete"]["Objects"] if held.pop(o["Key"], None) is not None]
-        return {"Deleted": [{"Key": k} for k in gone]}
-
-    def _sagemaker_CreateTrainingJob(self, params):
-        name = params["TrainingJobName"]
-        self.jobs[name] = params
-        if name not in self._scripts and self._default_script is not None:
-            self._scripts[name] = self._default_script
-        return {"TrainingJobArn": self._job_arn(name)}
-
-    def _job_arn(self, name: str) -> str:
-        return f"arn:aws:sagemaker:{self.region}:{self.account}:training-job/{name}"
-
-    def _sagemaker_DescribeTrainingJob(self, params):
-        name = params["TrainingJobName"]
-        if name not in self.jobs:
-            return ClientErrorAnswer("ValidationException", f"Requested resource not found: {name}")
-        request = copy.deepcopy(self.jobs[name])
-        request.pop("Tags", None)  # DescribeTrainingJob does not return tags
-        n = self._describes[name] = self._describes.get(name, -1) + 1
-        script = self._scripts.get(name, ScriptedJob(statuses=[("InProgress", "Starting")]))
-        status, secondary = script.statuses[min(n, len(script.statuses) - 1)]
-        started = self._now()
-        out = {
-            **request,
-            "TrainingJobArn": self._job_arn(name),
-            "TrainingJobStatus": status,
-            "SecondaryStatus": secondary,
-            "CreationTime": started,
-            "LastModifiedTime": started,
-            "ModelArtifacts": {
-                "S3ModelArtifacts": f"{request['OutputDataConfig']['S3OutputPath'].rstrip('/')}/"
-                f"{name}/output/model.tar.gz"
-            },
-            "SecondaryStatusTransitions": [
-                {"Status": s, "StartTime": started, "StatusMessage": s} for _, s in script.statuses[: n + 1]
-            ],
-        }
-        if status in ("Completed", "Failed", "Stopped"):
-            out["TrainingStartTime"] = started
-            seconds = script.training_seconds or 0
-            out["TrainingEndTime"] = started + dt.timedelta(seconds=seconds)
-            out["TrainingTimeInSeconds"] = seconds
-            out["BillableTimeInSeconds"] = script.billable_seconds if script.billable_seconds is not None else seconds
-            out["FinalMetricDataList"] = [
-                {"MetricName": k, "Value": v, "Timestamp": started} for k, v in script.final_metrics.items()
-            ]
-            if status == "Failed":
-                out["FailureReason"] = script.failure_reason or "AlgorithmError: offline failure"
-        return out
-
-    def _sagemaker_ListTrainingJobs(self, params):
-        wanted = params.get("StatusEquals")
-        contains = params.get("NameContains", "")
-        summaries = []
-        for name in self.jobs:
-            status = self._sagemaker_DescribeTrainingJob({"TrainingJobName": name})["TrainingJobStatus"]
-            self._describes[name] -= 1  # listing does not advance the job's script
-            if contains in name and (wanted is None or wanted == status):
-                summaries.append(
-                    {
-                        "TrainingJobName": name,
-                        "TrainingJobArn": self._job_arn(name),
-                        "CreationTime": self._now(),
-                        "TrainingJobStatus": status,
-                    }
-                )
-        return {"TrainingJobSummaries": summaries}
-
-    def _sagemaker_StopTrainingJob(self, params):
-        name = params["TrainingJobName"]
-        self._scripts[name] = ScriptedJob(statuses=[("Stopping", "Stopping"), ("Stopped", "Stopped")])
-        self._describes[name] = -1
-        return {}
-
-    def _service_quotas_ListAWSDefaultServiceQuotas(self, params):
-        return {"Quotas": []}  # no quota known by name: the quota check stays silent
-
-    def _service_quotas_GetServiceQuota(self, params):
-        return ClientErrorAnswer("NoSuchResourceException", f"no applied value for {params['QuotaCode']}")
-
-    def _service_quotas_GetAWSDefaultServiceQuota(self, params):
-        return ClientErrorAnswer("NoSuchResourceException", f"no quota {params['QuotaCode']}")
-
-    def _sagemaker_ListTags(self, params):
-        name = params["ResourceArn"].rsplit("/", 1)[-1]
-        return {"Tags": list(self.jobs.get(name, {}).get("Tags", []))}
-
-    def _cloudwatch_logs_DescribeLogStreams(self, params):
-        prefix = params.get("logStreamNamePrefix", "")
-        name = prefix.rstrip("/")
-        if name not in self.jobs or not self._scripts.get(name, ScriptedJob()).log_lines:
-            return {"logStreams": []}
-        return {"logStreams": [{"logStreamName": f"{name}/algo-1-1700000000"}]}
-
-    def _cloudwatch_logs_GetLogEvents(self, params):
-        name = params["logStreamName"].split("/")[0]
-        lines = self._scripts.get(name, ScriptedJob()).log_lines
-        start = _token_index(params.get("nextToken"))
-        batch = lines[start : start + 50]
-        events = [
-            {"timestamp": 1700000000000 + i, "message": m, "ingestionTime": 1700000000000 + i}
-            for i, m in enumerate(batch, start)
-        ]
-        return {"events": events, "nextForwardToken": f"f/{start + len(batch)}", "nextBackwardToken": "b/0"}
-
 
 def _plain(value: Any) -> Any:
     """A copy of API parameters with request bodies (files, streams, bytes) replaced by a short description."""
@@ -450,143 +256,6 @@ def _plain(value: Any) -> Any:
             pass
         return f"<stream of {size} bytes>" if size is not None else "<stream>"
     return value
-
-
-def _token_index(token: str | None) -> int:
-    return int(token.split("/")[-1]) if token else 0
-
-
-# ---- the network guard
-_guard_lock = threading.Lock()
-_guard_depth = 0
-_attempts: list[str] = []
-_originals: dict[str, Any] = {}
-
-
-def _blocked(what: str):
-    def refuse(*args, **kwargs):
-        target = args[1] if what == "socket.connect" and len(args) > 1 else (args[0] if args else kwargs)
-        _attempts.append(f"{what} {target!r}")
-        raise NetworkBlocked(f"network access blocked while offline: {what} {target!r}")
-
-    return refuse
-
-
-@contextlib.contextmanager
-def network_guard() -> Iterator[list[str]]:
-    """Refuse every outgoing connection (and name lookup) inside the block; yields the list of attempts made.
-
-    Library code may swallow the error (the SDK's telemetry does), so callers that must prove nothing tried the
-    network check the yielded list as well.
-    """
-    global _guard_depth
-    with _guard_lock:
-        if _guard_depth == 0:
-            _attempts.clear()
-            _originals.update(
-                connect=socket.socket.connect,
-                connect_ex=socket.socket.connect_ex,
-                getaddrinfo=socket.getaddrinfo,
-                create_connection=socket.create_connection,
-            )
-            # patched on the class, so that every socket is refused, a library's too: mypy forbids assigning methods
-            socket.socket.connect = _blocked("socket.connect")  # type: ignore[method-assign]
-            socket.socket.connect_ex = _blocked("socket.connect")  # type: ignore[method-assign]
-            socket.getaddrinfo = _blocked("socket.getaddrinfo")
-            socket.create_connection = _blocked("socket.create_connection")
-        _guard_depth += 1
-    try:
-        yield _attempts
-    finally:
-        with _guard_lock:
-            _guard_depth -= 1
-            if _guard_depth == 0:
-                socket.socket.connect = _originals["connect"]  # type: ignore[method-assign]
-                socket.socket.connect_ex = _originals["connect_ex"]  # type: ignore[method-assign]
-                socket.getaddrinfo = _originals["getaddrinfo"]
-                socket.create_connection = _originals["create_connection"]
-
-
-@contextlib.contextmanager
-def offline_environment() -> Iterator[None]:
-    """Fake credentials and region, no instance-metadata lookups, SDK telemetry off, no SDK defaults from this machine.
-
-    Anything that builds its own boto3 or SageMaker session inside the block then finds the fake credentials without
-    looking further, and the SDK reads its user and admin config from one file that only turns telemetry off: a
-    developer's ``~/.config/sagemaker/config.yaml`` (default VPC, tags...) cannot leak into a request.
-    """
-    with tempfile.TemporaryDirectory(prefix="sm-offline-") as tmp:
-        config = os.path.join(tmp, "config.yaml")
-        with open(config, "w", encoding="utf-8") as f:
-            f.write(_SDK_CONFIG_YAML)
-        values = {
-            **FAKE_CREDENTIALS,
-            "AWS_DEFAULT_REGION": REGION,
-            "AWS_REGION": REGION,
-            "AWS_EC2_METADATA_DISABLED": "true",
-            "SAGEMAKER_USER_CONFIG_OVERRIDE": config,
-            "SAGEMAKER_ADMIN_CONFIG_OVERRIDE": config,
-            "AWS_CONFIG_FILE": os.devnull,
-            "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-        }
-        # a profile or session token from this machine would win over the fake keys or fail to match them
-        removed = (
-            "AWS_PROFILE",
-            "AWS_DEFAULT_PROFILE",
-            "AWS_SESSION_TOKEN",
-            "AWS_SECURITY_TOKEN",
-            "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-            "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-            "AWS_WEB_IDENTITY_TOKEN_FILE",
-            "AWS_ROLE_ARN",
-        )
-        saved = {k: os.environ.get(k) for k in (*values, *removed)}
-        try:
-            os.environ.update(values)
-            for k in removed:
-                os.environ.pop(k, None)
-            yield
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
-
-
-_VALID_CONFIGS: set[str] = set()  # SDK defaults configs already validated in this process
-
-
-@contextlib.contextmanager
-def config_validated_once() -> Iterator[None]:
-    """Inside the block the SDK validates each distinct defaults config once per process, not at every lookup.
-
-    The SDK checks its config against its JSON schema, and that schema against the JSON Schema meta-schema, when it
-    makes a session and again for every value it looks up (~0.6 s each, a dozen per job): with the telemetry opt-out
-    config a dry run took 5 s instead of 1. The validation is still the SDK's own; only repeats are skipped.
-    """
-    from sagemaker.core.config.config_manager import SageMakerConfig
-    from sagemaker.core.helper import session_helper
-
-    method = SageMakerConfig.__dict__["validate_sagemaker_config"]
-    function = session_helper.validate_sagemaker_config
-
-    def once(validate):
-        def validate_once(sagemaker_config=None):
-            key = json.dumps(sagemaker_config, sort_keys=True, default=str)
-            if key not in _VALID_CONFIGS:
-                validate(sagemaker_config)
-                _VALID_CONFIGS.add(key)
-
-        return validate_once
-
-    SageMakerConfig.validate_sagemaker_config = staticmethod(once(method.__func__))
-    session_helper.validate_sagemaker_config = once(function)
-    try:
-        yield
-    finally:
-        SageMakerConfig.validate_sagemaker_config = method
-        session_helper.validate_sagemaker_config = function
 
 
 _active: list[OfflineAWS] = []

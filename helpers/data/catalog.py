@@ -17,16 +17,14 @@ Command line::
     python -m helpers.data.catalog build --rows 30000 --out data/catalog
     python -m helpers.data.catalog shards --rows 2000000 --shards 16 --out runs/data/catalog-2m
     python -m helpers.data.catalog from-csv my_products.csv --out runs/data/mine
+
+The generator is :mod:`helpers.data.titles`, reading and checking the files :mod:`helpers.data.catalog_files`: every
+public name of theirs is importable from here too.
 """
 
 from __future__ import annotations
 
 import argparse
-import bisect
-import codecs
-import csv
-import io
-import itertools
 import json
 import math
 import os
@@ -34,239 +32,76 @@ import random
 import shutil
 import tempfile
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable
 from pathlib import Path
 
+from helpers.data.catalog_files import (
+    COLUMNS,
+    CatalogError,
+    check_part,
+    load_labels,
+    load_manifest,
+    load_split,
+    read_rows,
+    write_rows,
+)
 from helpers.data.taxonomy import ATTRIBUTES, BRANDS, LEAVES, PROMO_TAGS, STYLE_WORDS, Leaf
-from helpers.errors import WorkshopError
+from helpers.data.titles import (
+    AMBIGUOUS_RATE,
+    COMPOUND_RATE,
+    GENERATOR_VERSION,
+    HOLDERS,
+    LANG_WEIGHTS,
+    MISLABEL_RATE,
+    TYPO_RATE,
+    Row,
+    TitleGenerator,
+    categories,
+    generate_rows,
+)
 
-GENERATOR_VERSION = 2  # 2: titles that name a second product as a modifier (COMPOUND_RATE)
-COLUMNS = ("id", "title", "category")
+__all__ = [
+    "AMBIGUOUS_RATE",
+    "ATTRIBUTES",
+    "BRANDS",
+    "CHECK_BYTES",
+    "COLUMNS",
+    "COMPOUND_RATE",
+    "GENERATOR_VERSION",
+    "HOLDERS",
+    "LANG_WEIGHTS",
+    "LEAVES",
+    "MIN_VOCAB_SIZE",
+    "MISLABEL_RATE",
+    "PROMO_TAGS",
+    "STYLE_WORDS",
+    "TYPO_RATE",
+    "VALIDATION_FRACTION",
+    "CatalogError",
+    "Leaf",
+    "Row",
+    "TitleGenerator",
+    "build",
+    "categories",
+    "check_channel",
+    "check_channels",
+    "from_csv",
+    "generate_rows",
+    "load_labels",
+    "load_manifest",
+    "load_split",
+    "main",
+    "positive_int",
+    "read_rows",
+    "shards",
+    "stratified_split",
+    "train_tokenizer",
+    "write_rows",
+]
+
 VALIDATION_FRACTION = 0.1
-MISLABEL_RATE = 0.025  # rows whose category is simply wrong
-AMBIGUOUS_RATE = 0.015  # rows whose title names no product at all
-TYPO_RATE = 0.04
-# Titles that name a second product as a modifier of their own ("니트 원피스", "dress shoes", "organizer for socks"):
-# the head noun decides the category, and where the head sits depends on the phrase, so word order matters.
-COMPOUND_RATE = 0.25
-HOLDERS = ("life > storage > organizer", "fashion > bags > tote", "fashion > bags > backpack")  # "for" anything
-LANG_WEIGHTS = {"ko": 0.55, "en": 0.2, "mixed": 0.25}
 MIN_VOCAB_SIZE = 100  # below this WordPiece keeps little more than single characters
 CHECK_BYTES = 1 << 20  # check_channel reads this much of each CSV: catches a wrong encoding or header, even at 1 GB
-
-
-class CatalogError(WorkshopError, ValueError):
-    """Bad catalogue input; the message names the file, the row and what to do."""
-
-
-@dataclass(frozen=True)
-class Row:
-    id: str
-    title: str
-    category: str
-
-
-def categories() -> list[str]:
-    """Every leaf category path, in label-index order."""
-    return [leaf.path for leaf in LEAVES]
-
-
-# ---------------------------------------------------------------------------------------------- generation
-
-
-class TitleGenerator:
-    """Makes rows for one stream; the same seed gives the same rows on every machine."""
-
-    def __init__(self, seed: int):
-        self.rng = random.Random(seed)
-        self.compounds = 0  # titles made with a modifier from another leaf
-        self._cum_weights = list(itertools.accumulate(leaf.weight for leaf in LEAVES))
-        self._by_vertical: dict[str, list[Leaf]] = defaultdict(list)
-        for leaf in LEAVES:
-            self._by_vertical[leaf.vertical].append(leaf)
-
-    def _pick_leaf(self) -> Leaf:
-        x = self.rng.random() * self._cum_weights[-1]
-        return LEAVES[bisect.bisect_right(self._cum_weights, x)]
-
-    def _lang(self) -> str:
-        return self.rng.choices(list(LANG_WEIGHTS), weights=list(LANG_WEIGHTS.values()))[0]
-
-    def _say(self, pair: tuple[str, str], lang: str) -> str:
-        if lang == "mixed":
-            return pair[self.rng.random() < 0.4]
-        return pair[lang == "en"]
-
-    def title(self, leaf: Leaf) -> str:
-        rng, lang = self.rng, self._lang()
-        words: list[str] = []
-        # promo tags lead the title, as sellers put them where the eye lands first
-        words += rng.sample(PROMO_TAGS, k=min(len(PROMO_TAGS), _geometric(rng, 0.55)))
-        if rng.random() < 0.6:
-            brands = BRANDS[leaf.vertical]
-            brand = brands[rng.randrange(len(brands))]
-            words.append(brand if lang != "ko" or rng.random() < 0.3 else f"[{brand}]")
-        # the long tail of keyword stuffing: lognormal word count, mostly 1-3 extra words
-        extra = min(16, int(rng.lognormvariate(1.15, 0.7)))
-        pool = [(kind, pair) for kind in leaf.attrs for pair in ATTRIBUTES[kind]]
-        for kind, pair in rng.sample(pool, k=min(len(pool), max(0, extra - 1))):
-            words.append(self._say(pair, lang))
-        if rng.random() < 0.35:
-            words.append(self._say(STYLE_WORDS[rng.randrange(len(STYLE_WORDS))], lang))
-        head = self._noun(leaf, lang)
-        words += self._compound(leaf, head).split() if rng.random() < COMPOUND_RATE else [head]
-        if extra > 6 and rng.random() < 0.5:  # stuffed titles repeat the noun in the other language
-            words.append(self._noun(leaf, "en" if lang == "ko" else "ko"))
-        title = " ".join(words)
-        return _typo(rng, title) if rng.random() < TYPO_RATE else title
-
-    def _compound(self, leaf: Leaf, head: str) -> str:
-        """The head noun with another leaf's noun as its modifier, in the head's language: Korean puts the head
-        last ("B A", "B용 A"); English too ("B A"), unless it says "A for B"."""
-        rng = self.rng
-        pool = LEAVES if leaf.path in HOLDERS and rng.random() < 0.5 else self._by_vertical[leaf.vertical]
-        other = rng.choice([n for n in pool if n is not leaf])
-        english = head in leaf.en
-        modifier = rng.choice(other.en if english else other.ko)
-        self.compounds += 1
-        if english:
-            return f"{head} for {modifier}" if rng.random() < 0.4 else f"{modifier} {head}"
-        return f"{modifier}용 {head}" if rng.random() < 0.2 else f"{modifier} {head}"
-
-    def _noun(self, leaf: Leaf, lang: str) -> str:
-        if leaf.confusable and self.rng.random() < 0.12:
-            return self.rng.choice(leaf.confusable)
-        if lang == "mixed":
-            lang = "en" if self.rng.random() < 0.35 else "ko"
-        nouns = leaf.en if lang == "en" else leaf.ko
-        return nouns[self.rng.randrange(len(nouns))]
-
-    def row(self, index: int) -> Row:
-        leaf = self._pick_leaf()
-        title = self.title(leaf)
-        if self.rng.random() < AMBIGUOUS_RATE:  # a title with no product noun: tags, brand, colour only
-            title = " ".join(w for w in title.split() if not _names_a_product(w)) or title
-        category = leaf.path
-        if self.rng.random() < MISLABEL_RATE:
-            neighbours = self._by_vertical[leaf.vertical] if self.rng.random() < 0.7 else LEAVES
-            category = self.rng.choice([n for n in neighbours if n is not leaf]).path
-        return Row(f"p{index:08d}", title, category)
-
-
-_NOUNS = {noun for leaf in LEAVES for noun in (*leaf.ko, *leaf.en, *leaf.confusable) if " " not in noun}
-
-
-def _names_a_product(word: str) -> bool:
-    return word in _NOUNS
-
-
-def _geometric(rng: random.Random, p_more: float) -> int:
-    n = 0
-    while rng.random() < p_more and n < 4:
-        n += 1
-    return n if rng.random() < 0.6 else 0
-
-
-def _typo(rng: random.Random, title: str) -> str:
-    if len(title) < 4:
-        return title
-    i = rng.randrange(1, len(title) - 2)
-    kind = rng.randrange(3)
-    if kind == 0:  # dropped character
-        return title[:i] + title[i + 1 :]
-    if kind == 1:  # swapped neighbours
-        return title[:i] + title[i + 1] + title[i] + title[i + 2 :]
-    return title[:i] + title[i] + title[i:]  # doubled character
-
-
-def generate_rows(n: int, seed: int = 0, start: int = 0) -> Iterator[Row]:
-    """``n`` rows with ids ``start`` … ``start + n - 1``; deterministic in ``(seed, start)``."""
-    gen = TitleGenerator(seed * 1_000_003 + start)
-    for i in range(start, start + n):
-        yield gen.row(i)
-
-
-# ---------------------------------------------------------------------------------------------- files
-
-
-def write_rows(path: Path, rows: Iterable[Row]) -> int:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    count = 0
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        writer.writerow(COLUMNS)
-        for row in rows:
-            writer.writerow((row.id, row.title, row.category))
-            count += 1
-    return count
-
-
-def read_rows(path: str | os.PathLike, known_categories: Iterable[str] | None = None) -> list[Row]:
-    """Read a catalogue CSV, failing on the first bad row with its file and line number."""
-    path = Path(path)
-    if not path.is_file():
-        raise CatalogError(f"{path}: no such file. Build the catalogue with `python -m helpers.data.catalog build`.")
-    known = set(known_categories) if known_categories is not None else None
-    try:  # utf-8-sig: Excel's "CSV UTF-8" starts with a byte-order mark that would stick to the first column's name
-        with open(path, newline="", encoding="utf-8-sig") as f:
-            reader = csv.reader(f)
-            rows = list(_parse_rows(path, reader, known))
-    except UnicodeDecodeError:
-        raise CatalogError(_not_utf8(path)) from None
-    except csv.Error as e:
-        raise CatalogError(f"{path}, line {reader.line_num}: not readable as CSV ({e}).") from None
-    if not rows:
-        raise CatalogError(f"{path}: no rows after the header.")
-    return rows
-
-
-def _parse_rows(path: Path, reader, known: set[str] | None) -> Iterator[Row]:
-    header = _check_header(path, next(reader, None))
-    at = {name: header.index(name) for name in header}
-    for line_no, fields in enumerate(reader, start=2):
-        if len(fields) != len(header):
-            raise CatalogError(
-                f"{path}, line {line_no}: expected {len(header)} fields, found {len(fields)} "
-                f"({fields!r}). Quote titles that contain commas."
-            )
-        title, category = fields[at["title"]].strip(), fields[at["category"]].strip()
-        if not title or not category:
-            raise CatalogError(f"{path}, line {line_no}: empty {'title' if not title else 'category'}.")
-        if known is not None and category not in known:
-            raise CatalogError(
-                f"{path}, line {line_no}: unknown category {category!r}; "
-                f"labels.json lists the categories this catalogue knows."
-            )
-        yield Row(fields[at["id"]] if "id" in at else f"line{line_no}", title, category)
-
-
-def _check_header(path: Path, header: list[str] | None) -> list[str]:
-    missing = [c for c in ("title", "category") if header is None or c not in header]
-    if header is None or missing:
-        raise CatalogError(
-            f"{path}, line 1: missing column(s) {', '.join(missing)}; the header must name "
-            f"{', '.join(COLUMNS)} (found {header})."
-        )
-    return header
-
-
-def _not_utf8(path: str | os.PathLike) -> str:
-    """Where ``path`` first stops being UTF-8, and how to convert it (found by a second, binary pass). The container
-    has its twin in labs/src/catalog_data.py: the two rooms share no code."""
-    offset = 0
-    with open(path, "rb") as f:
-        for line_no, raw in enumerate(f, start=1):  # a newline byte never sits inside a cp949 or UTF-8 character
-            try:
-                raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                return (
-                    f"{path}, line {line_no} (byte {offset + e.start}): not UTF-8 text (byte "
-                    f"0x{raw[e.start]:02x}). Save it as UTF-8, e.g. `iconv -f cp949 -t utf-8 {path} > "
-                    f"utf8.csv` (latin-1: -f latin1), or in Excel: Save As > CSV UTF-8."
-                )
-            offset += len(raw)
-    return f"{path}: not UTF-8 text. Save it as UTF-8 (e.g. `iconv -f cp949 -t utf-8`)."
 
 
 def stratified_split(
@@ -495,53 +330,6 @@ def shards(
     return Path(out)
 
 
-def load_manifest(catalog_dir: str | os.PathLike) -> dict:
-    path = Path(catalog_dir) / "manifest.json"
-    fix = f"Build one with `python -m helpers.data.catalog build --out {catalog_dir}`."
-    if not path.is_file():
-        raise CatalogError(f"{catalog_dir}: not a catalogue directory (no manifest.json). {fix}")
-    manifest = _read_json(path, fix)
-    if not isinstance(manifest, dict) or "source" not in manifest:
-        raise CatalogError(f"{path}: not a manifest written by helpers.data.catalog (no 'source'). {fix}")
-    return manifest
-
-
-def load_labels(path: str | os.PathLike) -> list[str]:
-    """The categories of a ``labels.json``, in label-index order; it must be a list of distinct names."""
-    path = Path(path)
-    fix = "Rebuild the catalogue with `python -m helpers.data.catalog build` (or `from-csv` for your own CSV)."
-    labels = _read_json(path, fix)
-    if not isinstance(labels, list) or not labels or not all(isinstance(x, str) for x in labels):
-        found = json.dumps(labels, ensure_ascii=False)
-        raise CatalogError(f"{path}: must be a JSON list of category names, found {found[:80]}. {fix}")
-    if len(set(labels)) < len(labels):
-        twice = sorted(c for c, n in Counter(labels).items() if n > 1)
-        raise CatalogError(
-            f"{path}: lists {', '.join(map(repr, twice[:3]))} more than once; a label index needs "
-            f"each category once. {fix}"
-        )
-    return labels
-
-
-def _read_json(path: Path, fix: str):
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CatalogError(f"{path}: missing. {fix}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:  # a truncated copy or upload, or a hand edit
-        raise CatalogError(f"{path}: not valid JSON ({e}). {fix}") from None
-
-
-def load_split(catalog_dir: str | os.PathLike) -> tuple[list[Row], list[Row], list[str]]:
-    """(train rows, validation rows, labels) of a catalogue directory, every file validated."""
-    root = Path(catalog_dir)
-    load_manifest(root)
-    labels = load_labels(root / "train" / "labels.json")
-    train = [r for p in sorted((root / "train").glob("*.csv")) for r in read_rows(p, labels)]
-    val = [r for p in sorted((root / "validation").glob("*.csv")) for r in read_rows(p, labels)]
-    return train, val, labels
-
-
 def check_channel(path: str | os.PathLike, labels: Iterable[str] | None = None) -> None:
     """Check a local channel directory before a job is launched on it, cheaply (the first ``CHECK_BYTES`` of each
     CSV): what the training container would refuse only after start-up, raised here as a :class:`CatalogError`.
@@ -567,7 +355,7 @@ def check_channel(path: str | os.PathLike, labels: Iterable[str] | None = None) 
             )
     known = None if labels is None else set(labels)
     for part in parts:
-        _check_part(part, known)
+        check_part(part, known, CHECK_BYTES)
 
 
 def check_channels(channels: dict) -> None:
@@ -586,33 +374,6 @@ def check_channels(channels: dict) -> None:
             check_channel(path, None if (path / "labels.json").is_file() else labels)
         except CatalogError as e:
             raise CatalogError(f"channel {name!r}: {e}") from None
-
-
-def _check_part(path: Path, known: set[str] | None) -> None:
-    with open(path, "rb") as f:
-        head = f.read(CHECK_BYTES + 1)
-    cut = len(head) > CHECK_BYTES
-    try:  # not final at a cut: a character split by it is not an encoding error
-        text = codecs.getincrementaldecoder("utf-8-sig")().decode(head[:CHECK_BYTES], final=not cut)
-    except UnicodeDecodeError:
-        raise CatalogError(_not_utf8(path)) from None
-    try:
-        records = list(csv.reader(io.StringIO(text, newline="")))
-    except csv.Error as e:
-        raise CatalogError(f"{path}: not readable as CSV ({e}).") from None
-    header = _check_header(path, records[0] if records else None)
-    category = header.index("category")
-    for line_no, fields in enumerate(records[1:-1] if cut else records[1:], start=2):  # a cut leaves the last partial
-        if len(fields) != len(header):
-            raise CatalogError(
-                f"{path}, line {line_no}: expected {len(header)} fields, found {len(fields)} "
-                f"({fields!r}). Quote titles that contain commas."
-            )
-        if known is not None and fields[category] not in known:  # exact, as the training script compares
-            raise CatalogError(
-                f"{path}, line {line_no}: category {fields[category]!r} is not in labels.json. Add "
-                f"it there, or rebuild the catalogue with `python -m helpers.data.catalog from-csv`."
-            )
 
 
 def _at_least(low: int):

@@ -1,0 +1,174 @@
+"""The settings a launch takes: the attendee prefix, the execution role and the bucket, each checked against AWS's
+rules before any call (a refusal names the fix); whether a role's trust policy lets SageMaker assume it; and the event
+stack's outputs that set them (``python -m helpers.aws.account env --stack workshop``). :mod:`helpers.aws.account`
+finds their values (arguments, environment, Studio) and re-exports every name here."""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.parse
+from dataclasses import dataclass
+
+from helpers.aws.setup_errors import AwsSetupError, BucketError, RoleError
+
+ROLE_ENV = ("WORKSHOP_ROLE_ARN", "SAGEMAKER_ROLE_ARN")
+BUCKET_ENV = "WORKSHOP_BUCKET"
+ATTENDEE_ENV = "WORKSHOP_ATTENDEE"
+SAGEMAKER_PRINCIPAL = "sagemaker.amazonaws.com"
+# login names shared by everyone on a platform: useless for telling attendees apart
+GENERIC_USERS = frozenset({"sagemaker-user", "root", "ec2-user", "jovyan", "ubuntu", "user", "runner", "admin"})
+ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
+_ATTENDEE_MAX = 16  # leaves room for the lab name and the SDK's 15-character timestamp in a 63-character job name
+
+
+@dataclass(frozen=True)
+class Attendee:
+    name: str  # the job-name prefix: lower-case letters, digits and dashes
+    source: str  # where it came from: "argument", "WORKSHOP_ATTENDEE", "Studio user profile", "login name"
+
+    @property
+    def shared(self) -> bool:
+        """True when the name is a login every attendee has (``sagemaker-user``): not safe to launch or clean up."""
+        return self.source == "login name" and self.name in GENERIC_USERS
+
+
+def sanitize_attendee(raw: str) -> str:
+    """``"Alice Smith"`` -> ``"alice-smith"``: what SageMaker job names allow, short enough to leave room."""
+    name = re.sub(r"[^a-z0-9]+", "-", raw.strip().lower()).strip("-")[:_ATTENDEE_MAX].strip("-")
+    if name and not name[0].isalpha():
+        name = f"a{name}"[:_ATTENDEE_MAX]
+    return name
+
+
+def require_role_arn(role: str) -> str:
+    """``role`` if it is a full IAM role ARN; :class:`RoleError` naming the fix otherwise (checked before any call)."""
+    role = (role or "").strip()
+    if ROLE_ARN.match(role):
+        return role
+    if role.startswith("arn:") and ":user/" in role:
+        raise RoleError(
+            f"{role} is an IAM user, not a role: SageMaker needs an execution role it can assume, "
+            f"e.g. role='arn:aws:iam::<account-id>:role/service-role/AmazonSageMaker-ExecutionRole-...'."
+        )
+    if "/" not in role and ":" not in role and role:
+        raise RoleError(
+            f"role {role!r} is a bare role name; give its full ARN, "
+            f"role='arn:aws:iam::<account-id>:role/{role}' (IAM console > Roles > {role} shows it; "
+            f"roles created by SageMaker live under 'role/service-role/')."
+        )
+    raise RoleError(f"role {role!r} is not an IAM role ARN; expected 'arn:aws:iam::<12-digit account>:role/<name>'.")
+
+
+def trusts_sagemaker(policy: dict | str) -> bool:
+    """Whether a role's trust policy (a dict, or the URL-encoded JSON IAM sends) lets SageMaker assume the role."""
+    document: dict = json.loads(urllib.parse.unquote(policy)) if isinstance(policy, str) else policy
+    statements = document.get("Statement") or []
+    statements = [statements] if isinstance(statements, dict) else statements
+    allowed = [s.get("Effect") == "Allow" and _names_sagemaker(s) for s in statements]
+    denied = [s.get("Effect") == "Deny" and _names_sagemaker(s) for s in statements]
+    return any(allowed) and not any(denied)
+
+
+def _names_sagemaker(statement: dict) -> bool:
+    """The statement is about SageMaker calling sts:AssumeRole."""
+
+    def as_list(value):
+        return [value] if isinstance(value, str) else list(value or [])
+
+    actions = [a.lower() for a in as_list(statement.get("Action"))]
+    if not {"sts:assumerole", "sts:*", "*"} & set(actions):
+        return False
+    principal = statement.get("Principal") or {}
+    if principal == "*":
+        return True
+    return isinstance(principal, dict) and SAGEMAKER_PRINCIPAL in as_list(principal.get("Service"))
+
+
+BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+# S3's reserved prefixes and suffixes (access point aliases, Multi-Region Access Points, directory and table buckets)
+RESERVED_BUCKET_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
+RESERVED_BUCKET_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
+EXAMPLE_BUCKET = "sagemaker-us-east-1-123456789012"
+
+
+def bucket_name_problem(name: str) -> str | None:
+    """What S3's naming rules for general purpose buckets refuse in ``name``; None if it may be a bucket's name."""
+    if not BUCKET_NAME.fullmatch(name):
+        return "3-63 lower-case letters, digits, dots and dashes, beginning and ending with a letter or digit"
+    if ".." in name:
+        return "no two dots in a row"
+    if re.fullmatch(r"\d+\.\d+\.\d+\.\d+", name):
+        return "not an IP address"
+    reserved = [p for p in RESERVED_BUCKET_PREFIXES if name.startswith(p)]
+    reserved += [s for s in RESERVED_BUCKET_SUFFIXES if name.endswith(s)]
+    return f"{reserved[0]!r} is reserved by S3" if reserved else None
+
+
+def suggest_bucket_name(name: str) -> str:
+    """A name close to ``name`` that S3's rules allow (lower case, dashes for other characters, reserved affixes
+    dropped), or the SDK's default bucket name as an example when nothing of ``name`` is left to keep."""
+    fixed = re.sub(r"[^a-z0-9.-]+", "-", name.lower())
+    fixed = re.sub(r"\.{2,}", ".", fixed)
+    for prefix in RESERVED_BUCKET_PREFIXES:
+        fixed = fixed.removeprefix(prefix)
+    for suffix in RESERVED_BUCKET_SUFFIXES:
+        fixed = fixed.removesuffix(suffix)
+    fixed = fixed[:63].strip(".-")
+    if re.fullmatch(r"[\d.]+", fixed):  # an IP address, or digits alone: give it a word
+        fixed = f"bucket-{fixed.replace('.', '-')}"
+    if len(fixed) < 3 or bucket_name_problem(fixed):
+        return EXAMPLE_BUCKET
+    return fixed
+
+
+def require_bucket_name(bucket: str) -> str:
+    """A bucket name (``s3://name`` accepted) checked against S3's naming rules before any call."""
+    name = (bucket or "").strip()
+    if name.startswith("s3://"):
+        name = name[len("s3://") :].split("/")[0]
+    if problem := bucket_name_problem(name):
+        close = suggest_bucket_name(name)
+        raise BucketError(
+            f"{bucket!r} is not an S3 bucket name ({problem}): pass the name of a bucket you can write, "
+            + (f"e.g. bucket={close!r}." if close == EXAMPLE_BUCKET else f"perhaps bucket={close!r}?")
+        )
+    return name
+
+
+# The event stack's outputs (infra/workshop-account.yaml) and what each one sets for the helpers and the labs
+STACK_OUTPUTS = {
+    "RoleArn": ROLE_ENV[0],
+    "BucketName": BUCKET_ENV,
+    "SubnetIds": "lab 05: subnets",
+    "SecurityGroupIds": "lab 05: security_groups",
+    "FileSystemId": "lab 05: fsx_id",
+    "FileSystemMountName": "lab 05: fsx_mount_name",
+    "StudioDomainId": "Studio: domain id",
+}
+
+
+def settings_from_stack(outputs: list[dict]) -> dict[str, str]:
+    """The settings an event stack's outputs (DescribeStacks' ``Outputs``) give: checked as the helpers check them."""
+    given = {o["OutputKey"]: o["OutputValue"] for o in outputs}
+    missing = [k for k in ("RoleArn", "BucketName") if k not in given]
+    if missing:
+        raise AwsSetupError(
+            f"the stack has no {', '.join(missing)} output: deploy infra/workshop-account.yaml, not another template."
+        )
+    require_role_arn(given["RoleArn"])
+    require_bucket_name(given["BucketName"])
+    return {STACK_OUTPUTS[k]: v for k, v in given.items() if k in STACK_OUTPUTS}
+
+
+def stack_exports(stack: str, boto_session=None, region: str | None = None) -> str:
+    """``export`` lines for a shell (or Studio's terminal) from a deployed event stack, plus lab 05's values."""
+    import boto3
+
+    session = boto_session or boto3.Session(region_name=region)
+    cfn = session.client("cloudformation", region_name=region or session.region_name)
+    outputs = cfn.describe_stacks(StackName=stack)["Stacks"][0].get("Outputs", [])
+    lines = []
+    for name, value in settings_from_stack(outputs).items():
+        lines.append(f"export {name}={value}" if name.startswith("WORKSHOP_") else f"# {name} = {value!r}")
+    return "\n".join(lines)

@@ -1,0 +1,178 @@
+"""The files of a catalogue directory, read and checked: the ``id,title,category`` CSV parts, ``labels.json`` and
+``manifest.json``. Every refusal is a :class:`CatalogError` that names the file, the line and what to do.
+:mod:`helpers.data.catalog` builds the directories and re-exports every public name here."""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import io
+import json
+import os
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from helpers.data.titles import Row
+from helpers.errors import WorkshopError
+
+COLUMNS = ("id", "title", "category")
+
+
+class CatalogError(WorkshopError, ValueError):
+    """Bad catalogue input; the message names the file, the row and what to do."""
+
+
+def write_rows(path: Path, rows: Iterable[Row]) -> int:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    count = 0
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(COLUMNS)
+        for row in rows:
+            writer.writerow((row.id, row.title, row.category))
+            count += 1
+    return count
+
+
+def read_rows(path: str | os.PathLike, known_categories: Iterable[str] | None = None) -> list[Row]:
+    """Read a catalogue CSV, failing on the first bad row with its file and line number."""
+    path = Path(path)
+    if not path.is_file():
+        raise CatalogError(f"{path}: no such file. Build the catalogue with `python -m helpers.data.catalog build`.")
+    known = set(known_categories) if known_categories is not None else None
+    try:  # utf-8-sig: Excel's "CSV UTF-8" starts with a byte-order mark that would stick to the first column's name
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            reader = csv.reader(f)
+            rows = list(_parse_rows(path, reader, known))
+    except UnicodeDecodeError:
+        raise CatalogError(_not_utf8(path)) from None
+    except csv.Error as e:
+        raise CatalogError(f"{path}, line {reader.line_num}: not readable as CSV ({e}).") from None
+    if not rows:
+        raise CatalogError(f"{path}: no rows after the header.")
+    return rows
+
+
+def _parse_rows(path: Path, reader, known: set[str] | None) -> Iterator[Row]:
+    header = _check_header(path, next(reader, None))
+    at = {name: header.index(name) for name in header}
+    for line_no, fields in enumerate(reader, start=2):
+        if len(fields) != len(header):
+            raise CatalogError(
+                f"{path}, line {line_no}: expected {len(header)} fields, found {len(fields)} "
+                f"({fields!r}). Quote titles that contain commas."
+            )
+        title, category = fields[at["title"]].strip(), fields[at["category"]].strip()
+        if not title or not category:
+            raise CatalogError(f"{path}, line {line_no}: empty {'title' if not title else 'category'}.")
+        if known is not None and category not in known:
+            raise CatalogError(
+                f"{path}, line {line_no}: unknown category {category!r}; "
+                f"labels.json lists the categories this catalogue knows."
+            )
+        yield Row(fields[at["id"]] if "id" in at else f"line{line_no}", title, category)
+
+
+def _check_header(path: Path, header: list[str] | None) -> list[str]:
+    missing = [c for c in ("title", "category") if header is None or c not in header]
+    if header is None or missing:
+        raise CatalogError(
+            f"{path}, line 1: missing column(s) {', '.join(missing)}; the header must name "
+            f"{', '.join(COLUMNS)} (found {header})."
+        )
+    return header
+
+
+def _not_utf8(path: str | os.PathLike) -> str:
+    """Where ``path`` first stops being UTF-8, and how to convert it (found by a second, binary pass). The container
+    has its twin in labs/src/catalog_data.py: the two rooms share no code."""
+    offset = 0
+    with open(path, "rb") as f:
+        for line_no, raw in enumerate(f, start=1):  # a newline byte never sits inside a cp949 or UTF-8 character
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                return (
+                    f"{path}, line {line_no} (byte {offset + e.start}): not UTF-8 text (byte "
+                    f"0x{raw[e.start]:02x}). Save it as UTF-8, e.g. `iconv -f cp949 -t utf-8 {path} > "
+                    f"utf8.csv` (latin-1: -f latin1), or in Excel: Save As > CSV UTF-8."
+                )
+            offset += len(raw)
+    return f"{path}: not UTF-8 text. Save it as UTF-8 (e.g. `iconv -f cp949 -t utf-8`)."
+
+
+def load_manifest(catalog_dir: str | os.PathLike) -> dict:
+    path = Path(catalog_dir) / "manifest.json"
+    fix = f"Build one with `python -m helpers.data.catalog build --out {catalog_dir}`."
+    if not path.is_file():
+        raise CatalogError(f"{catalog_dir}: not a catalogue directory (no manifest.json). {fix}")
+    manifest = _read_json(path, fix)
+    if not isinstance(manifest, dict) or "source" not in manifest:
+        raise CatalogError(f"{path}: not a manifest written by helpers.data.catalog (no 'source'). {fix}")
+    return manifest
+
+
+def load_labels(path: str | os.PathLike) -> list[str]:
+    """The categories of a ``labels.json``, in label-index order; it must be a list of distinct names."""
+    path = Path(path)
+    fix = "Rebuild the catalogue with `python -m helpers.data.catalog build` (or `from-csv` for your own CSV)."
+    labels = _read_json(path, fix)
+    if not isinstance(labels, list) or not labels or not all(isinstance(x, str) for x in labels):
+        found = json.dumps(labels, ensure_ascii=False)
+        raise CatalogError(f"{path}: must be a JSON list of category names, found {found[:80]}. {fix}")
+    if len(set(labels)) < len(labels):
+        twice = sorted(c for c, n in Counter(labels).items() if n > 1)
+        raise CatalogError(
+            f"{path}: lists {', '.join(map(repr, twice[:3]))} more than once; a label index needs "
+            f"each category once. {fix}"
+        )
+    return labels
+
+
+def _read_json(path: Path, fix: str):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CatalogError(f"{path}: missing. {fix}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:  # a truncated copy or upload, or a hand edit
+        raise CatalogError(f"{path}: not valid JSON ({e}). {fix}") from None
+
+
+def load_split(catalog_dir: str | os.PathLike) -> tuple[list[Row], list[Row], list[str]]:
+    """(train rows, validation rows, labels) of a catalogue directory, every file validated."""
+    root = Path(catalog_dir)
+    load_manifest(root)
+    labels = load_labels(root / "train" / "labels.json")
+    train = [r for p in sorted((root / "train").glob("*.csv")) for r in read_rows(p, labels)]
+    val = [r for p in sorted((root / "validation").glob("*.csv")) for r in read_rows(p, labels)]
+    return train, val, labels
+
+
+def check_part(path: Path, known: set[str] | None, head_bytes: int) -> None:
+    """One CSV part of a channel, from its first ``head_bytes`` only: its encoding, header, field counts and
+    categories (against ``known`` when given). Where the head is cut, its last, partial, line is left alone."""
+    with open(path, "rb") as f:
+        head = f.read(head_bytes + 1)
+    cut = len(head) > head_bytes
+    try:  # not final at a cut: a character split by it is not an encoding error
+        text = codecs.getincrementaldecoder("utf-8-sig")().decode(head[:head_bytes], final=not cut)
+    except UnicodeDecodeError:
+        raise CatalogError(_not_utf8(path)) from None
+    try:
+        records = list(csv.reader(io.StringIO(text, newline="")))
+    except csv.Error as e:
+        raise CatalogError(f"{path}: not readable as CSV ({e}).") from None
+    header = _check_header(path, records[0] if records else None)
+    category = header.index("category")
+    for line_no, fields in enumerate(records[1:-1] if cut else records[1:], start=2):  # a cut leaves the last partial
+        if len(fields) != len(header):
+            raise CatalogError(
+                f"{path}, line {line_no}: expected {len(header)} fields, found {len(fields)} "
+                f"({fields!r}). Quote titles that contain commas."
+            )
+        if known is not None and fields[category] not in known:  # exact, as the training script compares
+            raise CatalogError(
+                f"{path}, line {line_no}: category {fields[category]!r} is not in labels.json. Add "
+                f"it there, or rebuild the catalogue with `python -m helpers.data.catalog from-csv`."
+            )

@@ -1,0 +1,158 @@
+"""The facilitator's agendas: each lab's stated time cut at its headings (``helpers.lab_time``'s estimate per
+section), set blocks (a welcome, the demo, a break), and sessions that add up by construction: a session whose
+blocks no longer fit its length (a lab grew) is refused, so the guide cannot be written with it."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import tempfile
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from helpers import lab_time
+from helpers.lab import LABS_DIR, discover
+
+
+@dataclass(frozen=True)
+class Block:
+    what: str
+    minutes: int
+    source: str  # where the minutes come from
+
+
+@cache
+def _names() -> dict[str, str]:
+    return {nb.name[:2]: nb.stem for nb in discover(LABS_DIR)}
+
+
+def lab_minutes() -> dict[str, tuple[int, int]]:
+    """Each lab's stated (core, full) minutes, by number."""
+    return {nb.name[:2]: lab_time.stated(nb) for nb in discover(LABS_DIR)}
+
+
+def _notebook(lab: str) -> Path:
+    return LABS_DIR / f"{_names()[lab]}.ipynb"
+
+
+@cache
+def sections(lab: str) -> tuple[tuple[str, float], ...]:
+    """A lab's core path cut at its ``##`` and ``###`` headings: (heading, minutes ``helpers.lab_time`` estimates
+    for its prose, code and exercises); the cells before the first heading are "opening"."""
+    notebook = _notebook(lab)
+    nb = json.loads(notebook.read_text(encoding="utf-8"))
+    cut: list[tuple[str, list[dict]]] = [("opening", [])]
+    for cell in nb["cells"]:
+        text = "".join(cell["source"]).lstrip()
+        if cell["cell_type"] == "markdown":
+            if text.startswith(lab_time.DEEP_DIVES):
+                break
+            if m := re.match(r"#{2,3} (.+)", text):
+                cut.append((m.group(1).strip(), []))
+        cut[-1][1].append(cell)
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        part = Path(tmp) / notebook.name
+        for heading, cells in cut:
+            part.write_text(json.dumps({**nb, "cells": cells}), encoding="utf-8")
+            out.append((heading, lab_time.estimate(notebook, executed=part).core.minutes))
+    return tuple(out)
+
+
+def lab_block(lab: str, skip: tuple[str, ...] = ()) -> Block:
+    """A lab's core path at its stated time; with ``skip`` (headings, or their start), the share of that time
+    ``helpers.lab_time`` estimates for the sections kept, rounded up."""
+    name, core = _names()[lab], lab_minutes()[lab][0]
+    if not skip:
+        return Block(f"`{name}`, core path", core, f"{name}'s stated core time")
+    parts = sections(lab)
+    for s in skip:
+        if not any(h.startswith(s) for h, _ in parts[1:]):
+            raise ValueError(f"{name} has no core section headed {s!r}: its sections are {[h for h, _ in parts]}")
+    total = sum(m for _, m in parts)
+    kept = sum(m for h, m in parts if not any(h.startswith(s) for s in skip))
+    return Block(
+        f"`{name}`, core path without: {'; '.join(skip)}",
+        math.ceil(core * kept / total),
+        f"its stated core {core} min × {kept:.1f}/{total:.1f}, the share `helpers.lab_time` estimates for the "
+        f"sections kept; rounded up",
+    )
+
+
+def _set(what: str, minutes: int) -> Block:
+    return Block(what, minutes, "set here (`helpers/planning/workshop.py`)")
+
+
+def _session(length: int, blocks: list[Block], closing: str, at_least: int) -> tuple[int, list[Block]]:
+    """``blocks`` and a closing block that takes the rest of ``length``: the session adds up by construction, and
+    one that no longer fits (a lab grew) is refused here, so the guide cannot be written."""
+    left = length - sum(b.minutes for b in blocks)
+    if left < at_least:
+        raise ValueError(
+            f"the {length}-minute session's blocks take {length - left} min, leaving {left} for {closing!r} "
+            f"(at least {at_least}): trim a lab further or drop a block"
+        )
+    return length, [*blocks, Block(closing, left, f"the rest of the {length} minutes (at least {at_least})")]
+
+
+# kept: the contract, a run and its result (the pre-launched job shows SageMaker's side)
+LAB_01_TRIM = ("The data", "The same job, on SageMaker", "Where the time went", "Your turn", "Clean up", "Next")
+HOMEWORK = ("Your turn", "Clean up", "Next")  # the exercise is left for later
+# lab 02 in the arc: the diff, one process against two and their step times; the rest is read at home
+LAB_02_TRIM = (
+    "Global batch and learning rate",
+    "The same job, as SageMaker would get it",
+    "Loss parity",
+    "Where a step's time went",
+    *HOMEWORK,
+)
+DEMO = (
+    "the pre-launched job: lab 01 at full size on SageMaker, its log and billable seconds "
+    "([below](#the-pre-launched-job))"
+)
+MAP = "the 2026 map of what to use when ([below](#the-2026-map-of-what-to-use-when))"
+QUESTIONS = "questions ([answers](#questions-a-room-asks)); cleanup"
+HOMEWORK_TOO = QUESTIONS + "; the exercises skipped are homework"
+
+
+def _arc() -> list[Block]:
+    return [
+        _set("welcome: the arc; the labs open (spaces started before the session)", 3),
+        lab_block("01", LAB_01_TRIM),
+        _set(DEMO, 5),
+        lab_block("02", LAB_02_TRIM),
+        _set(MAP, 5),
+    ]
+
+
+def agendas() -> dict[str, tuple[int, list[Block]]]:
+    """Three agendas: (the session's minutes, its blocks); the blocks add up to the minutes."""
+    return {
+        "90-minute session": _session(90, _arc(), HOMEWORK_TOO, at_least=5),
+        "half day (4 h): the arc, then model parallelism and the spot drill": _session(
+            240,
+            [*_arc(), _set("break", 15), lab_block("04", HOMEWORK), lab_block("06", HOMEWORK)],
+            HOMEWORK_TOO,
+            at_least=10,
+        ),
+        "full day (8 h)": _session(
+            480,
+            [
+                _set("welcome and set-up check", 10),
+                lab_block("01"),
+                _set(DEMO, 5),
+                lab_block("02"),
+                _set("break", 15),
+                lab_block("04"),
+                _set("lunch", 45),
+                lab_block("06"),
+                _set("break", 15),
+                lab_block("07"),
+                _set(MAP + "; lab 03's SMDDP request as its evidence", 10),
+            ],
+            QUESTIONS + "; lab 05 (input modes, the longest lab) is homework: its results are in `runs/labs/`",
+            at_least=10,
+        ),
+    }

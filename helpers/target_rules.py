@@ -1,0 +1,231 @@
+"""The rules of :data:`helpers.checks.ONLY`: what one kind of target needs besides the common ones, this machine
+(``local``), the SDK's Docker local mode (``local_container``) or an instance type (``sagemaker``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from helpers.findings import (
+    ChannelError,
+    Finding,
+    FSxConfigError,
+    ProcessCountError,
+    UnsupportedFeature,
+    Where,
+    fail,
+    note,
+)
+from helpers.job import Job
+from helpers.planning import instances
+
+LAUNCHERS = ("auto", "torchrun", "smddp", "smp")
+
+
+# ---------------------------------------------------------------------------------------------- the channels
+def local_channel_modes(job: Job, where: Where) -> Iterator[Finding]:
+    """Locally, FastFile and FSx come from the loopback object store (lab 05); a directory is copied (File)."""
+    for name, source in job.channels.items():
+        mode = job.mode_of(name)
+        if mode != "File" and not str(source).startswith("s3://"):
+            yield fail(
+                f"channel {name!r}: input mode {mode!r} needs an s3:// channel on the local object store "
+                f"(helpers.local.objectstore, lab 05); a local directory is presented in 'File' mode.",
+                ChannelError,
+            )
+
+
+def fsx(job: Job, where: Where) -> Iterator[Finding]:
+    """What the service needs to mount an FSx for Lustre file system, and what a job in a VPC needs besides."""
+    fsx_channels = [n for n in job.channels if job.mode_of(n) == "FSx"]
+    if not fsx_channels and not job.fsx:
+        return
+    missing = [k for k in ("file_system_id", "subnets", "security_group_ids") if not job.fsx.get(k)]
+    if not fsx_channels:
+        yield fail("Job.fsx is set but no channel uses it: set channel_modes={'train': 'FSx'}.", FSxConfigError)
+    elif "file_system_id" in missing:
+        yield fail("FSx channel without Job.fsx['file_system_id'] (fs-0123456789abcdef0).", FSxConfigError)
+    elif missing:
+        yield fail(
+            f"FSx for Lustre is reached through your VPC: Job.fsx needs {' and '.join(missing)} (the subnet(s) of "
+            f"the file system and a security group that allows Lustre traffic, TCP ports 988 and 1018-1023, from "
+            f"itself; with several instances, all traffic from itself, for NCCL between them). The job then runs in "
+            f"that VPC: it needs an S3 VPC endpoint or NAT for everything it reads from or writes to S3, its code "
+            f"channels included (the source, and the SDK's drivers channel sm_drivers), and NAT to install "
+            f"requirements.txt.",
+            FSxConfigError,
+        )
+    elif not str(job.fsx["file_system_id"]).startswith("fs-"):
+        yield fail(
+            f"file_system_id {job.fsx['file_system_id']!r} should look like 'fs-0123456789abcdef0'.", FSxConfigError
+        )
+    elif job.fsx.get("access_mode", "ro") not in ("ro", "rw"):
+        yield fail(f"Job.fsx['access_mode'] must be 'ro' or 'rw', not {job.fsx['access_mode']!r}.", FSxConfigError)
+    else:
+        for name in fsx_channels:
+            path = fsx_directory(job, str(job.channels[name]))
+            if not path.startswith("/") or path.strip("/") == "":
+                yield fail(
+                    f"channel {name!r}: FSx directory {path!r} must be an absolute path that starts with the file "
+                    f"system's mount name, e.g. '/abcdef12/catalog/train' (FSx console > file system > Attach shows "
+                    f"the mount name).",
+                    FSxConfigError,
+                )
+        yield from _in_a_vpc(job, where)
+
+
+def _in_a_vpc(job: Job, where: Where) -> Iterator[Finding]:
+    code = (
+        "the image's training toolkit downloads the source (sourcedir.tar.gz) from there"
+        if where.launcher == "smddp"
+        else "the job's code channels come from there (code, the source, and sm_drivers, the SDK's drivers)"
+    )
+    yield note(
+        f"the job runs in your VPC, which must reach S3 through an S3 VPC endpoint or a NAT gateway: {code}, and so "
+        f"do its S3 data channels, its model, output and checkpoints"
+    )
+    if (Path(job.source_dir) / "requirements.txt").is_file():
+        yield note(
+            "the job runs in your VPC: pip installs requirements.txt from PyPI there, so the subnets need a NAT "
+            "gateway (or a PyPI mirror); an S3 endpoint alone does not reach PyPI"
+        )
+
+
+def fsx_directory(job: Job, value: str) -> str:
+    """An FSx channel's directory: absolute as given, or under ``Job.fsx['directory_path']``."""
+    base = str(job.fsx.get("directory_path", "")).rstrip("/")
+    return value if value.startswith("/") else f"{base}/{value}".replace("//", "/")
+
+
+# ---------------------------------------------------------------------------------------------- here only
+def no_hub_downloads(job: Job, where: Where) -> Iterator[Finding]:
+    if job.hyperparameters.get("hub_checkpoint"):
+        yield fail(
+            f"hub_checkpoint={job.hyperparameters['hub_checkpoint']!r} would download a model, and local jobs never "
+            "leave this machine: run it on an ml.* target (the container downloads it), or pass a save_pretrained() "
+            "directory as the 'pretrained' channel."
+        )
+
+
+def local_mode_limits(job: Job, where: Where) -> Iterator[Finding]:
+    """The SDK's Docker local mode has no spot, no checkpoint sync and no FSx, and turns every channel to File."""
+    if job.spot or job.checkpoints or job.fsx:
+        yield fail(
+            "local_container runs no spot, checkpoint sync or FSx (SDK local mode has none): drop "
+            "spot/checkpoints/fsx for this target, or use target='local'.",
+            UnsupportedFeature,
+        )
+
+
+# ---------------------------------------------------------------------------------------------- SageMaker only
+def instance_runs_the_script(job: Job, where: Where) -> Iterator[Finding]:
+    instance = where.instance
+    if instance and not instance.gpus and where.processes > instance.vcpus:
+        yield fail(f"{where.processes} processes per host but {instance.name} has {instance.vcpus} vCPUs.")
+    if instance and not instance.gpus and not instance.name.startswith(("ml.m", "ml.c")):
+        yield fail(
+            f"{instance.name} has {instance.accelerators or 'no GPUs'}: the labs' script needs CUDA GPUs (or a CPU "
+            f"type for a smoke run).",
+            UnsupportedFeature,
+        )
+
+
+def launcher(job: Job, where: Where) -> Iterator[Finding]:
+    if job.distribution not in LAUNCHERS:
+        yield fail(f"distribution {job.distribution!r} is not one of {', '.join(LAUNCHERS)}.")
+    elif job.distribution == "torchrun" and where.launcher == "script":
+        yield note("one process in all: the SDK's basic script driver runs it (torchrun adds nothing)")
+
+
+def smddp(job: Job, where: Where) -> Iterator[Finding]:
+    if where.launcher != "smddp":
+        return
+    assert where.instance is not None  # only Where.sagemaker, which looks the instance up, picks this launcher
+    if not where.instance.supports("smddp"):
+        yield fail(
+            f"SMDDP does not run on {where.instance.name}: it supports only "
+            f"{', '.join(instances.supporting('smddp'))} (not P5 or the G families). Use distribution='torchrun' "
+            f"(NCCL) here, or target='ml.p4d.24xlarge'.",
+            UnsupportedFeature,
+        )
+    elif job.smp:
+        yield fail("Job.smp is set but distribution='smddp': SMP degrees belong to distribution='smp'.")
+    elif str(job.hyperparameters.get("backend", "smddp")) != "smddp":
+        yield fail(
+            f"distribution='smddp' launches through mpirun for SMDDP's AllReduce, but hyperparameters['backend'] is "
+            f"{job.hyperparameters['backend']!r}: set it to 'smddp' or leave it out (or use distribution='torchrun' "
+            f"for NCCL)."
+        )
+
+
+def smp(job: Job, where: Where) -> Iterator[Finding]:
+    """SMP v2's degrees against the cluster: what cannot run is refused, what runs slowly gets a note."""
+    if where.launcher != "smp":
+        if job.smp and where.launcher != "smddp":
+            yield fail("Job.smp is set but distribution is not 'smp': set distribution='smp' to use it.")
+        return
+    assert where.instance is not None  # only Where.sagemaker, which looks the instance up, picks this launcher
+    if not where.instance.supports("smp"):
+        yield fail(
+            f"SMP v2 does not run on {where.instance.name}: it supports {', '.join(instances.supporting('smp'))}. "
+            f"Use distribution='torchrun' with FSDP here, or target='ml.p4d.24xlarge'.",
+            UnsupportedFeature,
+        )
+        return
+    from sagemaker.train.distributed import SMP  # the SDK's own list of SMP settings
+
+    unknown = set(job.smp) - set(SMP.model_fields)
+    world, procs = where.processes * job.instance_count, where.processes
+    tp = int(job.smp.get("tensor_parallel_degree") or 1)
+    hsd = int(job.smp.get("hybrid_shard_degree") or 0)
+    if unknown:
+        yield fail(
+            f"unknown SMP setting(s) {sorted(unknown)}; SMP v2 takes {sorted(SMP.model_fields)}.", ProcessCountError
+        )
+    elif tp < 1 or hsd < 0:
+        yield fail("tensor_parallel_degree must be >= 1 and hybrid_shard_degree >= 0.", ProcessCountError)
+    elif world % tp:
+        yield fail(
+            f"tensor_parallel_degree={tp} must divide the {world} GPUs of the cluster ({job.instance_count} x "
+            f"{procs} processes).",
+            ProcessCountError,
+        )
+    elif hsd and (world // tp) % hsd:
+        yield fail(
+            f"hybrid_shard_degree={hsd} must divide the {world // tp} data-parallel ranks ({world} processes / "
+            f"tensor_parallel_degree {tp}).",
+            ProcessCountError,
+        )
+    elif procs % tp:  # SMP allows it; it is slow, not wrong
+        yield note(
+            f"tensor_parallel_degree={tp} does not divide the {procs} GPUs of one instance, so its groups span "
+            f"instances: tensor parallel communicates inside every layer, and the network is much slower than "
+            f"NVLink; a degree that divides {procs} keeps each group inside one instance"
+        )
+
+
+def multi_node_network(job: Job, where: Where) -> Iterator[Finding]:
+    """Between instances NCCL's all-reduce crosses the network: over EFA where SageMaker's drivers enable it for
+    NCCL (they set FI_PROVIDER=efa, FI_EFA_USE_DEVICE_RDMA=1 on p4d/p5/trn1, NCCL_PROTO=simple), over plain TCP
+    elsewhere. What a multi-node job needs for EFA, and how its log shows it, as notes."""
+    if job.instance_count < 2 or where.launcher not in ("torchrun", "smp") or where.instance is None:
+        return
+    instance = where.instance
+    if not instance.efa:
+        enabled = ", ".join(sorted(instances.SAGEMAKER_EFA_NCCL))
+        yield note(
+            f"{job.instance_count} x {instance.name}: SageMaker enables EFA for NCCL only on {enabled}; here the "
+            f"gradients between instances go over TCP at up to {instance.network_gbps:g} Gb/s, which a multi-node "
+            f"data-parallel job feels on every step"
+        )
+        return
+    yield note(
+        f"{job.instance_count} x {instance.name} talk over EFA ({instance.network_gbps:g} Gb/s): with "
+        f"environment={{'NCCL_DEBUG': 'INFO'}} the log shows 'NET/OFI Selected Provider is efa' when NCCL uses it "
+        f"('NET/Socket' means plain TCP)"
+    )
+    if job.fsx.get("security_group_ids"):
+        yield note(
+            "the job runs in your VPC: EFA needs its security group to allow all inbound and outbound traffic to and "
+            "from itself, not only Lustre's ports 988 and 1018-1023"
+        )
