@@ -109,7 +109,8 @@ LAB05_SETUP = textwrap.dedent("""
 
     params, setup, shared, runs_dir = sys.argv[1:]
     helpers.jobs.RUNS_DIR = Path(shared)
-    ns = {}
+    from IPython.display import display  # a notebook's built-in
+    ns = {"display": display}
     exec(params, ns)
     ns.update(rows=4000, shards=2, runs_dir=runs_dir)
     exec(setup, ns)

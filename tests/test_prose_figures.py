@@ -9,6 +9,7 @@ into prose that is neither declared nor generated fails here.
 
 from __future__ import annotations
 
+import ast
 import re
 
 import nbformat
@@ -91,3 +92,34 @@ def test_every_declared_constant_is_in_the_prose_and_names_its_source(path):
 )
 def test_the_figure_finder_finds_figures_and_nothing_else(text, found):
     assert figures(text) == found
+
+
+def _unshown_sentences(source: str) -> list[int]:
+    """Lines where a cell calls ``report.says`` as a statement that is not the cell's last: Jupyter shows only the
+    last expression's value, so that sentence is recorded but never seen."""
+    tree = ast.parse(source)
+    last = tree.body[-1] if tree.body else None
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Call)
+        and ast.unparse(node.value.func) == "report.says"
+        and node is not last
+    ]
+
+
+@pytest.mark.parametrize("path", lab.discover(), ids=lambda p: p.stem)
+def test_every_generated_sentence_is_shown(path):
+    notebook = nbformat.read(path, as_version=4)
+    unshown = {
+        i: lines
+        for i, cell in enumerate(notebook.cells)
+        if cell.cell_type == "code" and (lines := _unshown_sentences(cell.source))
+    }
+    assert not unshown, f"{path.name}: report.says(...) that Jupyter never shows (cell: lines): {unshown}; display() it"
+
+
+def test_a_sentence_inside_a_block_is_not_shown_and_the_last_one_is():
+    assert _unshown_sentences("if x:\n    report.says('a')\nreport.says('b')") == [2]
+    assert _unshown_sentences("display(report.says('a'))\nreport.says('b')") == []
