@@ -55,7 +55,7 @@ def _part_rows(path: Path, index: dict[str, int]):
 
 def _not_utf8(path: Path) -> str:
     """Where ``path`` first stops being UTF-8, and how to convert it (found by a second, binary pass). The notebook
-    side has its twin in helpers/data/catalog.py: the two rooms share no code."""
+    side has its twin in helpers/data/catalog_files.py: the two rooms share no code."""
     offset = 0
     with open(path, "rb") as f:
         for line_no, raw in enumerate(f, start=1):  # a newline byte never sits inside a cp949 or UTF-8 character
