@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from helpers.contract import deserialize, serialize
 from helpers.errors import WorkshopError
-from helpers.local.contract import deserialize, serialize
 
 OPTIONS_MODULE = "options.py"  # in the source directory, beside the entry scripts it describes
 _CONVERT = {"int": int, "float": float}

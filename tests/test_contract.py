@@ -14,7 +14,7 @@ import textwrap
 import pytest
 from conftest import SRC
 
-from helpers.local.contract import HostConfig, Layout, container_env, hyperparameter_args, sdk_driver_dir
+from helpers.contract import HostConfig, Layout, container_env, hyperparameter_args, sdk_driver_dir
 
 HPS = {
     "epochs": 2,

@@ -16,7 +16,7 @@ from conftest import REPO
 
 from helpers.aws import account
 from helpers.aws import offline as aws_offline
-from helpers.planning import workshop
+from helpers.facilitator import workshop
 from helpers.run_labs import discover
 
 GUIDE = REPO / "docs" / "facilitator.md"
@@ -39,7 +39,7 @@ def _parameters(notebook) -> dict:
 
 def test_the_guide_s_generated_blocks_are_what_the_helpers_compute():
     text = GUIDE.read_text(encoding="utf-8")
-    assert text == workshop.render(text), "run: python -m helpers.planning.workshop --write docs/facilitator.md"
+    assert text == workshop.render(text), "run: python -m helpers.facilitator.workshop --write docs/facilitator.md"
 
 
 @pytest.mark.parametrize("target", workshop.TARGETS, ids=lambda t: f"{t.lab}-{t.parameter}")

@@ -20,7 +20,8 @@ from helpers.aws import account
 from helpers.aws import offline as aws_offline
 from helpers.aws.launch import LaunchOptions
 from helpers.aws.offline import ScriptedJob
-from helpers.planning import agenda, instances, workshop
+from helpers.facilitator import agenda, workshop
+from helpers.planning import instances
 
 GUIDE = REPO / "docs" / "facilitator.md"
 GENERATED = re.compile(r"<!-- generated:([\w-]+) -->\n.*?<!-- /generated:\1 -->", re.S)

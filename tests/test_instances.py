@@ -7,7 +7,7 @@ import re
 import pytest
 
 from helpers import targets
-from helpers.local.contract import sdk_driver_dir
+from helpers.contract import sdk_driver_dir
 from helpers.planning import instances
 
 

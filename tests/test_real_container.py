@@ -28,8 +28,8 @@ from conftest import SRC, TINY
 
 from helpers.aws import sagemaker_jobs
 from helpers.aws.offline import OfflineAWS
+from helpers.contract import HostConfig
 from helpers.job import Job, catalog_channels, parse_metric_line
-from helpers.local.contract import HostConfig
 from helpers.local.runner import LocalRunner
 from helpers.targets import local_cpu_count, resolve
 

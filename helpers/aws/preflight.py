@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 
 from helpers import checks
 from helpers.aws import images
-from helpers.channels import ChannelPlan, plan_channels
+from helpers.aws.channels import ChannelPlan, plan_channels
 from helpers.checks import ProcessCountError, SpotConfigError, UnsupportedFeature
 from helpers.errors import PreflightError
 from helpers.job import Job

@@ -6,8 +6,8 @@ from __future__ import annotations
 import posixpath
 from pathlib import Path, PurePath
 
+from helpers.contract import HostConfig, Layout, container_env
 from helpers.exercises import exercise, expect
-from helpers.local.contract import HostConfig, Layout, container_env
 
 CHANNEL = "pretrained"  # the channel the exercise adds; train.py's --pretrained reads it (options.py)
 OPT_ML = "/opt/ml"

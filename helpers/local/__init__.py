@@ -1,3 +1,3 @@
-"""This machine as a SageMaker training cluster: the container contract and its stand-in, the runner, the
-loopback object store and input modes, the system monitor and the interruption drill. Never imports
+"""This machine as a SageMaker training cluster: the container's stand-in (its contract is :mod:`helpers.contract`),
+the runner, the loopback object store and input modes, the system monitor and the interruption drill. Never imports
 ``helpers.aws``."""

@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from helpers.contract import Layout
 from helpers.job import Job, parse_metric_line
-from helpers.local.contract import Layout
 from helpers.local.input_modes import JobInputs
 from helpers.results import RunResult
 from helpers.targets import Target

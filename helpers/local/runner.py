@@ -22,9 +22,9 @@ from datetime import datetime
 from pathlib import Path
 
 from helpers import checks, hyperparameters
+from helpers.contract import HostConfig, Layout, container_env, hyperparameter_args
 from helpers.errors import JobSetupError, WorkshopError
 from helpers.job import Job, runs_root
-from helpers.local.contract import HostConfig, Layout, container_env, hyperparameter_args
 from helpers.local.input_modes import JobInputs
 from helpers.local.local_job import GRACE_S, STALL_S, Clock, JobResult, LocalJob, Prepared
 from helpers.local.ports import free_port

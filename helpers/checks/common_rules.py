@@ -8,8 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from helpers import hyperparameters
-from helpers.data import catalog
-from helpers.findings import (
+from helpers.checks.findings import (
     ChannelError,
     Finding,
     ProcessCountError,
@@ -19,6 +18,7 @@ from helpers.findings import (
     fail,
     note,
 )
+from helpers.data import catalog
 from helpers.job import Job, name_problem, tag_problem
 from helpers.planning import instances
 

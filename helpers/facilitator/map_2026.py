@@ -6,10 +6,10 @@ from __future__ import annotations
 from functools import cache
 
 from helpers.aws import image_support, images
+from helpers.facilitator.lab_targets import TARGETS, _price, _types
+from helpers.facilitator.tables import markdown
+from helpers.facilitator.tables import money as _money
 from helpers.planning import instances
-from helpers.planning.lab_targets import TARGETS, _price, _types
-from helpers.planning.tables import markdown
-from helpers.planning.tables import money as _money
 
 SDK_V2 = (
     "SDK v2 is in maintenance from 2026-07-06 and reaches end of support on 2027-07-06 (sagemaker-python-sdk "

@@ -7,15 +7,16 @@ or an instance type (``sagemaker``). The local runner runs ``check(job, Where.lo
 ``check(job, Where.sagemaker(...))``: a rule added to :data:`COMMON` applies to both. Choosing the image for a
 region is a step of its own, after these (``helpers.aws.images.choose_image``).
 
-The rules are :mod:`helpers.common_rules` (those of :data:`COMMON`) and :mod:`helpers.target_rules` (those of
-:data:`ONLY`), made of the pieces in :mod:`helpers.findings`: every public name of theirs is importable from here too.
+The rules are :mod:`helpers.checks.common_rules` (those of :data:`COMMON`) and
+:mod:`helpers.checks.target_rules` (those of :data:`ONLY`), made of the pieces in :mod:`helpers.checks.findings`:
+every public name of theirs is importable from here too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from helpers.common_rules import (
+from helpers.checks.common_rules import (
     INPUT_MODES,
     MAX_RUNTIME_S,
     RESERVED_TAGS,
@@ -35,7 +36,7 @@ from helpers.common_rules import (
     stopping,
     tags,
 )
-from helpers.findings import (
+from helpers.checks.findings import (
     ChannelError,
     Finding,
     FSxConfigError,
@@ -48,8 +49,7 @@ from helpers.findings import (
     findings,
     note,
 )
-from helpers.job import Job
-from helpers.target_rules import (
+from helpers.checks.target_rules import (
     LAUNCHERS,
     fsx,
     fsx_directory,
@@ -62,6 +62,7 @@ from helpers.target_rules import (
     smddp,
     smp,
 )
+from helpers.job import Job
 
 __all__ = [
     "COMMON",

@@ -1,8 +1,8 @@
 """The workshop as a facilitator plans it: each lab's real target, its cost and quota, the agendas, the pre-launched
 demo job, the 2026 map of what to use when, and the answers to the questions a room asks.
 
-    python -m helpers.planning.workshop                       # print the blocks
-    python -m helpers.planning.workshop --write docs/facilitator.md   # refresh the guide's generated blocks
+    python -m helpers.facilitator.workshop                       # print the blocks
+    python -m helpers.facilitator.workshop --write docs/facilitator.md   # refresh the guide's generated blocks
 
 Everything here is computed (prices and "the cheapest" from ``instances``, times from the labs' own ``**Time:**``
 lines and ``helpers.lab_time``, support dates from ``helpers.aws.image_support``), so the guide cannot drift from the
@@ -22,19 +22,19 @@ from pathlib import Path
 from helpers import lab_time
 from helpers.aws.account import ACCOUNT_WIDE, quota_name
 from helpers.aws.launch import LOG_GROUP
-from helpers.job import Job
-from helpers.lab import LABS_DIR, discover
-from helpers.planning import cost, instances
-from helpers.planning.agenda import _names, _notebook, agendas
-from helpers.planning.lab_targets import LIBRARIES, TARGETS, RealTarget, _gpus, _price
-from helpers.planning.map_2026 import answers_markdown, map_markdown
-from helpers.planning.studio_sizing import (
+from helpers.facilitator.agenda import _names, _notebook, agendas
+from helpers.facilitator.lab_targets import LIBRARIES, TARGETS, RealTarget, _gpus, _price
+from helpers.facilitator.map_2026 import answers_markdown, map_markdown
+from helpers.facilitator.studio_sizing import (
     account_generator,
     studio_sizing_markdown,
     studio_twin_markdown,
 )
-from helpers.planning.tables import markdown
-from helpers.planning.tables import money as _money
+from helpers.facilitator.tables import markdown
+from helpers.facilitator.tables import money as _money
+from helpers.job import Job
+from helpers.lab import LABS_DIR, discover
+from helpers.planning import cost, instances
 
 
 # ---------------------------------------------------------------------------------------------- "the cheapest"
@@ -371,7 +371,7 @@ def _between_markers(body: str) -> Callable[[re.Match[str]], str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m helpers.planning.workshop", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m helpers.facilitator.workshop", description=__doc__.split("\n\n")[0])
     ap.add_argument("--write", type=Path, help="rewrite the generated blocks of this Markdown file in place")
     a = ap.parse_args(argv)
     if a.write:

@@ -9,9 +9,9 @@ import sys
 from functools import cache
 from pathlib import Path
 
+from helpers.facilitator.tables import markdown
+from helpers.facilitator.tables import money as _money
 from helpers.planning import instances
-from helpers.planning.tables import markdown
-from helpers.planning.tables import money as _money
 
 REPO = Path(__file__).resolve().parents[2]
 ACCOUNT_GENERATOR = REPO / "infra" / "workshop_account.py"  # the event template's sizing (and its generated blocks)
@@ -97,7 +97,7 @@ def studio_twin_markdown(report_path: Path = TWIN_REPORT) -> str:
             f"No measured figures yet. They come from `make studio-twin` (SageMaker Distribution's packages on this "
             f"machine, `make studio` in them, every lab on that Python): save its report as "
             f"`{report_path.relative_to(REPO) if report_path.is_relative_to(REPO) else report_path}`, then run "
-            f"`python -m helpers.planning.workshop --write docs/facilitator.md`."
+            f"`python -m helpers.facilitator.workshop --write docs/facilitator.md`."
         )
     f = _twin_figures(json.loads(report_path.read_text(encoding="utf-8")))
     g = account_generator()

@@ -1,7 +1,7 @@
 """What a check of a job is made of: the error kinds a rule refuses with, :class:`Where` the job runs, and what a
 rule yields, a :class:`Finding` made by :func:`fail` or :func:`note`; :func:`findings` runs rules in order. The rules
-are :mod:`helpers.common_rules` and :mod:`helpers.target_rules`, their table :mod:`helpers.checks`, which re-exports
-every name here."""
+are :mod:`helpers.checks.common_rules` and :mod:`helpers.checks.target_rules`, their table :mod:`helpers.checks`,
+which re-exports every name here."""
 
 from __future__ import annotations
 

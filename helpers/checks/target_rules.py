@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from helpers.findings import (
+from helpers.checks.findings import (
     ChannelError,
     Finding,
     FSxConfigError,

@@ -82,7 +82,7 @@ def lab_block(lab: str, skip: tuple[str, ...] = ()) -> Block:
 
 
 def _set(what: str, minutes: int) -> Block:
-    return Block(what, minutes, "set here (`helpers/planning/workshop.py`)")
+    return Block(what, minutes, "set here (`helpers/facilitator/workshop.py`)")
 
 
 def _session(length: int, blocks: list[Block], closing: str, at_least: int) -> tuple[int, list[Block]]:
