@@ -18,8 +18,3 @@ class TargetError(WorkshopError, ValueError):
 class JobCheckError(WorkshopError, ValueError):
     """The job cannot run as described (a rule of :mod:`helpers.checks` refused it): found before anything is
     launched or written, with a message that names the fix."""
-
-
-# the family's older names, as notebooks and the known-errors table use them: one class, wherever the job runs
-JobSetupError = JobCheckError
-PreflightError = JobCheckError

@@ -62,7 +62,7 @@ class Job:
     name: str  # short, lower-case: "lab01-single-gpu"
     hyperparameters: dict[str, Any] = field(default_factory=dict)
     channels: dict[str, str | Path] = field(default_factory=dict)  # channel -> local directory or s3:// URI
-    input_mode: str = "File"  # File | FastFile | FSx (per channel overrides in channel_modes)
+    input_mode: str = "File"  # a name of helpers.input_mode.MODES (per channel overrides in channel_modes)
     channel_modes: dict[str, str] = field(default_factory=dict)
     s3_endpoint: str | None = None  # local runs only: the loopback object store s3:// channels live on (lab 05)
     entry_point: str = "train.py"

@@ -1,8 +1,12 @@
 """Run a lab's training job on any target with one call: :func:`run_job`.
 
 The notebook builds a :class:`~helpers.job.Job` and calls :func:`run_job` with its ``target`` parameter; nothing
-else in the notebook changes between this laptop and an ``ml.p4d.24xlarge``. The job's own names are here too, so a
-notebook needs one import: ``jobs.Job``, ``jobs.catalog_channels``, ``jobs.DATA_DIR``.
+else in the notebook changes between this laptop and an ``ml.p4d.24xlarge``.
+
+This module is the notebooks' face: the one module of the helpers that hands on names defined elsewhere, so that a
+notebook needs one import for its job (``jobs.Job``, ``jobs.catalog_channels``, ``jobs.DATA_DIR``, ``jobs.preflight``
+and the errors a lab catches). ``__all__`` lists every name it hands on; everywhere else, a name is imported from the
+module that defines it (tests/test_one_home.py).
 """
 
 from __future__ import annotations
@@ -12,6 +16,9 @@ from pathlib import Path
 from helpers import report, targets
 from helpers.aws import sagemaker_jobs
 from helpers.aws.local_container import run_local_container
+from helpers.aws.preflight import preflight
+from helpers.checks.findings import FSxConfigError, UnsupportedFeature
+from helpers.errors import JobCheckError
 from helpers.job import (
     DATA_DIR,
     REPO,
@@ -28,6 +35,9 @@ from helpers.local.runner import LocalRunner
 __all__ = [
     "DATA_DIR",
     "REPO",
+    "FSxConfigError",
+    "JobCheckError",
+    "UnsupportedFeature",
     "RUNS_DIR",
     "SOURCE_DIR",
     "Job",
@@ -35,6 +45,7 @@ __all__ = [
     "here_and_on_sagemaker",
     "on_sagemaker",
     "parse_metric_line",
+    "preflight",
     "run_job",
     "runs_root",
     "write_runs_under",

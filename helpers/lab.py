@@ -1,7 +1,8 @@
-"""What a lab is, read from its notebook: the numbered notebooks in ``labs/`` (:func:`discover`), the parameters a lab
-declares (its cell tagged ``parameters``), its exercises' answer cells and their reference answers in
-``labs/solutions/``. The papermill runner, the stated times (``helpers.lab_time``) and the facilitator's planners all
-read labs here; nothing here runs one.
+"""What a lab is: the workshop's labs, registered once (:data:`LABS`), and what is read from a lab's notebook: the
+numbered notebooks in a folder (:func:`numbered_notebooks`), the parameters a lab declares (its cell tagged
+``parameters``), its exercises' answer cells and their reference answers in ``labs/solutions/``. The papermill
+runner, the stated times (``helpers.lab_time``) and the facilitator's planners all read labs here; nothing here runs
+one.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from helpers.errors import WorkshopError
@@ -25,13 +27,60 @@ EXERCISE_LINE = re.compile(r"^# Your turn (\d\d\.\d+):")  # the first line of an
 SOLUTION_LINE = re.compile(r"^# %% (\d\d\.\d+)\s*$", re.M)  # a section of labs/solutions/NN_name.py
 
 
-def discover(labs_dir: Path = LABS_DIR, only: list[str] | None = None) -> list[Path]:
+@dataclass(frozen=True)
+class Lab:
+    """One lab of the workshop: its notebook ``labs/<stem>.ipynb`` (which states its time), its reference answers
+    ``labs/solutions/<stem>.py``, and the entries under its number or stem in every per-lab table (claims, requests,
+    real targets, exercises: tests/test_registries.py lists them)."""
+
+    stem: str  # "01_single_gpu"
+
+    @property
+    def number(self) -> str:
+        return self.stem[:2]
+
+    @property
+    def notebook(self) -> Path:
+        return LABS_DIR / f"{self.stem}.ipynb"
+
+    @property
+    def solutions(self) -> Path:
+        return SOLUTIONS_DIR / f"{self.stem}.py"
+
+
+# Every lab of the workshop, in order. A new lab starts here (docs/extending.md): the tests then fail until every
+# per-lab table names it, and a notebook in labs/ that is not here fails them too.
+LABS = tuple(
+    Lab(stem)
+    for stem in (
+        "01_single_gpu",
+        "02_ddp",
+        "03_smddp",
+        "04_model_parallel",
+        "05_input_modes",
+        "06_spot_checkpoints",
+        "07_profiling",
+    )
+)
+
+
+def registered(number: str) -> Lab:
+    """The lab of this number ("05"), or a :class:`LabError` naming the labs there are."""
+    for lab in LABS:
+        if lab.number == number:
+            return lab
+    raise LabError(f"no lab {number!r}; the labs are {', '.join(lab.number for lab in LABS)}")
+
+
+def numbered_notebooks(labs_dir: Path = LABS_DIR, only: list[str] | None = None) -> list[Path]:
     """Numbered notebooks (``01_single_gpu.ipynb``...), in order; ``only`` filters by number or name."""
     found = sorted(p for p in labs_dir.glob("[0-9][0-9]_*.ipynb"))
     if only:
         found = [p for p in found if any(p.name.startswith(o) or p.stem == o for o in only)]
         if not found:
-            raise LabError(f"no lab matches {only}; labs are: {', '.join(p.stem for p in discover(labs_dir))}")
+            raise LabError(
+                f"no lab matches {only}; labs are: {', '.join(p.stem for p in numbered_notebooks(labs_dir))}"
+            )
     if not found:
         raise LabError(f"no numbered notebooks (NN_name.ipynb) in {labs_dir}")
     return found

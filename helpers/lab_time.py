@@ -19,7 +19,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from helpers import exercises
-from helpers.lab import EXERCISE_LINE, discover
+from helpers.lab import EXERCISE_LINE, numbered_notebooks
 
 WORDS_PER_MINUTE = 120  # technical prose, read with care
 LINES_PER_MINUTE = 6  # code and printed output: read, not skimmed
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--labs", nargs="*", help="lab numbers or names (default: all)")
     a = ap.parse_args(argv)
     times = []
-    for nb in discover(only=a.labs):
+    for nb in numbered_notebooks(only=a.labs):
         executed = a.executed / nb.name if a.executed else None
         if executed is not None and not executed.is_file():
             ap.error(f"{executed} is missing: run `python -m helpers.run_labs --out {a.executed}` first")

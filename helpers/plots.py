@@ -10,8 +10,9 @@
 - lab 07 (profiling): utilisation heatmaps (a :class:`helpers.local.monitor.Monitor`'s, or a real job's CloudWatch
   metrics) and the job's CPU and memory by role.
 
-Each function takes numbers, rows or a result object and returns the matplotlib figure; none imports another helpers
-module, so every module that computes a figure can hand it here.
+Each function takes numbers, rows or a result object and returns the matplotlib figure. The only helpers module
+read here is the ground floor's input-mode table (each mode's colour), so every module that computes a figure can
+hand it here.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter
+
+from helpers.input_mode import MODES
 
 
 def training_curves(results: dict, baseline_accuracy: float | None = None, title: str = "Training"):
@@ -193,7 +196,10 @@ def scaling_plan(plans: dict[str, list], case_studies: Sequence = (), title: str
 
 
 # ---------------------------------------------------------------------------------------------- lab 05: input modes
-_MODE_COLOURS = {"File": "#4C72B0", "FastFile": "#DD8452", "FSx": "#55A868"}
+
+
+def _mode_colour(name: str) -> str:
+    return MODES[name].colour if name in MODES else "grey"
 
 
 def input_mode_timeline(rows: list[dict], title: str = "One job per input mode"):
@@ -212,7 +218,7 @@ def input_mode_timeline(rows: list[dict], title: str = "One job per input mode")
     ax.legend(fontsize=8, loc="lower right")
     ax.grid(axis="x", alpha=0.3)
     mb = [r["bytes_from_store"] / 1e6 for r in rows]
-    ax_bytes.barh(labels, mb, color=[_MODE_COLOURS.get(r["mode"], "grey") for r in rows])
+    ax_bytes.barh(labels, mb, color=[_mode_colour(r["mode"]) for r in rows])
     for y, v in enumerate(mb):
         ax_bytes.annotate(f"{v:.1f}", (v, y), va="center", fontsize=8)
     ax_bytes.invert_yaxis()
@@ -231,7 +237,7 @@ def input_mode_sequence(runs: dict[str, list[float]], title: str = "A sequence o
             list(itertools.accumulate(seconds)),
             "o-",
             label=mode,
-            color=_MODE_COLOURS.get(mode),
+            color=_mode_colour(mode),
         )
     ax.set(xlabel="job", ylabel="seconds, all jobs so far", title=title)
     ax.set_xticks(range(1, max(len(s) for s in runs.values()) + 1))
@@ -250,7 +256,7 @@ def input_mode_access(rows: list[dict], title: str = "Access pattern x input mod
     for i, mode in enumerate(modes):
         got = {r["pattern"]: r for r in rows if r["mode"] == mode}
         x = np.arange(len(patterns)) + i * width
-        colour = _MODE_COLOURS.get(mode)
+        colour = _mode_colour(mode)
         ax.bar(x, [got[p]["read_mb_per_s"] for p in patterns], width, label=mode, color=colour)
         ax_bytes.bar(x, [got[p]["bytes_from_store"] / 1e6 for p in patterns], width, label=mode, color=colour)
     for a in (ax, ax_bytes):

@@ -26,10 +26,11 @@ from pathlib import Path
 
 from helpers.aws.dry_run import REQUESTS_ENV
 from helpers.aws.offline import OFFLINE_ENV_FLAG
+from helpers.errors import TargetError
 from helpers.job import RUNS_DIR
-from helpers.lab import LABS_DIR, LabError, declared_parameters, discover, with_solutions
+from helpers.lab import LABS_DIR, LabError, declared_parameters, numbered_notebooks, with_solutions
 from helpers.report import FIGURES_ENV
-from helpers.targets import SAGEMAKER, TargetError, resolve
+from helpers.targets import SAGEMAKER, resolve
 
 
 @dataclass
@@ -191,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(ap: argparse.ArgumentParser, a: argparse.Namespace, parameters: dict) -> int:
-    labs = discover(a.labs_dir, only=a.labs)
+    labs = numbered_notebooks(a.labs_dir, only=a.labs)
     target = str(parameters["target"])  # --target, or a "-p target ..." given after it
     refuse_bad(ap, a, labs, target)
     real = target.strip().lower().startswith("ml.") or target.strip() == SAGEMAKER

@@ -15,8 +15,8 @@ import pytest
 
 from helpers.aws import account as aws
 from helpers.aws import offline as aws_offline
-from helpers.aws import sagemaker_jobs
-from helpers.aws.offline import ClientErrorAnswer, ScriptedJob
+from helpers.aws import offline_sandbox, quotas, sagemaker_jobs, settings, setup_errors
+from helpers.aws.offline_answers import ClientErrorAnswer, ScriptedJob
 from helpers.job import Job
 
 
@@ -24,14 +24,14 @@ from helpers.job import Job
 def no_studio(monkeypatch, tmp_path):
     """This machine is a laptop whatever it is: no Studio metadata, no attendee or role from the environment."""
     monkeypatch.setattr(aws, "STUDIO_METADATA", tmp_path / "no-such-metadata.json")
-    for name in (aws.ATTENDEE_ENV, aws.BUCKET_ENV, *aws.ROLE_ENV):
+    for name in (settings.ATTENDEE_ENV, settings.BUCKET_ENV, *settings.ROLE_ENV):
         monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture
 def fake_aws(no_studio, monkeypatch):
     monkeypatch.setattr(aws, "_quota_codes", {})  # each test finds its own quota codes
-    with aws_offline.offline_environment(), aws_offline.network_guard() as attempts:
+    with offline_sandbox.offline_environment(), offline_sandbox.network_guard() as attempts:
         yield aws_offline.OfflineAWS()
     assert not attempts, f"something tried the network: {attempts}"
 
@@ -63,12 +63,12 @@ def studio(monkeypatch, tmp_path):
     ],
 )
 def test_role_arns_are_accepted(role):
-    assert aws.require_role_arn(role) == role.strip()
+    assert settings.require_role_arn(role) == role.strip()
 
 
 def test_a_bare_role_name_gets_its_arn_spelled_out():
-    with pytest.raises(aws.RoleError, match=r"role='arn:aws:iam::<account-id>:role/MySageMakerRole'"):
-        aws.require_role_arn("MySageMakerRole")
+    with pytest.raises(setup_errors.RoleError, match=r"role='arn:aws:iam::<account-id>:role/MySageMakerRole'"):
+        settings.require_role_arn("MySageMakerRole")
 
 
 @pytest.mark.parametrize(
@@ -80,15 +80,15 @@ def test_a_bare_role_name_gets_its_arn_spelled_out():
     ],
 )
 def test_other_role_mistakes(role, says):
-    with pytest.raises(aws.RoleError, match=says):
-        aws.require_role_arn(role)
+    with pytest.raises(setup_errors.RoleError, match=says):
+        settings.require_role_arn(role)
 
 
 @pytest.mark.parametrize(
     "given, name", [("my-bucket", "my-bucket"), ("s3://my-bucket/some/prefix", "my-bucket"), ("a.b-c1", "a.b-c1")]
 )
 def test_bucket_names(given, name):
-    assert aws.require_bucket_name(given) == name
+    assert settings.require_bucket_name(given) == name
 
 
 EXAMPLE_BUCKET = "sagemaker-us-east-1-123456789012"
@@ -114,28 +114,28 @@ EXAMPLE_BUCKET = "sagemaker-us-east-1-123456789012"
     ],
 )
 def test_a_refused_bucket_name_comes_with_one_the_same_check_accepts(bad, suggested):
-    with pytest.raises(aws.BucketError) as refused:
-        aws.require_bucket_name(bad)
+    with pytest.raises(setup_errors.BucketError) as refused:
+        settings.require_bucket_name(bad)
     said = re.search(r"bucket='([^']*)'", str(refused.value)).group(1)
     assert said == suggested != bad
-    assert aws.require_bucket_name(said) == said
+    assert settings.require_bucket_name(said) == said
 
 
 def test_attendee_prefix_order_and_shape(monkeypatch):
-    monkeypatch.delenv(aws.ATTENDEE_ENV, raising=False)
-    assert aws.resolve_attendee("Alice Smith!", {}) == aws.Attendee("alice-smith", "argument")
-    monkeypatch.setenv(aws.ATTENDEE_ENV, "bob")
-    assert aws.resolve_attendee(None, {"UserProfileName": "carol"}) == aws.Attendee("bob", aws.ATTENDEE_ENV)
-    monkeypatch.delenv(aws.ATTENDEE_ENV)
+    monkeypatch.delenv(settings.ATTENDEE_ENV, raising=False)
+    assert aws.resolve_attendee("Alice Smith!", {}) == settings.Attendee("alice-smith", "argument")
+    monkeypatch.setenv(settings.ATTENDEE_ENV, "bob")
+    assert aws.resolve_attendee(None, {"UserProfileName": "carol"}) == settings.Attendee("bob", settings.ATTENDEE_ENV)
+    monkeypatch.delenv(settings.ATTENDEE_ENV)
     assert aws.resolve_attendee(None, {"UserProfileName": "carol"}).source == "Studio user profile"
-    assert aws.sanitize_attendee("42 Team") == "a42-team"  # job names start with a letter here
-    assert len(aws.sanitize_attendee("a" * 40)) == 16
-    with pytest.raises(aws.AwsSetupError, match="no letters or digits"):
+    assert settings.sanitize_attendee("42 Team") == "a42-team"  # job names start with a letter here
+    assert len(settings.sanitize_attendee("a" * 40)) == 16
+    with pytest.raises(setup_errors.AwsSetupError, match="no letters or digits"):
         aws.resolve_attendee("!!!", {})
 
 
 def test_a_shared_login_name_is_flagged(monkeypatch):
-    monkeypatch.delenv(aws.ATTENDEE_ENV, raising=False)
+    monkeypatch.delenv(settings.ATTENDEE_ENV, raising=False)
     monkeypatch.setattr(aws.getpass, "getuser", lambda: "sagemaker-user")
     who = aws.resolve_attendee(None, {})
     assert who.name == "sagemaker-user" and who.shared
@@ -145,17 +145,17 @@ def test_a_shared_login_name_is_flagged(monkeypatch):
 # ---------------------------------------------------------------------------------------------------- discovery
 def test_laptop_with_an_assumed_role(fake_aws):
     ctx = aws.discover(boto_session=fake_aws.boto_session, attendee="alice")
-    assert (ctx.where, ctx.region, ctx.account) == ("laptop", "us-east-1", aws_offline.ACCOUNT)
+    assert (ctx.where, ctx.region, ctx.account) == ("laptop", "us-east-1", offline_sandbox.ACCOUNT)
     assert ctx.role_arn == fake_aws.role_arn  # found through iam:GetRole from the assumed-role identity
-    assert ctx.bucket == f"sagemaker-us-east-1-{aws_offline.ACCOUNT}"  # the SDK's default bucket name
-    assert ctx.attendee == aws.Attendee("alice", "argument")
+    assert ctx.bucket == f"sagemaker-us-east-1-{offline_sandbox.ACCOUNT}"  # the SDK's default bucket name
+    assert ctx.attendee == settings.Attendee("alice", "argument")
     assert list(fake_aws.summary()) == ["sts.GetCallerIdentity", "iam.GetRole", "s3.HeadBucket"]
     assert "AKIA" not in repr(ctx) and "secret" not in repr(ctx)
 
 
 def test_role_and_bucket_from_the_environment_win_over_discovery(fake_aws, monkeypatch):
     monkeypatch.setenv("WORKSHOP_ROLE_ARN", "arn:aws:iam::111122223333:role/Workshop")
-    monkeypatch.setenv(aws.BUCKET_ENV, "s3://workshop-bucket")
+    monkeypatch.setenv(settings.BUCKET_ENV, "s3://workshop-bucket")
     ctx = aws.discover(boto_session=fake_aws.boto_session, attendee="alice")
     assert (ctx.role_arn, ctx.bucket) == ("arn:aws:iam::111122223333:role/Workshop", "workshop-bucket")
     assert "iam.GetRole" not in fake_aws.summary()
@@ -216,7 +216,7 @@ def _caller(fake, arn: str, trust: dict) -> None:
 def test_an_sso_role_that_sagemaker_cannot_assume_is_refused_before_any_upload(fake_aws):
     _caller(fake_aws, SSO_CALLER, TRUST_SSO)
     with pytest.raises(
-        aws.RoleError,
+        setup_errors.RoleError,
         match="AWSReservedSSO_AdministratorAccess_0a1b2c, which SageMaker cannot "
         "assume.*WORKSHOP_ROLE_ARN to a SageMaker execution role",
     ):
@@ -247,7 +247,9 @@ def test_an_assumed_role_that_trusts_sagemaker_is_used(fake_aws):
 def test_an_unreadable_trust_policy_is_refused_unless_sagemaker_made_the_role(fake_aws):
     fake_aws.respond("GetRole", ClientErrorAnswer("AccessDenied", "not allowed", 403))
     fake_aws.respond("GetCallerIdentity", {"Account": "111122223333", "UserId": "x", "Arn": SSO_CALLER})
-    with pytest.raises(aws.RoleError, match=r"refused to show its trust policy \(AccessDenied\).*its ARN will do"):
+    with pytest.raises(
+        setup_errors.RoleError, match=r"refused to show its trust policy \(AccessDenied\).*its ARN will do"
+    ):
         aws.discover(boto_session=fake_aws.boto_session)
 
 
@@ -294,7 +296,7 @@ def test_an_unreadable_trust_policy_is_refused_unless_sagemaker_made_the_role(fa
     ids=["dict", "url-encoded", "service-list", "sso", "account", "other-action", "denied", "empty"],
 )
 def test_which_trust_policies_let_sagemaker_assume_the_role(trust, trusted):
-    assert aws.trusts_sagemaker(trust) is trusted
+    assert settings.trusts_sagemaker(trust) is trusted
 
 
 @pytest.mark.slow
@@ -310,23 +312,23 @@ def test_an_offline_dry_run_does_no_role_discovery(no_studio, tmp_path, monkeypa
     monkeypatch.setattr(aws, "_role_from_caller", no_lookup)
     with aws_offline.offline() as off:
         sagemaker_jobs.run(job, "ml.g5.2xlarge", echo=False, attendee="alice")
-    assert off.request("CreateTrainingJob")["RoleArn"] == aws_offline.ROLE_ARN  # the placeholder, as is
+    assert off.request("CreateTrainingJob")["RoleArn"] == offline_sandbox.ROLE_ARN  # the placeholder, as is
 
 
 def test_studio_gives_role_region_and_attendee(fake_aws, studio):
     ctx = aws.discover(boto_session=fake_aws.boto_session)
     assert ctx.where == "SageMaker Studio"
     assert ctx.role_arn.endswith("AmazonSageMaker-ExecutionRole-studio")
-    assert ctx.attendee == aws.Attendee("alice-smith", "Studio user profile")
+    assert ctx.attendee == settings.Attendee("alice-smith", "Studio user profile")
     assert "iam.GetRole" not in fake_aws.summary()
 
 
 def test_region_comes_from_the_studio_space_when_the_session_has_none(no_studio, studio):
-    with aws_offline.offline_environment(), aws_offline.network_guard() as attempts:
+    with offline_sandbox.offline_environment(), offline_sandbox.network_guard() as attempts:
         os.environ.pop("AWS_DEFAULT_REGION"), os.environ.pop("AWS_REGION")  # put back on leaving the block
         off = aws_offline.OfflineAWS(region=None)
         ctx = aws.discover(boto_session=off.boto_session)
-        assert ctx.region == "eu-west-1" and ctx.bucket == f"sagemaker-eu-west-1-{aws_offline.ACCOUNT}"
+        assert ctx.region == "eu-west-1" and ctx.bucket == f"sagemaker-eu-west-1-{offline_sandbox.ACCOUNT}"
         assert off.calls, "calls go through the same recording session after the region is set"
     assert not attempts
 
@@ -334,20 +336,20 @@ def test_region_comes_from_the_studio_space_when_the_session_has_none(no_studio,
 def test_an_explicit_region_overrides_the_sessions(fake_aws):
     ctx = aws.discover(boto_session=fake_aws.boto_session, region="eu-central-1", attendee="alice")
     assert ctx.region == ctx.boto_session.region_name == "eu-central-1"
-    assert ctx.bucket == f"sagemaker-eu-central-1-{aws_offline.ACCOUNT}"
+    assert ctx.bucket == f"sagemaker-eu-central-1-{offline_sandbox.ACCOUNT}"
     assert fake_aws.calls_to("HeadBucket"), "the S3 client of the re-regioned session is still recorded"
 
 
 @pytest.mark.parametrize(
     "unset, offline, error, says",
     [
-        (("AWS_DEFAULT_REGION", "AWS_REGION"), {"region": None}, aws.RegionError, "AWS_DEFAULT_REGION"),
-        (tuple(aws_offline.FAKE_CREDENTIALS), {"credentials": False}, aws.NoCredentials, "aws configure"),
+        (("AWS_DEFAULT_REGION", "AWS_REGION"), {"region": None}, setup_errors.RegionError, "AWS_DEFAULT_REGION"),
+        (tuple(offline_sandbox.FAKE_CREDENTIALS), {"credentials": False}, setup_errors.NoCredentials, "aws configure"),
     ],
     ids=["no-region", "no-credentials"],
 )
 def test_no_region_or_no_credentials_is_an_error_before_any_call(no_studio, unset, offline, error, says):
-    with aws_offline.offline_environment(), aws_offline.network_guard() as attempts:
+    with offline_sandbox.offline_environment(), offline_sandbox.network_guard() as attempts:
         for key in unset:  # offline_environment set each of them, and puts them back afterwards
             os.environ.pop(key)
         off = aws_offline.OfflineAWS(**offline)
@@ -359,7 +361,7 @@ def test_no_region_or_no_credentials_is_an_error_before_any_call(no_studio, unse
 
 def test_expired_credentials_say_so(fake_aws):
     fake_aws.respond("GetCallerIdentity", ClientErrorAnswer("ExpiredToken", "expired", 403))
-    with pytest.raises(aws.NoCredentials, match="ExpiredToken.*expired"):
+    with pytest.raises(setup_errors.NoCredentials, match="ExpiredToken.*expired"):
         aws.discover(boto_session=fake_aws.boto_session)
     assert list(fake_aws.summary()) == ["sts.GetCallerIdentity"]
 
@@ -369,12 +371,12 @@ def test_an_iam_user_is_not_an_execution_role(fake_aws):
         "GetCallerIdentity",
         {"Account": "111122223333", "UserId": "AIDA", "Arn": "arn:aws:iam::111122223333:user/alice"},
     )
-    with pytest.raises(aws.RoleError, match="WORKSHOP_ROLE_ARN"):
+    with pytest.raises(setup_errors.RoleError, match="WORKSHOP_ROLE_ARN"):
         aws.discover(boto_session=fake_aws.boto_session)
 
 
 def test_a_bare_role_name_fails_before_any_call(fake_aws):
-    with pytest.raises(aws.RoleError, match="bare role name"):
+    with pytest.raises(setup_errors.RoleError, match="bare role name"):
         aws.discover(role="SageMakerRole", boto_session=fake_aws.boto_session)
     assert fake_aws.calls == []
 
@@ -382,7 +384,7 @@ def test_a_bare_role_name_fails_before_any_call(fake_aws):
 @pytest.mark.parametrize("code, status, says", [("404", 404, "does not exist"), ("403", 403, "no access")])
 def test_a_missing_or_forbidden_bucket(fake_aws, code, status, says):
     fake_aws.respond("HeadBucket", ClientErrorAnswer(code, "nope", status))
-    with pytest.raises(aws.BucketError, match=says):
+    with pytest.raises(setup_errors.BucketError, match=says):
         aws.discover(boto_session=fake_aws.boto_session, bucket="someone-elses-bucket")
     # only read-only lookups were made: nothing written, nothing created
     assert set(fake_aws.summary()) <= {"sts.GetCallerIdentity", "iam.GetRole", "s3.HeadBucket"}
@@ -432,7 +434,7 @@ def _script_quotas(fake, defaults: dict[str, float], applied: dict[str, float] |
 def test_a_quota_still_at_its_aws_default_is_checked(fake_aws):
     # ListServiceQuotas would not list it at all: only quotas with an applied value are there
     codes = _script_quotas(fake_aws, {P4D: 0.0, P4D_SPOT: 0.0})
-    with pytest.raises(aws.QuotaError) as err:
+    with pytest.raises(setup_errors.QuotaError) as err:
         aws.check_quota(fake_aws.boto_session, "ml.p4d.24xlarge", 1)
     msg = str(err.value)
     assert f"quota '{P4D}' is 0 and this job asks for 1 (AWS's default" in msg
@@ -450,13 +452,15 @@ def test_an_applied_quota_wins_over_the_default_and_codes_are_found_once(fake_aw
     check = aws.check_quota(fake_aws.boto_session, "ml.p4d.24xlarge", 2)
     assert (check.ok, check.limit, check.default, check.quota_code, check.in_use) == (True, 2, False, codes[P4D], 0)
     listed = len(fake_aws.calls_to("ListAWSDefaultServiceQuotas"))
-    with pytest.raises(aws.QuotaError, match=f"quota '{P4D}' is 2 and this job asks for 3.*at least 3"):
+    with pytest.raises(setup_errors.QuotaError, match=f"quota '{P4D}' is 2 and this job asks for 3.*at least 3"):
         aws.check_quota(fake_aws.boto_session, "ml.p4d.24xlarge", 3)
-    with pytest.raises(aws.QuotaError, match=f"quota '{P4D_SPOT}' is 0 and this job asks for 1 \\(AWS's default"):
+    with pytest.raises(
+        setup_errors.QuotaError, match=f"quota '{P4D_SPOT}' is 0 and this job asks for 1 \\(AWS's default"
+    ):
         aws.check_quota(fake_aws.boto_session, "ml.p4d.24xlarge", 1, spot=True)
     assert len(fake_aws.calls_to("ListAWSDefaultServiceQuotas")) == listed + 3  # only the spot code was looked up
     # a known code whose value was never raised: GetServiceQuota has none, the default comes from its own call
-    with pytest.raises(aws.QuotaError, match="AWS's default"):
+    with pytest.raises(setup_errors.QuotaError, match="AWS's default"):
         aws.check_quota(fake_aws.boto_session, "ml.p4d.24xlarge", 1, spot=True)
     assert fake_aws.request("GetAWSDefaultServiceQuota") == {"ServiceCode": "sagemaker", "QuotaCode": codes[P4D_SPOT]}
     assert aws.check_quota(fake_aws.boto_session, "ml.g5.2xlarge", 1) is None  # no such quota: the launch will say
@@ -470,7 +474,7 @@ def test_instances_held_by_running_jobs_count_against_the_quota(fake_aws):
     _create(fake_aws.boto_session, "erin-lab01-single", "ml.g5.2xlarge", 1)  # another type
     fake_aws.script_job(ScriptedJob(statuses=[("Completed", "Completed")]), "frank-lab02-done")
     _create(fake_aws.boto_session, "frank-lab02-done", "ml.p4d.24xlarge", 2)  # finished: holds nothing
-    with pytest.raises(aws.QuotaError) as err:
+    with pytest.raises(setup_errors.QuotaError) as err:
         aws.check_quota(fake_aws.boto_session, "ml.p4d.24xlarge", 2)
     msg = str(err.value)
     assert (
@@ -491,11 +495,11 @@ def test_instances_held_by_running_jobs_count_against_the_quota(fake_aws):
 
 def test_the_account_wide_instance_quota_counts_every_type_of_running_job(fake_aws):
     """Lab 05 alone asks for 3 instances per attendee: at an event the account-wide quota is hit first."""
-    every = aws.ACCOUNT_WIDE[False]
+    every = quotas.ACCOUNT_WIDE[False]
     codes = _script_quotas(fake_aws, {P4D: 0.0, every: 4.0}, applied={P4D: 8.0})
     _create(fake_aws.boto_session, "bob-lab05-file", "ml.g5.2xlarge", 1)
     _create(fake_aws.boto_session, "carol-lab05-fsx", "ml.g5.xlarge", 2)
-    with pytest.raises(aws.QuotaError) as err:
+    with pytest.raises(setup_errors.QuotaError) as err:
         aws.check_quota(fake_aws.boto_session, "ml.p4d.24xlarge", 2)  # the type's quota (8) has room
     msg = str(err.value)
     assert f"quota '{every}' is 4, 3 of them held by running training jobs" in msg and codes[every] in msg
@@ -507,7 +511,7 @@ def test_running_jobs_past_the_scan_limit_are_counted_and_said(fake_aws, monkeyp
     _script_quotas(fake_aws, {P4D: 0.0}, applied={P4D: 3.0})
     for name in ("a-lab02-x", "b-lab02-x", "c-lab02-x"):
         _create(fake_aws.boto_session, name, "ml.p4d.24xlarge", 1)
-    with pytest.raises(aws.QuotaError, match=r"held by running.*1 more running job\(s\) were not inspected"):
+    with pytest.raises(setup_errors.QuotaError, match=r"held by running.*1 more running job\(s\) were not inspected"):
         aws.check_quota(fake_aws.boto_session, "ml.p4d.24xlarge", 2)
     assert len(fake_aws.calls_to("DescribeTrainingJob")) == 2
 
@@ -531,7 +535,7 @@ def _create(
     """A training job as the helpers launch it: tagged with its attendee (the name's first word unless given)."""
     session.client("sagemaker").create_training_job(
         TrainingJobName=name,
-        RoleArn=aws_offline.ROLE_ARN,
+        RoleArn=offline_sandbox.ROLE_ARN,
         AlgorithmSpecification={"TrainingImage": "img", "TrainingInputMode": "File"},
         OutputDataConfig={"S3OutputPath": "s3://b/out"},
         ResourceConfig={"InstanceType": instance_type, "InstanceCount": count, "VolumeSizeInGB": 30},
@@ -585,7 +589,8 @@ def test_cleanup_stops_nothing_when_owners_cannot_be_confirmed(fake_aws):
     _create(fake_aws.boto_session, "alice-lab02-a")
     fake_aws.respond("ListTags", ClientErrorAnswer("AccessDeniedException", "no", 400))
     with pytest.raises(
-        aws.AwsSetupError, match="cannot read the tags of alice-lab02-a.*nothing was stopped.*sagemaker:ListTags"
+        setup_errors.AwsSetupError,
+        match="cannot read the tags of alice-lab02-a.*nothing was stopped.*sagemaker:ListTags",
     ):
         aws.cleanup("alice", boto_session=fake_aws.boto_session)
     assert not fake_aws.calls_to("StopTrainingJob")
@@ -593,6 +598,6 @@ def test_cleanup_stops_nothing_when_owners_cannot_be_confirmed(fake_aws):
 
 def test_cleanup_refuses_a_shared_login_name(fake_aws, monkeypatch):
     monkeypatch.setattr(aws.getpass, "getuser", lambda: "sagemaker-user")
-    with pytest.raises(aws.AwsSetupError, match="attendee='yourname'"):
+    with pytest.raises(setup_errors.AwsSetupError, match="attendee='yourname'"):
         aws.cleanup(boto_session=fake_aws.boto_session)
     assert fake_aws.calls == []

@@ -10,15 +10,15 @@ import pytest
 from conftest import REPO
 
 from helpers import lab
-from helpers.data import baseline, catalog
-from helpers.data.catalog import Row
+from helpers.data import baseline, catalog, catalog_files
+from helpers.data.titles import Row
 from helpers.planning import instances
 
 DATA = REPO / "data" / "catalog"
 
 
 def test_the_slice_is_the_generator_s_own_record_of_titles_with_a_modifier():
-    train, val, _ = catalog.load_split(DATA)
+    train, val, _ = catalog_files.load_split(DATA)
     marked = baseline.modifier_ids(DATA, val)
     assert marked <= {r.id for r in val}
     assert 0.2 < len(marked) / len(val) < 0.3  # COMPOUND_RATE, less the titles the generator emptied of nouns
@@ -29,7 +29,7 @@ def test_the_slice_is_the_generator_s_own_record_of_titles_with_a_modifier():
 
 def test_the_slice_of_a_sharded_catalogue_replays_each_shard(tmp_path):
     out = catalog.shards(tmp_path / "big", rows=2000, n_shards=3, vocab_size=200, tokenizer_rows=500)
-    _, val, _ = catalog.load_split(out)
+    _, val, _ = catalog_files.load_split(out)
     share = len(baseline.modifier_ids(out, val)) / len(val)
     assert 0.15 < share < 0.35
 
@@ -37,22 +37,22 @@ def test_the_slice_of_a_sharded_catalogue_replays_each_shard(tmp_path):
 def test_a_catalogue_the_generator_did_not_make_has_no_slice(tmp_path):
     src = tmp_path / "mine.csv"
     rows = [Row(f"r{i}", f"title {i} 원피스", cat) for i in range(20) for cat in ("a", "b")]
-    catalog.write_rows(src, rows)
+    catalog_files.write_rows(src, rows)
     out = catalog.from_csv(src, tmp_path / "mine", vocab_size=100)
-    with pytest.raises(catalog.CatalogError, match="generator"):
-        baseline.modifier_ids(out, catalog.load_split(out)[1])
+    with pytest.raises(catalog_files.CatalogError, match="generator"):
+        baseline.modifier_ids(out, catalog_files.load_split(out)[1])
 
 
 def test_an_edited_row_is_refused_by_name():
-    _, val, _ = catalog.load_split(DATA)
+    _, val, _ = catalog_files.load_split(DATA)
     edited = Row(val[0].id, val[0].title + " 니트", val[0].category)
-    with pytest.raises(catalog.CatalogError, match=val[0].id):
+    with pytest.raises(catalog_files.CatalogError, match=val[0].id):
         baseline.modifier_ids(DATA, [edited])
 
 
 def test_the_baseline_keeps_a_prediction_per_validation_row():
     result = baseline.tfidf_baseline(DATA, max_train_rows=3000)
-    _, val, labels = catalog.load_split(DATA)
+    _, val, labels = catalog_files.load_split(DATA)
     assert len(result.predictions) == len(val) and set(result.predictions) <= set(labels)
     assert sum(p == r.category for p, r in zip(result.predictions, val)) / len(val) == pytest.approx(result.accuracy)
 
@@ -84,7 +84,7 @@ def test_a_saved_model_is_read_back_as_train_py_saved_it(tmp_path):
     model.save_pretrained(tmp_path)  # what train.py's save() writes, beside its tokenizer and labels
     shutil.copy(tokenizer_file, tmp_path)
     (tmp_path / "labels.json").write_text(json.dumps(labels, ensure_ascii=False), encoding="utf-8")
-    titles = [r.title for r in catalog.load_split(DATA)[1][:40]]
+    titles = [r.title for r in catalog_files.load_split(DATA)[1][:40]]
     got = baseline.predict(tmp_path, titles, max_length=64, batch_size=16)  # batches padded to different widths
     with torch.no_grad():
         want = [
@@ -95,7 +95,7 @@ def test_a_saved_model_is_read_back_as_train_py_saved_it(tmp_path):
 
 
 def test_lab_01_s_real_target_is_the_catalogue_s_cheapest_with_a_bf16_gpu():
-    notebook = next(nb for nb in lab.discover() if nb.name.startswith("01_"))
+    notebook = next(nb for nb in lab.numbered_notebooks() if nb.name.startswith("01_"))
     cell = next(
         c
         for c in json.loads(notebook.read_text(encoding="utf-8"))["cells"]

@@ -13,24 +13,24 @@ from collections import Counter
 import pytest
 from conftest import REPO
 
-from helpers.data import catalog
-from helpers.data.catalog import CatalogError
+from helpers.data import catalog, catalog_files, taxonomy, titles
+from helpers.data.catalog_files import CatalogError
 
 
 def test_same_seed_same_rows_and_different_seed_different_rows():
-    a = list(catalog.generate_rows(500, seed=3))
-    assert a == list(catalog.generate_rows(500, seed=3))
-    assert a != list(catalog.generate_rows(500, seed=4))
+    a = list(titles.generate_rows(500, seed=3))
+    assert a == list(titles.generate_rows(500, seed=3))
+    assert a != list(titles.generate_rows(500, seed=4))
 
 
 def test_streams_start_anywhere_deterministically():
     # shards are generated independently from (seed, start): regenerating one shard gives the same rows
-    assert list(catalog.generate_rows(50, seed=1, start=1000)) == list(catalog.generate_rows(50, seed=1, start=1000))
+    assert list(titles.generate_rows(50, seed=1, start=1000)) == list(titles.generate_rows(50, seed=1, start=1000))
 
 
 @pytest.fixture(scope="module")
 def rows():
-    return list(catalog.generate_rows(20000, seed=0))
+    return list(titles.generate_rows(20000, seed=0))
 
 
 @pytest.mark.slow
@@ -49,13 +49,13 @@ def test_long_tail_across_verticals(rows):
     share = Counter(r.category.split(" > ")[0] for r in rows)
     assert share["fashion"] > 3 * share["beauty"] > 0 and share["beauty"] > share["life"] > 0
     leaves = Counter(r.category for r in rows)
-    assert len(leaves) == len(catalog.categories()) >= 40
+    assert len(leaves) == len(titles.categories()) >= 40
     assert max(leaves.values()) > 20 * min(leaves.values())
 
 
 def test_a_small_share_of_rows_is_ambiguous_or_mislabeled(rows):
     # a title naming another leaf's noun (and no noun of its own) is a mislabeled row
-    nouns = {leaf.path: set(leaf.ko + leaf.en + leaf.confusable) for leaf in catalog.LEAVES}
+    nouns = {leaf.path: set(leaf.ko + leaf.en + leaf.confusable) for leaf in taxonomy.LEAVES}
     names_own = sum(any(n in r.title for n in nouns[r.category]) for r in rows) / len(rows)
     assert 0.85 < names_own < 0.99
 
@@ -63,11 +63,11 @@ def test_a_small_share_of_rows_is_ambiguous_or_mislabeled(rows):
 def test_a_quarter_of_titles_name_a_second_product_as_a_modifier():
     """What lab 01's data section says: about 25% of titles carry another leaf's noun before (or, in English
     "A for B", after) their own head noun; the head decides the category."""
-    gen = catalog.TitleGenerator(7)
+    gen = titles.TitleGenerator(7)
     made = [gen.row(i) for i in range(8000)]
-    assert abs(gen.compounds / len(made) - catalog.COMPOUND_RATE) < 0.02
+    assert abs(gen.compounds / len(made) - titles.COMPOUND_RATE) < 0.02
     fors = [r.title for r in made if " for " in r.title]
-    heads = {leaf.path: leaf.en for leaf in catalog.LEAVES}
+    heads = {leaf.path: leaf.en for leaf in taxonomy.LEAVES}
     # in "A for B" the noun before "for" is the row's own (the few mislabeled rows aside)
     own = sum(
         any(t.split(" for ")[0].endswith(n) for n in heads[r.category]) for r in made for t in [r.title] if t in fors
@@ -78,8 +78,8 @@ def test_a_quarter_of_titles_name_a_second_product_as_a_modifier():
 
 @pytest.mark.slow
 def test_build_writes_a_stratified_split_and_a_tokenizer(small_catalog):
-    train, val, labels = catalog.load_split(small_catalog)
-    assert labels == catalog.categories()
+    train, val, labels = catalog_files.load_split(small_catalog)
+    assert labels == titles.categories()
     per_class_train, per_class_val = Counter(r.category for r in train), Counter(r.category for r in val)
     for c, n_val in per_class_val.items():
         total = n_val + per_class_train[c]
@@ -108,7 +108,7 @@ def test_the_tokenizer_is_the_same_from_one_process_to_the_next():
     and every word-inner piece listed up front is an ordinary token, not a special one."""
     script = (
         "from helpers.data import catalog\n"
-        "titles = [r.title for r in catalog.generate_rows(4000, 7, 0)]\n"
+        "titles = [r.title for r in titles.generate_rows(4000, 7, 0)]\n"
         "print(catalog.train_tokenizer(titles, 1500).to_str())\n"
     )
     runs = [
@@ -126,8 +126,8 @@ def test_shards_are_stratified_within_each_shard(tmp_path):
     out = catalog.shards(tmp_path / "big", rows=6000, n_shards=3, seed=1, vocab_size=1000, tokenizer_rows=2000)
     parts = sorted((out / "train").glob("part-*.csv"))
     assert len(parts) == 3 and len(sorted((out / "validation").glob("part-*.csv"))) == 3
-    manifest = catalog.load_manifest(out)
-    train, val, _ = catalog.load_split(out)
+    manifest = catalog_files.load_manifest(out)
+    train, val, _ = catalog_files.load_split(out)
     assert len(train) + len(val) == 6000 == manifest["train_rows"] + manifest["validation_rows"]
     assert 0.08 < len(val) / 6000 < 0.11
 
@@ -183,11 +183,11 @@ def test_a_failed_rebuild_keeps_the_previous_catalogue(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_from_csv_round_trip(tmp_path, small_catalog):
-    train, _, _ = catalog.load_split(small_catalog)
+    train, _, _ = catalog_files.load_split(small_catalog)
     src = tmp_path / "mine.csv"
-    catalog.write_rows(src, train)
+    catalog_files.write_rows(src, train)
     out = catalog.from_csv(src, tmp_path / "mine")
-    t2, v2, labels = catalog.load_split(out)
+    t2, v2, labels = catalog_files.load_split(out)
     assert len(t2) + len(v2) == len(train) and labels == sorted({r.category for r in train})
 
 
@@ -209,5 +209,5 @@ def test_shipped_catalogue_is_small_and_valid():
     root = DATA_DIR / "catalog"
     size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
     assert size < 5_000_000
-    train, val, labels = catalog.load_split(root)
-    assert len(train) > 20000 and len(val) > 2000 and len(labels) == len(catalog.categories())
+    train, val, labels = catalog_files.load_split(root)
+    assert len(train) > 20000 and len(val) > 2000 and len(labels) == len(titles.categories())

@@ -13,8 +13,8 @@ import sys
 import pytest
 from conftest import REPO
 
-from helpers.data import catalog
-from helpers.data.catalog import CatalogError
+from helpers.data import catalog, catalog_files
+from helpers.data.catalog_files import CatalogError
 
 from catalog_data import DataError, read_channel, read_labels  # noqa: E402
 
@@ -84,7 +84,7 @@ def test_rebuilding_a_catalogue_or_building_into_an_empty_directory_works(tmp_pa
     catalog.from_csv(src, out, seed=0, vocab_size=100)
     write_csv(src, ROWS + [["extra", "레드 원피스", LABELS[0]]])
     catalog.from_csv(src, out, seed=1, vocab_size=100)  # as the Makefile and labs rebuild data/catalog
-    assert catalog.load_manifest(out)["rows"] == len(ROWS) + 1
+    assert catalog_files.load_manifest(out)["rows"] == len(ROWS) + 1
 
 
 # ---------------------------------------------------------------------------------------------- encodings
@@ -97,7 +97,7 @@ def test_csv_not_in_utf8_names_file_line_byte_and_iconv(tmp_path, encoding, titl
     src = write_csv(tmp_path / "mine.csv", [["1", "ok", "dress"], ["2", title, "dress"]], encoding=encoding)
     byte = len(b"id,title,category\r\n1,ok,dress\r\n2,") + first_bad
     with pytest.raises(CatalogError, match=rf"mine\.csv, line 3 \(byte {byte}\): not UTF-8.*iconv -f cp949 -t utf-8"):
-        catalog.read_rows(src)
+        catalog_files.read_rows(src)
 
 
 def test_from_csv_command_reports_a_cp949_file_in_one_line_without_traceback(tmp_path):
@@ -117,7 +117,7 @@ def test_from_csv_command_reports_a_cp949_file_in_one_line_without_traceback(tmp
 def test_byte_order_mark_is_not_part_of_the_first_column(tmp_path):
     src = write_csv(tmp_path / "mine.csv", encoding="utf-8-sig")  # Excel's "CSV UTF-8"
     assert src.read_bytes().startswith(b"\xef\xbb\xbfid,")
-    assert catalog.read_rows(src)[0].id == "p0"
+    assert catalog_files.read_rows(src)[0].id == "p0"
     make_channel(tmp_path / "train", encoding="utf-8-sig")
     catalog.check_channel(tmp_path / "train")
     titles, targets = read_channel(tmp_path / "train", LABELS)
@@ -144,7 +144,7 @@ def test_broken_labels_json_names_the_file_and_the_rebuild(tmp_path, case):
     labels.unlink() if text is None else labels.write_text(text, encoding="utf-8")
     expected = rf"{re.escape(str(labels))}: {problem}.*python -m helpers.data.catalog build"
     with pytest.raises(CatalogError, match=expected):
-        catalog.load_split(tmp_path / "cat")
+        catalog_files.load_split(tmp_path / "cat")
     with pytest.raises(DataError, match=expected):
         read_labels(train)
     if text is not None:  # without labels.json a channel is checked as a validation channel

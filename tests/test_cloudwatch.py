@@ -11,7 +11,7 @@ import pytest
 
 matplotlib.use("Agg")
 
-from helpers.aws import cloudwatch
+from helpers.aws import cloudwatch, offline_sandbox
 from helpers.aws import offline as aws_offline  # noqa: E402
 
 JOB = "alice-lab07-fixed-20261122120000"  # <attendee>-<lab job name>-<YYYYmmddHHMMSS>, as ModelTrainer names it
@@ -43,7 +43,7 @@ def describe(params, start: dt.datetime = T0):
         "ResourceConfig": {"InstanceType": "ml.g5.12xlarge", "InstanceCount": 2, "VolumeSizeInGB": 50},
         "AlgorithmSpecification": {"TrainingInputMode": "File", "TrainingImage": "img"},
         "ModelArtifacts": {"S3ModelArtifacts": "s3://b/m.tar.gz"},
-        "RoleArn": aws_offline.ROLE_ARN,
+        "RoleArn": offline_sandbox.ROLE_ARN,
         "StoppingCondition": {"MaxRuntimeInSeconds": 3600},
         "OutputDataConfig": {"S3OutputPath": "s3://b/o"},
     }
@@ -101,7 +101,7 @@ def recorded():
 
 
 def test_metrics_are_fetched_per_host_and_read_per_unit(recorded):
-    with aws_offline.network_guard() as attempts:
+    with offline_sandbox.network_guard() as attempts:
         m = cloudwatch.job_metrics(JOB, session=recorded)
     assert not attempts
     assert m.instance_type == "ml.g5.12xlarge" and m.hosts == ["algo-1", "algo-2"]

@@ -211,13 +211,13 @@ def test_drill_refuses_a_job_that_does_not_checkpoint_before_launching(tmp_path)
 
 
 def test_expected_time_without_interruptions_is_the_work_plus_saving():
-    a = spot.Assumptions(interruptions_per_hour=0, save_s=36)
+    a = spot.SpotAssumptions(interruptions_per_hour=0, save_s=36)
     assert spot.expected_hours(10, 1.0, a) == pytest.approx(10 + 10 * 0.01)
     assert spot.expected_hours(10, None, a) == 10
 
 
 def test_checkpoints_beat_restarting_from_scratch_and_youngs_interval_is_near_the_best():
-    a = spot.Assumptions(interruptions_per_hour=0.2, save_s=60, restart_s=300)
+    a = spot.SpotAssumptions(interruptions_per_hour=0.2, save_s=60, restart_s=300)
     never = spot.expected_hours(20, None, a)
     best = spot.best_interval_h(a)
     x, y = spot.interval_curve(20, a, points=400)
@@ -225,12 +225,12 @@ def test_checkpoints_beat_restarting_from_scratch_and_youngs_interval_is_near_th
     assert spot.expected_hours(20, best, a) == pytest.approx(min(y), rel=0.01)
     assert spot.expected_hours(20, best, a) < spot.expected_hours(20, best / 8, a)
     assert spot.expected_hours(20, best, a) < spot.expected_hours(20, best * 8, a)
-    notice = spot.Assumptions(interruptions_per_hour=0.2, save_s=60, restart_s=300, saves_on_notice=True)
+    notice = spot.SpotAssumptions(interruptions_per_hour=0.2, save_s=60, restart_s=300, saves_on_notice=True)
     assert spot.expected_hours(20, 4.0, notice) < spot.expected_hours(20, 4.0, a)
 
 
 def test_rework_table_prices_the_catalogue_and_spot_can_lose_its_discount():
-    rows = spot.rework("ml.p4d.24xlarge", 24, a=spot.Assumptions(saving=0.3, interruptions_per_hour=0.5))
+    rows = spot.rework("ml.p4d.24xlarge", 24, a=spot.SpotAssumptions(saving=0.3, interruptions_per_hour=0.5))
     assert rows[0]["on-demand $"] == pytest.approx(24 * 25.2513, abs=0.01)
     never = rows[-1]
     assert never["checkpoint every"] == "never" and never["spot $"] > never["on-demand $"]  # spot costs MORE
@@ -241,8 +241,8 @@ def test_rework_table_prices_the_catalogue_and_spot_can_lose_its_discount():
     assert [r["instance"] for r in table] == ["ml.g5.2xlarge", "ml.p4d.24xlarge"]
     assert table[0]["on-demand $"] == pytest.approx(15.2) and table[0]["price as of"]
     with pytest.raises(ValueError, match="saving"):
-        spot.Assumptions(saving=1.2)
-    assert math.isinf(spot.best_interval_h(spot.Assumptions(interruptions_per_hour=0)))
+        spot.SpotAssumptions(saving=1.2)
+    assert math.isinf(spot.best_interval_h(spot.SpotAssumptions(interruptions_per_hour=0)))
 
 
 def test_spot_job_dry_run_has_managed_spot_stopping_condition_and_checkpoint_config():

@@ -12,7 +12,7 @@ from conftest import REPO
 
 from helpers import exercises, lab
 
-LABS = lab.discover()
+LABS = lab.numbered_notebooks()
 
 
 @pytest.fixture

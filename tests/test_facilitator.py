@@ -14,10 +14,10 @@ import pytest
 from cfnlint.decode import cfn_yaml
 from conftest import REPO
 
-from helpers.aws import account
+from helpers.aws import account, offline_sandbox, settings, setup_errors
 from helpers.aws import offline as aws_offline
-from helpers.facilitator import workshop
-from helpers.run_labs import discover
+from helpers.facilitator import lab_targets, studio_sizing, workshop
+from helpers.lab import numbered_notebooks
 
 GUIDE = REPO / "docs" / "facilitator.md"
 TEMPLATE = REPO / "infra" / "workshop-account.yaml"
@@ -26,7 +26,7 @@ TEMPLATE = REPO / "infra" / "workshop-account.yaml"
 @pytest.fixture
 def no_studio(monkeypatch, tmp_path):
     monkeypatch.setattr(account, "STUDIO_METADATA", tmp_path / "no-such-metadata.json")
-    for name in (account.ATTENDEE_ENV, account.BUCKET_ENV, *account.ROLE_ENV):
+    for name in (settings.ATTENDEE_ENV, settings.BUCKET_ENV, *settings.ROLE_ENV):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -42,9 +42,9 @@ def test_the_guide_s_generated_blocks_are_what_the_helpers_compute():
     assert text == workshop.render(text), "run: python -m helpers.facilitator.workshop --write docs/facilitator.md"
 
 
-@pytest.mark.parametrize("target", workshop.TARGETS, ids=lambda t: f"{t.lab}-{t.parameter}")
+@pytest.mark.parametrize("target", lab_targets.TARGETS, ids=lambda t: f"{t.lab}-{t.parameter}")
 def test_each_lab_defaults_to_the_guide_s_real_target(target):
-    notebook = next(nb for nb in discover() if nb.name.startswith(target.lab))
+    notebook = next(nb for nb in numbered_notebooks() if nb.name.startswith(target.lab))
     params = _parameters(notebook)
     assert params[target.parameter] == target.instance_type
     if "instance_count" in params and target.parameter == "real_target":
@@ -67,7 +67,7 @@ def test_the_template_makes_what_the_labs_need():
     t = cfn_yaml.loads(TEMPLATE.read_text(encoding="utf-8"))
     r = t["Resources"]
     trust = r["ExecutionRole"]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
-    assert account.trusts_sagemaker({"Statement": trust})
+    assert settings.trusts_sagemaker({"Statement": trust})
     rules = r["WorkshopBucket"]["Properties"]["LifecycleConfiguration"]["Rules"]
     assert rules[0]["Status"] == "Enabled" and "ExpirationInDays" in rules[0]
     ports = {
@@ -78,7 +78,7 @@ def test_the_template_makes_what_the_labs_need():
     assert {(988, 988), (1018, 1023)} <= ports  # Lustre
     assert r["S3Endpoint"]["Properties"]["VpcEndpointType"] == "Gateway"
     assert all("Condition" in v for k, v in r.items() if k not in ("WorkshopBucket", "ExecutionRole"))  # options
-    assert set(t["Outputs"]) == set(account.STACK_OUTPUTS)
+    assert set(t["Outputs"]) == set(settings.STACK_OUTPUTS)
 
 
 TWIN = {
@@ -93,7 +93,7 @@ TWIN = {
 def test_the_studio_section_shows_the_twin_s_figures(tmp_path):
     report = tmp_path / "studio-twin.json"
     report.write_text(json.dumps(TWIN))
-    text = workshop.studio_twin_markdown(report)
+    text = studio_sizing.studio_twin_markdown(report)
     assert "SageMaker Distribution 4.4.1 (stand-ins: torch 2.13 CPU for the image's 2.8)" in text
     assert "`make studio` took 12.3 s and added 45.6 MB" in text
     assert "| 01 | 30.1 s | 900 MB |" in text and "| 02 | 41.0 s | 1,250 MB |" in text
@@ -103,7 +103,7 @@ def test_the_studio_section_shows_the_twin_s_figures(tmp_path):
 def test_the_studio_section_takes_a_partial_report_or_the_twin_s_own_form(tmp_path):
     report = tmp_path / "studio-twin.json"
     report.write_text(json.dumps({"labs": {"03": {"seconds": 9.5}}}))
-    text = workshop.studio_twin_markdown(report)
+    text = studio_sizing.studio_twin_markdown(report)
     assert "an unnamed image" in text and "took not measured" in text and "| 03 | 9.5 s | not measured |" in text
     own = {
         "image": "SageMaker Distribution 4.4.1",
@@ -112,13 +112,13 @@ def test_the_studio_section_takes_a_partial_report_or_the_twin_s_own_form(tmp_pa
         "labs": [{"lab": "05_input_modes", "status": "ok", "seconds": 70.2, "error": ""}],
     }
     report.write_text(json.dumps(own))
-    text = workshop.studio_twin_markdown(report)
+    text = studio_sizing.studio_twin_markdown(report)
     assert "(stand-ins: python: 3.11 here for the image's 3.12)" in text and "took 20.5 s and added 12.0 MB" in text
     assert "| 05 | 70.2 s | not measured |" in text
 
 
 def test_without_a_twin_report_the_studio_section_says_where_the_figures_come_from(tmp_path):
-    text = workshop.studio_twin_markdown(tmp_path / "no-report.json")
+    text = studio_sizing.studio_twin_markdown(tmp_path / "no-report.json")
     assert text.startswith("No measured figures yet") and "`make studio-twin`" in text
 
 
@@ -143,16 +143,16 @@ def test_the_helpers_accept_the_stack_s_outputs():
         {"OutputKey": "BucketName", "OutputValue": "workshop-111122223333-us-east-1"},
         {"OutputKey": "FileSystemId", "OutputValue": "fs-0123456789abcdef0"},
     ]
-    settings = account.settings_from_stack(outputs)
-    assert settings["WORKSHOP_ROLE_ARN"].endswith("workshop-ExecutionRole-AbC")
-    assert settings["WORKSHOP_BUCKET"] == "workshop-111122223333-us-east-1"
-    assert settings["lab 05: fsx_id"] == "fs-0123456789abcdef0"
-    with pytest.raises(account.AwsSetupError, match="no RoleArn output"):
-        account.settings_from_stack(outputs[1:])
+    found = settings.settings_from_stack(outputs)
+    assert found["WORKSHOP_ROLE_ARN"].endswith("workshop-ExecutionRole-AbC")
+    assert found["WORKSHOP_BUCKET"] == "workshop-111122223333-us-east-1"
+    assert found["lab 05: fsx_id"] == "fs-0123456789abcdef0"
+    with pytest.raises(setup_errors.AwsSetupError, match="no RoleArn output"):
+        settings.settings_from_stack(outputs[1:])
 
 
 def test_stack_exports_reads_the_stack_offline():
-    with aws_offline.offline_environment(), aws_offline.network_guard() as attempts:
+    with offline_sandbox.offline_environment(), offline_sandbox.network_guard() as attempts:
         fake = aws_offline.OfflineAWS()
         fake.respond(
             "DescribeStacks",
@@ -170,14 +170,14 @@ def test_stack_exports_reads_the_stack_offline():
                 ]
             },
         )
-        text = account.stack_exports("event", boto_session=fake.boto_session)
+        text = settings.stack_exports("event", boto_session=fake.boto_session)
     assert not attempts
     assert "export WORKSHOP_ROLE_ARN=arn:aws:iam::111122223333:role/w" in text
     assert "export WORKSHOP_BUCKET=event-bucket" in text
 
 
 def test_stored_objects_lists_then_deletes_only_this_attendee_s(no_studio, monkeypatch):
-    with aws_offline.offline_environment(), aws_offline.network_guard() as attempts:
+    with offline_sandbox.offline_environment(), offline_sandbox.network_guard() as attempts:
         fake = aws_offline.OfflineAWS()
         for key in ("alice/source/a.tar.gz", "alice/lab02/output/model.tar.gz", "alice-smith/x", "bob/y"):
             fake._put("event-bucket", key, 1000)
@@ -187,6 +187,6 @@ def test_stored_objects_lists_then_deletes_only_this_attendee_s(no_studio, monke
         gone = account.stored_objects("alice", bucket="event-bucket", boto_session=fake.boto_session, delete=True)
         assert gone.deleted and sorted(fake.objects["event-bucket"]) == ["alice-smith/x", "bob/y"]
         monkeypatch.setattr(account.getpass, "getuser", lambda: "sagemaker-user")  # Studio's login, no attendee
-        with pytest.raises(account.AwsSetupError, match="shared login"):
+        with pytest.raises(setup_errors.AwsSetupError, match="shared login"):
             account.stored_objects(bucket="event-bucket", boto_session=fake.boto_session)
     assert not attempts

@@ -16,11 +16,12 @@ import pytest
 from conftest import REPO
 
 from helpers import lab_time
-from helpers.aws import account
+from helpers.aws import account, offline_sandbox, quotas
 from helpers.aws import offline as aws_offline
 from helpers.aws.launch import LaunchOptions
-from helpers.aws.offline import ScriptedJob
-from helpers.facilitator import agenda, workshop
+from helpers.aws.offline_answers import ScriptedJob
+from helpers.facilitator import agenda, lab_targets, workshop
+from helpers.lab import registered
 from helpers.planning import instances
 
 GUIDE = REPO / "docs" / "facilitator.md"
@@ -28,9 +29,9 @@ GENERATED = re.compile(r"<!-- generated:([\w-]+) -->\n.*?<!-- /generated:\1 -->"
 
 
 # ---------------------------------------------------------------------------------------------- agendas
-@pytest.mark.parametrize("name", list(workshop.agendas()))
+@pytest.mark.parametrize("name", list(agenda.agendas()))
 def test_each_agenda_adds_up_and_names_where_its_minutes_come_from(name):
-    length, blocks = workshop.agendas()[name]
+    length, blocks = agenda.agendas()[name]
     assert sum(b.minutes for b in blocks) == length
     stated = agenda.lab_minutes()
     for b in blocks:
@@ -52,14 +53,14 @@ def test_each_agenda_adds_up_and_names_where_its_minutes_come_from(name):
 
 
 def test_the_90_minute_session_covers_the_arc_and_the_half_day_adds_model_parallelism_and_the_drill():
-    length, blocks = workshop.agendas()["90-minute session"]
+    length, blocks = agenda.agendas()["90-minute session"]
     whats = [b.what for b in blocks]
     lab01 = next(w for w in whats if w.startswith("`01_single_gpu`"))
     for kept in ("The training script", "Run it", "What came out"):  # the contract, a run, its result
         assert kept in [h for h, _ in agenda.sections("01")] and kept not in lab01
     assert any(w.startswith("`02_ddp`, core path") for w in whats)
     assert agenda.DEMO in whats and agenda.MAP in whats
-    half = [b.what for b in next(v for k, v in workshop.agendas().items() if k.startswith("half day"))[1]]
+    half = [b.what for b in next(v for k, v in agenda.agendas().items() if k.startswith("half day"))[1]]
     assert whats[:-1] == half[: len(whats) - 1]  # the arc first
     assert any(w.startswith("`04_model_parallel`, core path") for w in half)
     assert any(w.startswith("`06_spot_checkpoints`, core path") for w in half)
@@ -80,13 +81,13 @@ def test_a_trim_must_name_sections_the_lab_has():
 def test_a_lab_s_sections_add_up_to_its_core_estimate(lab):
     parts = agenda.sections(lab)
     assert parts[0][0] == "opening" and len(parts) > 3
-    total = lab_time.estimate(workshop._notebook(lab)).core.minutes
+    total = lab_time.estimate(registered(lab).notebook).core.minutes
     assert sum(m for _, m in parts) == pytest.approx(total)
 
 
 # ---------------------------------------------------------------------------------------------- "the cheapest"
 CLAIM = re.compile(r"the cheapest with at least (\d+) GPUs?((?:, (?:bf16|SMDDP|SMP v2))*)")
-LIBRARY = {v: k for k, v in workshop.LIBRARIES.items()}
+LIBRARY = {v: k for k, v in lab_targets.LIBRARIES.items()}
 
 
 def false_cheapest_claims(text: str, instance_type: str) -> list[str]:
@@ -105,10 +106,10 @@ def false_cheapest_claims(text: str, instance_type: str) -> list[str]:
 
 
 def test_no_typed_why_calls_an_instance_the_cheapest():
-    assert not [t for t in workshop.TARGETS if "cheapest" in t.why.lower()]
+    assert not [t for t in lab_targets.TARGETS if "cheapest" in t.why.lower()]
 
 
-@pytest.mark.parametrize("target", workshop.TARGETS, ids=lambda t: f"{t.lab}-{t.parameter}")
+@pytest.mark.parametrize("target", lab_targets.TARGETS, ids=lambda t: f"{t.lab}-{t.parameter}")
 def test_a_why_calls_a_type_the_cheapest_only_when_instances_cheapest_returns_it(target):
     assert not false_cheapest_claims(workshop.why(target), target.instance_type)
 
@@ -127,7 +128,7 @@ def test_the_guide_says_what_the_cheapest_bf16_types_cost_beside_each_real_targe
         best = instances.cheapest(gpus, bf16=True)
         assert f"| at least {gpus} GPU{'s' if gpus > 1 else ''}, bf16 | {best.name} " in block
         assert f"${best.price_per_hour:,.2f} |" in block
-    for t in workshop.TARGETS:
+    for t in lab_targets.TARGETS:
         spec, best = instances.lookup(t.instance_type), workshop.cheapest_for(t)
         row = next(line for line in block.splitlines() if line.startswith(f"| {t.lab} | {t.part} |"))
         assert f"{t.instance_type} ({spec.gpus} × {spec.gpu.model}), ${spec.price_per_hour:,.2f}/h" in row
@@ -143,15 +144,15 @@ def test_no_typed_line_of_the_guide_calls_an_instance_type_the_cheapest():
 def test_the_quota_tables_hold_the_account_wide_quotas_at_the_busiest_lab_s_instances():
     rows = {r["Service Quotas name (SageMaker)"]: r for r in workshop.quota_rows(30)}
     held: dict[tuple[str, bool], int] = {}
-    for t in workshop.TARGETS:
+    for t in lab_targets.TARGETS:
         if t.launch:
             held[t.lab, t.spot] = held.get((t.lab, t.spot), 0) + t.count
     for spot in (False, True):
         most = max(n for (_, s), n in held.items() if s == spot)
-        assert rows[account.ACCOUNT_WIDE[spot]]["value for 30 attendees"] == most * 30
-    assert held["05", False] == 3 and rows[account.ACCOUNT_WIDE[False]]["per attendee"] == "3 (lab 05)"
-    assert rows[account.ACCOUNT_WIDE[False]]["code"] == "L-00C91CB5"
-    assert rows[account.quota_name("ml.g6.12xlarge")]["value for 30 attendees"] == 60  # lab 02: 2 instances each
+        assert rows[quotas.ACCOUNT_WIDE[spot]]["value for 30 attendees"] == most * 30
+    assert held["05", False] == 3 and rows[quotas.ACCOUNT_WIDE[False]]["per attendee"] == "3 (lab 05)"
+    assert rows[quotas.ACCOUNT_WIDE[False]]["code"] == "L-00C91CB5"
+    assert rows[quotas.quota_name("ml.g6.12xlarge")]["value for 30 attendees"] == 60  # lab 02: 2 instances each
     assert not any("p4d" in name for name in rows)  # SMDDP and SMP stay dry runs: no P4 quota to ask for
 
 
@@ -162,7 +163,7 @@ def test_the_day_before_checks_cover_every_quota(monkeypatch):
         per_type = [n for _, _, n, _, t, s in needs if t and s == spot]
         assert not wide or max(per_type) >= wide[0]  # check_quota checks the account-wide one with that count
     monkeypatch.setattr(account, "_quota_codes", {})
-    with aws_offline.offline_environment(), aws_offline.network_guard() as attempts:
+    with offline_sandbox.offline_environment(), offline_sandbox.network_guard() as attempts:
         fake = aws_offline.OfflineAWS()
         monkeypatch.setattr(boto3, "Session", lambda *a, **k: fake.boto_session)
         exec(workshop.quota_check_code(), {})
@@ -179,14 +180,14 @@ def test_the_demo_launch_is_a_call_the_lab_s_names_and_run_job_take():
     params = workshop.lab_parameters(workshop.DEMO_LAB)
     assert {"target", "smoke", "budget_usd"} <= set(params)
     assert params["real_target"] == workshop.demo_target().instance_type
-    nb = workshop._notebook(workshop.DEMO_LAB).read_text(encoding="utf-8")
+    nb = registered(workshop.DEMO_LAB).notebook.read_text(encoding="utf-8")
     assert "jobs.run_job(job, target, launch=launch, budget_usd=budget_usd)" in nb
     assert workshop.DEMO_RUN_IT in [h for h, _ in agenda.sections(workshop.DEMO_LAB)]
 
 
 def test_the_room_code_shows_the_demo_s_log_and_billable_seconds(monkeypatch):
     name = "facilitator-lab01-single-20261201090000"
-    with aws_offline.offline_environment(), aws_offline.network_guard() as attempts:
+    with offline_sandbox.offline_environment(), offline_sandbox.network_guard() as attempts:
         fake = aws_offline.OfflineAWS()
         fake.jobs[name] = {
             "OutputDataConfig": {"S3OutputPath": "s3://event-bucket/facilitator/lab01"},

@@ -13,10 +13,13 @@ import pytest
 from conftest import TINY
 
 from helpers.aws import input_modes as aws_input_modes
+from helpers.aws import preflight
+from helpers.checks import findings
 from helpers.data import catalog
-from helpers.errors import JobSetupError
+from helpers.errors import JobCheckError
+from helpers.input_mode import MODES
 from helpers.job import Job
-from helpers.local import fastfile, input_modes, objectstore
+from helpers.local import fastfile, input_modes, objectstore, ports
 from helpers.local.input_modes import InputModeError
 from helpers.local.local_job import LocalJob
 from helpers.targets import Target
@@ -90,7 +93,7 @@ def seen(result) -> dict:
     return json.loads((result.model_dir / "probe.json").read_text())
 
 
-@pytest.mark.parametrize("mode", input_modes.MODES)
+@pytest.mark.parametrize("mode", list(MODES))
 def test_every_mode_presents_the_same_files_and_bytes(data, runner, probe_dir, mode):
     store, shards = data
     result = runner.run(probe_job(store, mode, probe_dir), CPU)
@@ -235,7 +238,7 @@ def test_one_object_can_be_a_channel_but_not_an_fsx_one(data, runner, probe_dir)
 
 def test_unreachable_or_unset_endpoint_is_refused(data, runner, probe_dir):
     store, _ = data
-    dead = f"http://127.0.0.1:{objectstore._free_ports(1)[0]}"
+    dead = f"http://127.0.0.1:{ports.free_ports(1)[0]}"
     with pytest.raises(InputModeError, match=f"cannot reach the object store at {dead}"):
         runner.prepare(
             Job(
@@ -269,9 +272,9 @@ def test_unreachable_or_unset_endpoint_is_refused(data, runner, probe_dir):
 
 def test_modes_other_than_the_three_and_local_directories_in_lazy_modes_are_refused(data, runner, probe_dir):
     store, shards = data
-    with pytest.raises(JobSetupError, match="Pipe mode is legacy"):  # the rule table's, before the store is asked
+    with pytest.raises(JobCheckError, match="Pipe mode is legacy"):  # the rule table's, before the store is asked
         runner.prepare(probe_job(store, "Pipe", probe_dir), CPU)
-    with pytest.raises(JobSetupError, match="needs an s3:// channel"):
+    with pytest.raises(JobCheckError, match="needs an s3:// channel"):
         runner.prepare(
             Job(
                 "x",
@@ -412,13 +415,12 @@ def test_real_channel_definitions_per_mode_in_the_dry_run(small_catalog):
 
 
 def test_fsx_preflight_wants_networking_and_a_mount_name():
-    from helpers.aws import sagemaker_jobs
 
     no_network = {k: v for k, v in FSX.items() if k not in ("subnets", "security_group_ids")}
     job = aws_input_modes.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, no_network)["FSx"]
-    with pytest.raises(sagemaker_jobs.FSxConfigError, match="988 and 1018-1023"):
-        sagemaker_jobs.preflight(job, "ml.g5.2xlarge")
-    with pytest.raises(sagemaker_jobs.FSxConfigError, match="988 and 1018-1023"):
+    with pytest.raises(findings.FSxConfigError, match="988 and 1018-1023"):
+        preflight.preflight(job, "ml.g5.2xlarge")
+    with pytest.raises(findings.FSxConfigError, match="988 and 1018-1023"):
         aws_input_modes.fsx_preflight(job)
     aws_input_modes.fsx_preflight(
         aws_input_modes.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, FSX)["FSx"]
@@ -430,10 +432,9 @@ def test_fsx_preflight_wants_networking_and_a_mount_name():
 def test_the_fsx_job_is_told_its_vpc_needs_s3_for_its_code_too():
     """In the file system's VPC, S3 is reached only through an endpoint or NAT, and the job's code channels (the
     source and the SDK's drivers) come from S3: an FSx job without that route never starts its script."""
-    from helpers.aws import sagemaker_jobs
 
     job = aws_input_modes.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, FSX)["FSx"]
-    notes = sagemaker_jobs.preflight(job, "ml.g5.2xlarge").notes
+    notes = preflight.preflight(job, "ml.g5.2xlarge").notes
     s3 = next(n for n in notes if "S3 VPC endpoint or a NAT gateway" in n)
     assert "code channels" in s3 and "sm_drivers" in s3
     assert any("PyPI" in n and "NAT gateway" in n for n in notes)  # pip: NAT, an S3 endpoint alone does not do

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from helpers import targets
+from helpers import errors, targets
 from helpers.contract import sdk_driver_dir
 from helpers.planning import instances
 
@@ -44,7 +44,7 @@ def test_nothing_close_lists_the_families():
 def test_targets_resolve_uses_the_catalogue():
     t = targets.resolve("ml.p4d.24xlarge")
     assert (t.gpus, t.cpus, t.is_local) == (8, 96, False)
-    with pytest.raises(targets.TargetError, match="ml.p4d.24xlarge"):  # UnknownInstanceType is a TargetError
+    with pytest.raises(errors.TargetError, match="ml.p4d.24xlarge"):  # UnknownInstanceType is a TargetError
         targets.resolve("ml.p4d.24xlarg")
 
 

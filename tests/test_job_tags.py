@@ -8,7 +8,8 @@ import botocore.session
 import pytest
 
 from helpers import job as jobs
-from helpers.aws import sagemaker_jobs
+from helpers.aws import preflight
+from helpers.errors import JobCheckError
 from helpers.job import Job
 
 
@@ -68,8 +69,8 @@ def test_a_list_of_tags_is_refused():
 
 
 def test_the_helpers_own_tag_keys_are_refused(data_channels):
-    with pytest.raises(sagemaker_jobs.PreflightError, match="workshop-attendee"):
-        sagemaker_jobs.preflight(Job("x", channels=data_channels, tags={"workshop-attendee": "bob"}), "ml.g5.2xlarge")
+    with pytest.raises(JobCheckError, match="workshop-attendee"):
+        preflight.preflight(Job("x", channels=data_channels, tags={"workshop-attendee": "bob"}), "ml.g5.2xlarge")
 
 
 @pytest.fixture

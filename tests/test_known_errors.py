@@ -9,7 +9,7 @@ import pytest
 from conftest import REPO
 
 from helpers import jobs, targets
-from helpers.aws import account, sagemaker_jobs
+from helpers.aws import account, preflight, settings
 from helpers.planning import cost
 
 GUIDE = REPO / "docs" / "facilitator.md"
@@ -18,7 +18,7 @@ CATALOG = jobs.catalog_channels(jobs.DATA_DIR / "catalog")
 
 def _shared_login(monkeypatch):
     monkeypatch.setattr(account, "STUDIO_METADATA", REPO / "no-such-metadata.json")
-    monkeypatch.delenv(account.ATTENDEE_ENV, raising=False)
+    monkeypatch.delenv(settings.ATTENDEE_ENV, raising=False)
     monkeypatch.setattr(account.getpass, "getuser", lambda: "sagemaker-user")
     account.stored_objects(bucket="event-bucket")
 
@@ -31,13 +31,13 @@ TRIGGERS = {  # a distinctive part of the row's message -> what produces it
         targets.resolve("local_gpu"),
     ),
     "target 'sagemaker'": lambda mp: targets.resolve("sagemaker"),
-    "bare role name": lambda mp: account.require_role_arn("MyRole"),
+    "bare role name": lambda mp: settings.require_role_arn("MyRole"),
     "shared login name": _shared_login,
-    "SMDDP does not run": lambda mp: sagemaker_jobs.preflight(
+    "SMDDP does not run": lambda mp: preflight.preflight(
         jobs.Job("x", {}, CATALOG, distribution="smddp"), "ml.g5.12xlarge"
     ),
     "above the budget": lambda mp: cost.check_budget(cost.estimate("ml.p4d.24xlarge", 2, max_runtime_s=3600), 10),
-    "no option": lambda mp: sagemaker_jobs.preflight(jobs.Job("x", {"epochz": 2}, CATALOG), "ml.g5.xlarge"),
+    "no option": lambda mp: preflight.preflight(jobs.Job("x", {"epochz": 2}, CATALOG), "ml.g5.xlarge"),
 }
 
 

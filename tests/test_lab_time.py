@@ -10,7 +10,7 @@ from conftest import REPO
 
 from helpers import lab, lab_time
 
-LABS = lab.discover()
+LABS = lab.numbered_notebooks()
 
 
 def _lab(path, cells):

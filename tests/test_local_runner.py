@@ -13,11 +13,12 @@ import psutil
 import pytest
 from conftest import TINY
 
+from helpers.errors import JobCheckError, TargetError
 from helpers.job import Job, catalog_channels, parse_metric_line
 from helpers.jobs import run_job
 from helpers.local import runner as local_runner
-from helpers.local.runner import JobFailed, JobSetupError, LocalRunner
-from helpers.targets import Target, TargetError, resolve
+from helpers.local.runner import JobFailed, LocalRunner
+from helpers.targets import Target, resolve
 
 CPU = Target("local_cpu", "local_cpu", 0, 2)
 
@@ -104,7 +105,7 @@ def test_two_hosts_get_their_own_directories_and_ranks(runner, probe_dir, small_
 
 def test_missing_channel_fails_before_anything_is_written(runner, tmp_path):
     job = Job("nochan", {}, {"train": tmp_path / "nowhere"})
-    with pytest.raises(JobSetupError, match="channel 'train'.*missing or empty.*helpers.data.catalog build"):
+    with pytest.raises(JobCheckError, match="channel 'train'.*missing or empty.*helpers.data.catalog build"):
         runner.run(job, CPU)
     assert not (tmp_path / "jobs").exists()
 
@@ -112,7 +113,7 @@ def test_missing_channel_fails_before_anything_is_written(runner, tmp_path):
 def test_bad_hyperparameters_are_refused_before_anything_is_written(runner, small_catalog, tmp_path):
     job = Job("typo", {"epochs": 1, "bucket_by_lenght": True, "precision": "bf32"}, catalog_channels(small_catalog))
     with pytest.raises(
-        JobSetupError,
+        JobCheckError,
         match="train.py: no option 'bucket_by_lenght' .did you mean 'bucket_by_length'.."
         ": it would be ignored; precision='bf32' is not one of auto, fp32",
     ):
@@ -122,7 +123,7 @@ def test_bad_hyperparameters_are_refused_before_anything_is_written(runner, smal
 
 def test_more_processes_than_gpus_is_refused(runner, small_catalog):
     job = Job("toomany", {}, catalog_channels(small_catalog), processes_per_host=4)
-    with pytest.raises(JobSetupError, match="4 processes per host.*at most 1"):
+    with pytest.raises(JobCheckError, match="4 processes per host.*at most 1"):
         runner.run(job, Target("local_gpu", "local_gpu", 1, 8))
 
 
@@ -153,7 +154,7 @@ def test_local_gpu_without_a_gpu_is_refused(monkeypatch):
 
 def test_a_hub_checkpoint_is_refused_before_anything_runs(runner, small_catalog):
     job = Job("hub", {**TINY, "hub_checkpoint": "distilbert-base-multilingual-cased"}, catalog_channels(small_catalog))
-    with pytest.raises(JobSetupError, match="local jobs never leave this machine: run it on an ml.. target"):
+    with pytest.raises(JobCheckError, match="local jobs never leave this machine: run it on an ml.. target"):
         runner.run(job, CPU)
     assert not (runner.runs_dir / "hub").exists()
 
@@ -249,7 +250,7 @@ def test_a_malformed_data_file_is_refused_before_anything_is_written(runner, sma
     shutil.copytree(small_catalog, bad)
     part = next((bad / "validation").glob("*.csv"))
     part.write_bytes(part.read_text(encoding="utf-8").encode("cp949", errors="replace"))
-    with pytest.raises(JobSetupError, match="channel 'validation': .*not UTF-8|channel 'validation': .*UTF-8"):
+    with pytest.raises(JobCheckError, match="channel 'validation': .*not UTF-8|channel 'validation': .*UTF-8"):
         runner.run(Job("badcsv", {"epochs": 1}, catalog_channels(bad)), CPU)
     assert not (tmp_path / "jobs").exists()
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from helpers import jobs
-from helpers.aws import sagemaker_jobs
+from helpers.aws import preflight, sagemaker_jobs
+from helpers.checks import findings
 from helpers.planning import memory
 
 import smp  # noqa: E402  (the container's SMP v2 path: the FSDP sharding it picks)
@@ -146,16 +147,16 @@ def smp_job(**smp):
 @pytest.mark.parametrize(
     "smp,target,error,match",
     [
-        ({"tensor_parallel_degree": 3}, "ml.p4d.24xlarge", sagemaker_jobs.ProcessCountError, "must divide the 8"),
-        ({"tensor_parallel_degree": 16}, "ml.p5.48xlarge", sagemaker_jobs.ProcessCountError, "must divide the 8"),
-        ({"hybrid_shard_degree": 3}, "ml.p4d.24xlarge", sagemaker_jobs.ProcessCountError, "hybrid_shard_degree=3"),
-        ({"pipeline_parallel_degree": 2}, "ml.p4d.24xlarge", sagemaker_jobs.ProcessCountError, "unknown SMP"),
-        ({"hybrid_shard_degree": 8}, "ml.g5.48xlarge", sagemaker_jobs.UnsupportedFeature, "SMP v2 does not run"),
+        ({"tensor_parallel_degree": 3}, "ml.p4d.24xlarge", findings.ProcessCountError, "must divide the 8"),
+        ({"tensor_parallel_degree": 16}, "ml.p5.48xlarge", findings.ProcessCountError, "must divide the 8"),
+        ({"hybrid_shard_degree": 3}, "ml.p4d.24xlarge", findings.ProcessCountError, "hybrid_shard_degree=3"),
+        ({"pipeline_parallel_degree": 2}, "ml.p4d.24xlarge", findings.ProcessCountError, "unknown SMP"),
+        ({"hybrid_shard_degree": 8}, "ml.g5.48xlarge", findings.UnsupportedFeature, "SMP v2 does not run"),
     ],
 )
 def test_smp_degrees_that_cannot_run_are_refused_before_launch(smp, target, error, match):
     with pytest.raises(error, match=match):
-        sagemaker_jobs.preflight(smp_job(**smp), target)
+        preflight.preflight(smp_job(**smp), target)
 
 
 @pytest.mark.slow

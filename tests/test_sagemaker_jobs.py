@@ -17,19 +17,22 @@ from dataclasses import replace
 
 import pytest
 
+from helpers import errors
 from helpers.aws import account as aws
-from helpers.aws import images
+from helpers.aws import images, launch, local_container, offline_sandbox, preflight, settings, setup_errors
 from helpers.aws import offline as aws_offline
 from helpers.aws import sagemaker_jobs as sj
 from helpers.aws.build import source_tarball
 from helpers.aws.dry_run import REQUESTS_ENV, DryRun
 from helpers.aws.launch import LaunchedJob
-from helpers.aws.offline import ClientErrorAnswer, ScriptedJob
+from helpers.aws.offline_answers import ClientErrorAnswer, ScriptedJob
+from helpers.checks import findings
+from helpers.errors import JobCheckError
 from helpers.job import METRIC_NAMES, SOURCE_DIR, Job
 from helpers.planning import cost, instances
 
-ROLE = aws_offline.ROLE_ARN
-BUCKET = aws_offline.BUCKET
+ROLE = offline_sandbox.ROLE_ARN
+BUCKET = offline_sandbox.BUCKET
 
 
 @pytest.fixture
@@ -46,9 +49,9 @@ def data(tmp_path):
 def no_studio(monkeypatch, tmp_path):
     monkeypatch.setattr(aws, "STUDIO_METADATA", tmp_path / "no-such-metadata.json")
     for name in (
-        aws.ATTENDEE_ENV,
-        aws.BUCKET_ENV,
-        *aws.ROLE_ENV,
+        settings.ATTENDEE_ENV,
+        settings.BUCKET_ENV,
+        *settings.ROLE_ENV,
         cost.BUDGET_ENV,
         REQUESTS_ENV,
         aws_offline.OFFLINE_ENV_FLAG,
@@ -68,9 +71,9 @@ def fake_aws(no_studio, monkeypatch):
     """The launch path: a boto3 session with (fake) credentials that sagemaker_jobs treats as real AWS."""
     monkeypatch.setattr(aws, "_quota_codes", {})  # quota codes a test scripted stay in that test
     with (
-        aws_offline.offline_environment(),
-        aws_offline.network_guard() as attempts,
-        aws_offline.config_validated_once(),
+        offline_sandbox.offline_environment(),
+        offline_sandbox.network_guard() as attempts,
+        offline_sandbox.config_validated_once(),
     ):
         yield aws_offline.OfflineAWS()
     assert not attempts, f"something tried the network: {attempts}"
@@ -285,7 +288,7 @@ def test_the_sdk_pitfall_a_plain_string_source_is_file_mode(offline):
         compute=Compute(instance_type="ml.g5.2xlarge"),
         input_data_config=[InputData(channel_name="train", data_source="s3://b/train/")],
     )
-    with aws_offline.config_validated_once():
+    with offline_sandbox.config_validated_once():
         trainer.train(wait=False, logs=False)
     assert channel(offline.request("CreateTrainingJob"), "train")["InputMode"] == "File"
 
@@ -335,7 +338,7 @@ def test_fsx_channel_with_its_vpc(offline, data):
     s3 = next(n for n in d.plan.notes if "S3 VPC endpoint or a NAT gateway" in n)
     assert "code channels" in s3 and "sm_drivers" in s3
     assert any("NAT gateway" in n and "requirements.txt" in n for n in d.plan.notes)
-    smddp = sj.preflight(replace(job, distribution="smddp", instance_count=2), "ml.p4d.24xlarge")
+    smddp = preflight.preflight(replace(job, distribution="smddp", instance_count=2), "ml.p4d.24xlarge")
     assert any("sourcedir.tar.gz" in n and "S3 VPC endpoint" in n for n in smddp.notes)
 
 
@@ -364,7 +367,7 @@ def test_secret_looking_hyperparameters_are_refused_before_any_call(offline, dat
     src = tmp_path / "src"  # a script that takes a secret-looking option
     src.mkdir()
     (src / "train.py").write_text("import argparse\np = argparse.ArgumentParser()\np.add_argument('--hf_token')\n")
-    with pytest.raises(sj.PreflightError, match="hf_token look like secrets.*DescribeTrainingJob.*Secrets Manager"):
+    with pytest.raises(JobCheckError, match="hf_token look like secrets.*DescribeTrainingJob.*Secrets Manager"):
         dry(Job("lab01-single", {"hf_token": "hf_abc123"}, data, source_dir=src), "ml.g5.2xlarge")
     assert offline.calls == []
 
@@ -394,7 +397,7 @@ def test_the_dry_run_shows_request_cost_and_uploads(offline, data, capsys):
     assert d.request["Environment"]["WANDB_API_KEY"] == "k-1"  # ...but sent as given
     assert d.over_budget and d.history == [] and d.metrics == {}
     assert "<details>" in d._repr_html_() and "k-1" not in d._repr_html_()
-    with pytest.raises(sj.LaunchRefused, match="placeholder"):
+    with pytest.raises(launch.LaunchRefused, match="placeholder"):
         d.launch()
 
 
@@ -446,8 +449,8 @@ def test_a_dry_run_with_an_account_not_ready_to_launch_still_shows_the_request(f
 
 def test_headless_without_credentials_the_dry_run_uses_placeholders(no_studio, data, capsys):
     """No offline block, no credentials: the learner still sees the request, and what a launch will need."""
-    with aws_offline.offline_environment(), aws_offline.network_guard() as attempts:
-        for key in aws_offline.FAKE_CREDENTIALS:  # offline_environment puts them back afterwards
+    with offline_sandbox.offline_environment(), offline_sandbox.network_guard() as attempts:
+        for key in offline_sandbox.FAKE_CREDENTIALS:  # offline_environment puts them back afterwards
             os.environ.pop(key)
         d = sj.run(Job("lab01-single", {}, data), "ml.g5.2xlarge", attendee="alice")
     assert not attempts
@@ -465,10 +468,17 @@ ERRORS = [
         dict(distribution="smddp"),
         "ml.p5.48xlarge",
         {},
-        sj.UnsupportedFeature,
+        findings.UnsupportedFeature,
         "supports only ml.p4d.24xlarge, ml.p4de.24xlarge, ml.p3dn.24xlarge",
     ),
-    ("smddp on g5", dict(distribution="smddp"), "ml.g5.48xlarge", {}, sj.UnsupportedFeature, "distribution='torchrun'"),
+    (
+        "smddp on g5",
+        dict(distribution="smddp"),
+        "ml.g5.48xlarge",
+        {},
+        findings.UnsupportedFeature,
+        "distribution='torchrun'",
+    ),
     (
         "smddp, image without it",
         dict(
@@ -477,7 +487,7 @@ ERRORS = [
         ),
         "ml.p4d.24xlarge",
         {},
-        sj.UnsupportedFeature,
+        findings.UnsupportedFeature,
         "does not ship SMDDP",
     ),
     (
@@ -485,16 +495,16 @@ ERRORS = [
         dict(distribution="smp", image_uri="123.dkr.ecr.us-east-1.amazonaws.com/mine:1"),
         "ml.p4d.24xlarge",
         {},
-        sj.UnsupportedFeature,
+        findings.UnsupportedFeature,
         "SMP image",
     ),
-    ("smp on g5", dict(distribution="smp"), "ml.g5.48xlarge", {}, sj.UnsupportedFeature, "ml.p4d.24xlarge"),
+    ("smp on g5", dict(distribution="smp"), "ml.g5.48xlarge", {}, findings.UnsupportedFeature, "ml.p4d.24xlarge"),
     (
         "smp degrees",
         dict(distribution="smp", smp={"tensor_parallel_degree": 3}),
         "ml.p4d.24xlarge",
         {},
-        sj.ProcessCountError,
+        findings.ProcessCountError,
         "must divide the 8 GPUs of the cluster",
     ),
     (
@@ -505,7 +515,7 @@ ERRORS = [
         ),
         "ml.p4d.24xlarge",
         {},
-        sj.FSxConfigError,
+        findings.FSxConfigError,
         "needs subnets.*ports 988 and 1018-1023.*S3 VPC endpoint or NAT for everything.*code channels.*sm_drivers",
     ),
     (
@@ -516,7 +526,7 @@ ERRORS = [
         ),
         "ml.p4d.24xlarge",
         {},
-        sj.FSxConfigError,
+        findings.FSxConfigError,
         "needs security_group_ids",
     ),
     (
@@ -524,37 +534,37 @@ ERRORS = [
         dict(spot=True, checkpoints=True, max_runtime_s=3600, max_wait_s=1800),
         "ml.g5.2xlarge",
         {},
-        sj.SpotConfigError,
+        findings.SpotConfigError,
         "max_wait_s >= 3600",
     ),
-    ("spot without checkpoints", dict(spot=True), "ml.g5.2xlarge", {}, sj.SpotConfigError, "checkpoints=True"),
-    ("max wait without spot", dict(max_wait_s=9000), "ml.g5.2xlarge", {}, sj.SpotConfigError, "spot=True"),
+    ("spot without checkpoints", dict(spot=True), "ml.g5.2xlarge", {}, findings.SpotConfigError, "checkpoints=True"),
+    ("max wait without spot", dict(max_wait_s=9000), "ml.g5.2xlarge", {}, findings.SpotConfigError, "spot=True"),
     (
         "more processes than gpus",
         dict(processes_per_host=8),
         "ml.g5.12xlarge",
         {},
-        sj.ProcessCountError,
+        findings.ProcessCountError,
         "has 4 GPU.*at most 4",
     ),
-    ("pipe mode", dict(input_mode="Pipe"), "ml.g5.2xlarge", {}, sj.ChannelError, "FastFile"),
-    ("reserved channel", dict(channels={"code": "s3://b/c/"}), "ml.g5.2xlarge", {}, sj.ChannelError, "reserved"),
+    ("pipe mode", dict(input_mode="Pipe"), "ml.g5.2xlarge", {}, findings.ChannelError, "FastFile"),
+    ("reserved channel", dict(channels={"code": "s3://b/c/"}), "ml.g5.2xlarge", {}, findings.ChannelError, "reserved"),
     (
         "bare role name",
         dict(),
         "ml.g5.2xlarge",
         {"role": "MySageMakerRole"},
-        aws.RoleError,
+        setup_errors.RoleError,
         "arn:aws:iam::<account-id>:role/MySageMakerRole",
     ),
-    ("malformed bucket", dict(), "ml.g5.2xlarge", {"bucket": "My_Bucket"}, aws.BucketError, "bucket name"),
-    ("a local target", dict(), "local_cpu", {}, sj.TargetError, "run_job"),
+    ("malformed bucket", dict(), "ml.g5.2xlarge", {"bucket": "My_Bucket"}, setup_errors.BucketError, "bucket name"),
+    ("a local target", dict(), "local_cpu", {}, errors.TargetError, "run_job"),
     (
         "smddp with another backend",
         dict(distribution="smddp", hyperparameters={"backend": "nccl"}),
         "ml.p4d.24xlarge",
         {},
-        sj.PreflightError,
+        JobCheckError,
         "set it to 'smddp'",
     ),
     (
@@ -562,7 +572,7 @@ ERRORS = [
         dict(hyperparameters={"bucket_by_lenght": True}),
         "ml.g5.2xlarge",
         {},
-        sj.PreflightError,
+        JobCheckError,
         "no option 'bucket_by_lenght' \\(did you mean 'bucket_by_length'\\?\\): it would be ignored",
     ),
     (
@@ -570,7 +580,7 @@ ERRORS = [
         dict(hyperparameters={"precision": "fp16"}),
         "ml.c5.2xlarge",
         {},
-        sj.UnsupportedFeature,
+        findings.UnsupportedFeature,
         "needs a GPU",
     ),
     (
@@ -578,7 +588,7 @@ ERRORS = [
         dict(hyperparameters={"batch_size": "lots"}),
         "ml.g5.2xlarge",
         {},
-        sj.PreflightError,
+        JobCheckError,
         "batch_size='lots' is not an int",
     ),
 ]
@@ -594,20 +604,20 @@ def test_preflight_errors_name_the_fix_before_any_aws_call(offline, data, case, 
 
 def test_a_malformed_data_file_is_refused_before_any_upload(offline, data):
     (data["train"] / "part-00000.csv").write_text("id,name\n1,t1\n")  # no title or category column
-    with pytest.raises(sj.ChannelError, match="channel 'train': .*part-00000.csv.*category"):
+    with pytest.raises(findings.ChannelError, match="channel 'train': .*part-00000.csv.*category"):
         dry(Job("lab-x", {}, data), "ml.g5.2xlarge")
     assert offline.calls == []
 
 
 def test_missing_channel_directory(offline, tmp_path):
-    with pytest.raises(sj.ChannelError, match="helpers.data.catalog build"):
+    with pytest.raises(findings.ChannelError, match="helpers.data.catalog build"):
         dry(Job("lab-x", {}, {"train": tmp_path / "nowhere"}), "ml.g5.2xlarge")
     assert offline.calls == []
 
 
 # ---------------------------------------------------------------------------------------------------- launch: refusals
 def test_launch_inside_an_offline_block_is_refused(offline, data):
-    with pytest.raises(sj.LaunchRefused, match="offline"):
+    with pytest.raises(launch.LaunchRefused, match="offline"):
         dry(Job("lab-x", {}, data), "ml.g5.2xlarge", launch=True, budget_usd=100)
     assert offline.calls == []
 
@@ -627,11 +637,11 @@ def test_budget_from_the_environment(fake_aws, data, monkeypatch):
 
 
 def test_no_credentials_refuses_before_any_call(no_studio, data):
-    with aws_offline.offline_environment(), aws_offline.network_guard() as attempts:
-        for key in aws_offline.FAKE_CREDENTIALS:
+    with offline_sandbox.offline_environment(), offline_sandbox.network_guard() as attempts:
+        for key in offline_sandbox.FAKE_CREDENTIALS:
             os.environ.pop(key)  # offline_environment puts them back afterwards
         off = aws_offline.OfflineAWS(credentials=False)
-        with pytest.raises(aws.NoCredentials, match="aws configure"):
+        with pytest.raises(setup_errors.NoCredentials, match="aws configure"):
             sj.run(
                 Job("lab-x", {}, data),
                 "ml.g5.2xlarge",
@@ -645,7 +655,7 @@ def test_no_credentials_refuses_before_any_call(no_studio, data):
 
 
 def test_bare_role_name_refuses_a_launch_before_any_call(fake_aws, data):
-    with pytest.raises(aws.RoleError, match="full ARN"):
+    with pytest.raises(setup_errors.RoleError, match="full ARN"):
         sj.run(
             Job("lab-x", {}, data),
             "ml.g5.2xlarge",
@@ -660,7 +670,7 @@ def test_bare_role_name_refuses_a_launch_before_any_call(fake_aws, data):
 
 def test_a_missing_bucket_refuses_before_anything_is_written(fake_aws, data):
     fake_aws.respond("HeadBucket", ClientErrorAnswer("404", "Not Found", 404))
-    with pytest.raises(aws.BucketError, match="aws s3 mb s3://no-such-bucket"):
+    with pytest.raises(setup_errors.BucketError, match="aws s3 mb s3://no-such-bucket"):
         sj.run(
             Job("lab-x", {}, data),
             "ml.g5.2xlarge",
@@ -682,14 +692,14 @@ def test_a_quota_too_low_refuses_before_anything_is_written(fake_aws, data):
     fake_aws.respond("ListAWSDefaultServiceQuotas", {"Quotas": [{**quota, "Value": 0.0}]})
     fake_aws.respond("GetServiceQuota", {"Quota": {**quota, "Value": 1.0}})  # raised from the default 0 to 1
     job = Job("lab03-smddp", {}, data, distribution="smddp", instance_count=2)
-    with pytest.raises(aws.QuotaError, match="is 1 and this job asks for 2"):
+    with pytest.raises(setup_errors.QuotaError, match="is 1 and this job asks for 2"):
         sj.run(job, "ml.p4d.24xlarge", launch=True, budget_usd=500, session=fake_aws.boto_session, attendee="alice")
     assert not fake_aws.calls_to("PutObject") and not fake_aws.calls_to("CreateTrainingJob")
 
 
 def test_a_shared_login_name_cannot_launch(fake_aws, data, monkeypatch):
     monkeypatch.setattr(aws.getpass, "getuser", lambda: "sagemaker-user")
-    with pytest.raises(aws.AwsSetupError, match="WORKSHOP_ATTENDEE"):
+    with pytest.raises(setup_errors.AwsSetupError, match="WORKSHOP_ATTENDEE"):
         sj.run(Job("lab-x", {}, data), "ml.g5.2xlarge", launch=True, budget_usd=10, session=fake_aws.boto_session)
     assert not fake_aws.calls_to("CreateTrainingJob")
 
@@ -762,7 +772,7 @@ def test_a_failed_job_raises_with_its_reason_and_log_tail(fake_aws, data):
             failure_reason="AlgorithmError: ExitCode 1",
         )
     )
-    with pytest.raises(sj.TrainingJobFailed) as err:
+    with pytest.raises(launch.TrainingJobFailed) as err:
         sj.run(
             Job("lab-x", {}, data),
             "ml.g5.2xlarge",
@@ -812,10 +822,10 @@ def test_a_dry_run_launches_with_its_own_options_and_refuses_unknown_ones(fake_a
         echo=False,
         poll_s=0,
     )
-    assert d.launch_options == sj.LaunchOptions(
+    assert d.launch_options == launch.LaunchOptions(
         budget_usd=5, attendee="alice", session=fake_aws.boto_session, echo=False, poll_s=0
     )
-    with pytest.raises(sj.UnknownOption, match="'wiat' for a SageMaker job; the options are budget_usd, attendee"):
+    with pytest.raises(launch.UnknownOption, match="'wiat' for a SageMaker job; the options are budget_usd, attendee"):
         d.launch(wiat=False)
     launched = d.launch(wait=False)  # the dry run's options, plus this one
     assert isinstance(launched, LaunchedJob) and launched.name.startswith("alice-lab-x-")
@@ -897,12 +907,12 @@ def test_which_images_ship_smddp(uri, has):
 @pytest.mark.parametrize("version", ["2.4.0", "2.5.1"])
 def test_preflight_takes_the_images_whose_dockerfile_installs_smddp_and_says_the_sources_disagree(data, version):
     image = f"763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:{version}-gpu-py311"
-    plan = sj.preflight(Job("lab03-smddp", {}, data, distribution="smddp", image_uri=image), "ml.p4d.24xlarge")
+    plan = preflight.preflight(Job("lab03-smddp", {}, data, distribution="smddp", image_uri=image), "ml.p4d.24xlarge")
     assert plan.image_uri == image
     note = next(n for n in plan.notes if "support table does not list it" in n)
     assert f"installs SMDDP {images.SMDDP_IN_DLC[version[:3]]}" in note
     assert "Dockerfile is what goes into the image" in note
-    default = sj.preflight(Job("lab03-smddp", {}, data, distribution="smddp"), "ml.p4d.24xlarge")
+    default = preflight.preflight(Job("lab03-smddp", {}, data, distribution="smddp"), "ml.p4d.24xlarge")
     assert not any("support table" in n for n in default.notes)  # 2.3.0: both sources list it
 
 
@@ -914,8 +924,8 @@ def test_the_refusal_names_every_image_that_ships_smddp(data):
         distribution="smddp",
         image_uri="763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.6.0-gpu-py312",
     )
-    with pytest.raises(sj.UnsupportedFeature) as err:
-        sj.preflight(job, "ml.p4d.24xlarge")
+    with pytest.raises(findings.UnsupportedFeature) as err:
+        preflight.preflight(job, "ml.p4d.24xlarge")
     assert "PyTorch 2.3.0 DLC" in str(err.value) and "PyTorch 2.4 or 2.5" in str(err.value)
 
 
@@ -945,12 +955,12 @@ def test_tensor_parallel_across_instances_is_advice_not_a_refusal(data):
         instance_count=2,
         smp={"tensor_parallel_degree": 16},
     )
-    plan = sj.preflight(job, "ml.p4d.24xlarge")
+    plan = preflight.preflight(job, "ml.p4d.24xlarge")
     assert any("tensor_parallel_degree=16" in n and "span instances" in n for n in plan.notes)
-    inside = sj.preflight(replace(job, smp={"tensor_parallel_degree": 8}), "ml.p4d.24xlarge")
+    inside = preflight.preflight(replace(job, smp={"tensor_parallel_degree": 8}), "ml.p4d.24xlarge")
     assert not any("span instances" in n for n in inside.notes)
-    with pytest.raises(sj.ProcessCountError, match="must divide the 16 GPUs of the cluster"):
-        sj.preflight(replace(job, smp={"tensor_parallel_degree": 6}), "ml.p4d.24xlarge")
+    with pytest.raises(findings.ProcessCountError, match="must divide the 16 GPUs of the cluster"):
+        preflight.preflight(replace(job, smp={"tensor_parallel_degree": 6}), "ml.p4d.24xlarge")
 
 
 def test_a_custom_smddp_image_can_be_vouched_for(offline, data):
@@ -967,7 +977,9 @@ def test_a_custom_smddp_image_can_be_vouched_for(offline, data):
 
 def test_local_container_says_why_it_cannot_run(data, monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))  # no docker on the PATH
-    with pytest.raises(sj.LocalContainerUnavailable, match="`docker` command is not installed.*target='local'"):
+    with pytest.raises(
+        local_container.LocalContainerUnavailable, match="`docker` command is not installed.*target='local'"
+    ):
         sj.run(Job("lab-x", {}, data), "local_container")
 
 
@@ -975,7 +987,7 @@ def test_run_job_routes_local_container_to_the_sdk_local_mode(data, monkeypatch,
     from helpers.jobs import run_job
 
     monkeypatch.setenv("PATH", str(tmp_path))  # no docker on the PATH
-    with pytest.raises(sj.LocalContainerUnavailable, match="Docker"):
+    with pytest.raises(local_container.LocalContainerUnavailable, match="Docker"):
         run_job(Job("lab-x", {}, data), "local_container")
 
 
@@ -1011,7 +1023,7 @@ def test_the_launch_button_is_disabled_over_budget_and_absent_offline(fake_aws, 
         echo=False,
     )
     assert d.launch_button().children[0].disabled
-    with pytest.raises(sj.LaunchRefused, match="offline"):
+    with pytest.raises(launch.LaunchRefused, match="offline"):
         dry(Job("lab-x", {}, data), "ml.g5.2xlarge").launch_button()
 
 
@@ -1019,6 +1031,6 @@ def test_train_py_on_an_smp_image_is_told_its_transformers_has_no_distilbert_sdp
     """requirements.txt keeps an image's own transformers (4.44.2 in the SMP image), whose DistilBERT has no SDPA."""
     smp_image = "658645717510.dkr.ecr.us-east-1.amazonaws.com/smdistributed-modelparallel:2.5.1-gpu-py311-cu124"
     job = Job("lab03-smddp", {}, data, distribution="smddp", instance_count=2, image_uri=smp_image)
-    assert any("attn_implementation='eager'" in n for n in sj.preflight(job, "ml.p4d.24xlarge").notes)
+    assert any("attn_implementation='eager'" in n for n in preflight.preflight(job, "ml.p4d.24xlarge").notes)
     eager = replace(job, hyperparameters={"attn_implementation": "eager"})
-    assert not any("attn_implementation" in n for n in sj.preflight(eager, "ml.p4d.24xlarge").notes)
+    assert not any("attn_implementation" in n for n in preflight.preflight(eager, "ml.p4d.24xlarge").notes)

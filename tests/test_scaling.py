@@ -16,7 +16,7 @@ from helpers.planning import (
 )
 
 MB = 2**20
-EXACT = scaling.Assumptions(link_efficiency=1.0, intra_latency_s=0.0, inter_latency_s=0.0, overhead_s=0.0)
+EXACT = scaling.ClusterAssumptions(link_efficiency=1.0, intra_latency_s=0.0, inter_latency_s=0.0, overhead_s=0.0)
 
 
 def test_ring_allreduce_moves_2_n_minus_1_over_n_of_the_bytes():
@@ -38,7 +38,7 @@ def test_one_instance_uses_its_gpu_links_and_several_are_paced_by_the_network():
     two = scaling.allreduce_s(grad, 8, 2, intra, inter, EXACT)
     assert two == pytest.approx(2 * 15 / 16 * grad / 50e9)  # 16 ranks, the network is the bottleneck
     # link efficiency scales bandwidth; latency is paid per hop for every bucket (100 MB = 4 buckets of 25 MB)
-    slow = scaling.Assumptions(link_efficiency=0.5, intra_latency_s=0.0, inter_latency_s=1e-5)
+    slow = scaling.ClusterAssumptions(link_efficiency=0.5, intra_latency_s=0.0, inter_latency_s=1e-5)
     assert scaling.allreduce_s(grad, 8, 2, intra, inter, slow) == pytest.approx(2 * two + 4 * 2 * 15 * 1e-5)
 
 
@@ -58,7 +58,7 @@ def test_gpus_without_nvlink_share_pcie():
 
 
 def test_overlap_hides_communication_behind_backward_but_not_the_last_bucket():
-    a = scaling.Assumptions(overlap=1.0, backward_share=2 / 3)
+    a = scaling.ClusterAssumptions(overlap=1.0, backward_share=2 / 3)
     grad = 400 * MB
     # 30 ms of compute leaves 20 ms of backward to hide 25 ms of all-reduce: 5 ms show
     assert scaling.exposed_s(0.030, 0.025, grad, a) == pytest.approx(0.005)
@@ -66,7 +66,7 @@ def test_overlap_hides_communication_behind_backward_but_not_the_last_bucket():
     assert scaling.exposed_s(0.300, 0.020, 100 * MB, a) == pytest.approx(0.005)
     # ...and the last bucket wins over the backward budget when it is the larger
     assert scaling.exposed_s(0.030, 0.025, 100 * MB, a) == pytest.approx(0.025 / 4)
-    assert scaling.exposed_s(0.030, 0.025, grad, scaling.Assumptions(overlap=0.0)) == pytest.approx(0.025)
+    assert scaling.exposed_s(0.030, 0.025, grad, scaling.ClusterAssumptions(overlap=0.0)) == pytest.approx(0.025)
     assert scaling.exposed_s(0.030, 0.0, grad, a) == 0.0
 
 
@@ -74,7 +74,7 @@ def test_prediction_adds_exposed_time_to_compute_and_prices_all_instances():
     work = scaling.Workload(
         samples_per_epoch=1_024_000, per_gpu_batch=64, step_compute_s=0.05, grad_bytes=200 * MB, epochs=2
     )
-    a = scaling.Assumptions(link_efficiency=1.0, intra_latency_s=0.0, inter_latency_s=0.0, overhead_s=600.0)
+    a = scaling.ClusterAssumptions(link_efficiency=1.0, intra_latency_s=0.0, inter_latency_s=0.0, overhead_s=600.0)
     p = scaling.predict(work, "ml.p4d.24xlarge", 2, a)
     comm = 2 * 15 / 16 * 200 * MB / 50e9
     exposed = max(comm - 2 / 3 * 0.05, comm * 25 / 200)
@@ -120,8 +120,8 @@ def test_reference_step_carries_over_by_peak_ratio():
 def test_a_step_carried_over_to_a_v100_is_fp16_mixed_precision_and_says_so():
     """V100 tensor cores have no bf16: its 125 TFLOP/s is the fp16 figure, so the carried-over step is an fp16 step."""
     assert scaling.estimate_step_s("V100", 64) == pytest.approx(64 / 3375 * 989 / 125)
-    assert scaling.PEAK_PRECISION["V100"] == "fp16" and scaling.PEAK_PRECISION["T4"] == "fp16"
-    assert scaling.PEAK_PRECISION["H100"] == scaling.PEAK_PRECISION["A100"] == "bf16"
+    assert instances.V100_16.peak_precision == instances.T4.peak_precision == "fp16"
+    assert instances.H100.peak_precision == instances.A100_40.peak_precision == "bf16"
     assert scaling.step_label("ml.p3.16xlarge") == "ml.p3.16xlarge (V100, fp16)"
     assert scaling.step_label("ml.p4d.24xlarge") == "ml.p4d.24xlarge (A100, bf16)"
 
@@ -132,7 +132,7 @@ def test_bad_inputs_are_refused(bad):
     with pytest.raises(ValueError):
         scaling.Workload(**args)
     with pytest.raises(ValueError, match="link_efficiency"):
-        scaling.Assumptions(link_efficiency=1.5)
+        scaling.ClusterAssumptions(link_efficiency=1.5)
     with pytest.raises(ValueError, match="GPUs per instance"):
         scaling.predict(scaling.Workload(1000, 8, 0.1, 1000), "ml.g5.12xlarge", 1, gpus_per_instance=8)
 

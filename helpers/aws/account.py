@@ -10,8 +10,7 @@ from ``attendee=``, then ``WORKSHOP_ATTENDEE``, then the Studio user profile, th
 tagged ``workshop-attendee=<prefix>``.
 
 The attendee, role and bucket settings and their checks are :mod:`helpers.aws.settings`, the errors
-:mod:`helpers.aws.setup_errors`, reading quotas :mod:`helpers.aws.quotas`: every public name of theirs is importable
-from here too.
+:mod:`helpers.aws.setup_errors`, reading quotas :mod:`helpers.aws.quotas`.
 """
 
 from __future__ import annotations
@@ -25,7 +24,6 @@ from typing import Any
 
 from helpers.aws.quotas import (
     ACCOUNT_WIDE,
-    QUOTA_SERVICE,
     QuotaCheck,
     instances_in_use,
     quota_message,
@@ -35,23 +33,13 @@ from helpers.aws.quotas import (
 from helpers.aws.settings import (
     ATTENDEE_ENV,
     BUCKET_ENV,
-    BUCKET_NAME,
-    EXAMPLE_BUCKET,
-    GENERIC_USERS,
-    RESERVED_BUCKET_PREFIXES,
-    RESERVED_BUCKET_SUFFIXES,
-    ROLE_ARN,
     ROLE_ENV,
     SAGEMAKER_PRINCIPAL,
-    STACK_OUTPUTS,
     Attendee,
-    bucket_name_problem,
     require_bucket_name,
     require_role_arn,
     sanitize_attendee,
-    settings_from_stack,
     stack_exports,
-    suggest_bucket_name,
     trusts_sagemaker,
 )
 from helpers.aws.setup_errors import (
@@ -63,51 +51,6 @@ from helpers.aws.setup_errors import (
     RoleError,
     client_error_code,
 )
-
-__all__ = [
-    "ACCOUNT_WIDE",
-    "ATTENDEE_ENV",
-    "ATTENDEE_TAG",
-    "BUCKET_ENV",
-    "BUCKET_NAME",
-    "EXAMPLE_BUCKET",
-    "GENERIC_USERS",
-    "QUOTA_SERVICE",
-    "RESERVED_BUCKET_PREFIXES",
-    "RESERVED_BUCKET_SUFFIXES",
-    "ROLE_ARN",
-    "ROLE_ENV",
-    "SAGEMAKER_PRINCIPAL",
-    "STACK_OUTPUTS",
-    "STUDIO_METADATA",
-    "USAGE_SCAN_LIMIT",
-    "Attendee",
-    "AwsContext",
-    "AwsSetupError",
-    "BucketError",
-    "NoCredentials",
-    "QuotaCheck",
-    "QuotaError",
-    "RegionError",
-    "RoleError",
-    "Stored",
-    "bucket_name_problem",
-    "check_quota",
-    "cleanup",
-    "console_url",
-    "discover",
-    "quota_name",
-    "require_bucket_name",
-    "require_role_arn",
-    "resolve_attendee",
-    "sanitize_attendee",
-    "settings_from_stack",
-    "stack_exports",
-    "stored_objects",
-    "studio_metadata",
-    "suggest_bucket_name",
-    "trusts_sagemaker",
-]
 
 STUDIO_METADATA = Path("/opt/ml/metadata/resource-metadata.json")
 ATTENDEE_TAG = "workshop-attendee"  # the tag every launched job carries: its owner, whatever its name

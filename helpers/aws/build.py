@@ -32,6 +32,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from helpers import input_mode
 from helpers.aws import account as aws
 from helpers.aws import sdk_compat
 from helpers.aws.preflight import TENSORBOARD_DIR, Plan
@@ -127,7 +128,6 @@ def _channels(plan: Plan, sagemaker_session, bucket: str, where: Locations) -> l
                     file_system_access_mode=job.fsx.get("access_mode", "ro"),
                 )
             )
-            mode = "File"  # a file system channel is mounted; the service takes it as File
         else:
             uri = (
                 c.source
@@ -142,7 +142,8 @@ def _channels(plan: Plan, sagemaker_session, bucket: str, where: Locations) -> l
                     s3_data_type="S3Prefix", s3_uri=uri, s3_data_distribution_type="FullyReplicated"
                 )
             )
-            mode = c.mode
+        # the mode as the request names it (a file system is mounted: the service takes it as File)
+        mode = input_mode.MODES[c.mode].request_mode
         channels.append(Channel(channel_name=c.name, input_mode=mode, data_source=source))
     return channels
 

@@ -7,16 +7,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from helpers.checks import INPUT_MODES, ChannelError, FSxConfigError, fsx_directory
+from helpers import input_mode
+from helpers.checks.target_rules import fsx_directory
 from helpers.job import Job
-
-__all__ = ["INPUT_MODES", "ChannelError", "ChannelPlan", "FSxConfigError", "plan_channels"]
 
 
 @dataclass
 class ChannelPlan:
     name: str
-    mode: str  # File | FastFile | FSx
+    mode: str  # a name of helpers.input_mode.MODES
     kind: str  # "local" (uploaded at launch), "s3" or "fsx"
     source: str  # local directory, s3:// URI, or directory path on the file system
     files: int = 0
@@ -33,7 +32,7 @@ def plan_channels(job: Job) -> list[ChannelPlan]:
     plans = []
     for name, source in job.channels.items():
         mode, text = job.mode_of(name), str(source)
-        if mode == "FSx":
+        if not input_mode.reads_s3(mode):
             plans.append(ChannelPlan(name, mode, "fsx", fsx_directory(job, text)))
         elif text.startswith("s3://"):
             plans.append(ChannelPlan(name, mode, "s3", text))

@@ -13,10 +13,12 @@ from pathlib import Path
 
 from helpers.aws import account as aws
 from helpers.aws import offline as aws_offline
+from helpers.aws import offline_sandbox, settings, setup_errors
 from helpers.aws.build import Locations, build_trainer
 from helpers.aws.launch import Checked, LaunchOptions, LaunchRefused, offline_session
 from helpers.aws.launch import launch as launch_job
-from helpers.aws.preflight import Plan, secret
+from helpers.aws.preflight import Plan
+from helpers.checks.common_rules import secret
 from helpers.job import Job
 from helpers.planning import cost
 from helpers.results import RunResult
@@ -70,7 +72,7 @@ class DryRun(RunResult):
 
     plan: Plan
     request: dict  # CreateTrainingJob parameters as botocore validated them
-    estimate: cost.Estimate | None
+    estimate: cost.CostEstimate | None
     budget_usd: float | None
     uploads: list[tuple[str, int, int]]
     calls: dict[str, int]
@@ -221,7 +223,7 @@ def _capture(
     plan: Plan, recorder: aws_offline.OfflineAWS, role: str, bucket: str, attendee: str, checkpoint_s3_uri: str | None
 ) -> dict:
     """Build the trainer on a recording session and let the SDK 'create' the job: returns the request."""
-    with aws_offline.config_validated_once():
+    with offline_sandbox.config_validated_once():
         trainer = build_trainer(plan, recorder.sagemaker_session(), role, bucket, attendee, checkpoint_s3_uri)
         trainer.train(wait=False, logs=False)
     return recorder.request("CreateTrainingJob")
@@ -247,14 +249,14 @@ def dry_run(job: Job, target: Target | str, options: LaunchOptions | None = None
         plan = checked.plan
         try:
             ctx = aws.discover(o.role, o.bucket, o.region, o.attendee, boto_session=o.session)
-        except aws.AwsSetupError as err:
+        except setup_errors.AwsSetupError as err:
             # a dry run still shows the request, with placeholders, and says what a launch will need
             notes.append(f"{err} Placeholders are shown instead.")
             ctx, why = (
                 None,
                 (
                     "no AWS credentials"
-                    if isinstance(err, aws.NoCredentials)
+                    if isinstance(err, setup_errors.NoCredentials)
                     else f"the account is not ready to launch ({type(err).__name__})"
                 ),
             )
@@ -271,11 +273,11 @@ def dry_run(job: Job, target: Target | str, options: LaunchOptions | None = None
             launchable = True
     if who.shared:
         notes.append(
-            f"job names would start with the shared login name {who.name!r}: set {aws.ATTENDEE_ENV} "
+            f"job names would start with the shared login name {who.name!r}: set {settings.ATTENDEE_ENV} "
             f"(or attendee=) before launching."
         )
     start = len(recorder.calls)
-    with aws_offline.network_guard():
+    with offline_sandbox.network_guard():
         request = _capture(plan, recorder, role_arn, bucket_name, who.name, o.checkpoint_s3_uri)
     made = recorder.calls[start:]
     where_inputs = Locations(bucket_name, who.name, job)

@@ -5,9 +5,8 @@ from __future__ import annotations
 import datetime as dt
 import functools
 
-from helpers.aws import image_support, sdk_compat
-from helpers.aws import offline as aws_offline
-from helpers.checks import UnsupportedFeature
+from helpers.aws import image_support, offline_sandbox, sdk_compat
+from helpers.checks.findings import UnsupportedFeature
 from helpers.planning import instances
 
 # The framework image every lab runs on, retrieved through the SDK's image_uris (it knows PyTorch DLCs up to 2.10).
@@ -26,7 +25,7 @@ SMP_IMAGE = ("2.5.1", "py311", "cu124")
 
 
 def region_for_images(region: str | None) -> str:
-    return region or aws_offline.REGION
+    return region or offline_sandbox.REGION
 
 
 @functools.lru_cache(maxsize=64)

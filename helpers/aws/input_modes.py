@@ -9,7 +9,9 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from helpers import checks
+from helpers import checks, input_mode
+from helpers.checks import findings, target_rules
+from helpers.input_mode import MODES
 from helpers.local.input_modes import InputModeError
 from helpers.targets import Target
 
@@ -44,32 +46,23 @@ def sagemaker_jobs_per_mode(base, data: dict[str, str], fsx: dict | None = None)
     the source, and ``sm_drivers``, the SDK's drivers) come from there, as do any S3 channels, and its model, output
     and checkpoints go there; pip needs NAT (or a mirror) for requirements.txt. ``sagemaker_jobs.preflight`` notes it.
     """
-    names = list(data)
-    jobs = {
-        "File": replace(
+    names, jobs = list(data), {}
+    for mode in MODES.values():
+        if mode.reads_s3:
+            channels, networking = dict(data), {}
+        elif fsx is not None:
+            channels = {n: fsx_channel_path(fsx.get("mount_name", ""), fsx.get("path", ""), n) for n in names}
+            keys = ("file_system_id", "subnets", "security_group_ids", "access_mode")
+            networking = {"fsx": {k: fsx[k] for k in keys if fsx.get(k)}}
+        else:
+            continue  # no file system to name
+        jobs[mode.name] = replace(
             base,
-            name=f"{base.name}-file",
-            channels=dict(data),
-            s3_endpoint=None,
-            channel_modes={n: "File" for n in names},
-        ),
-        "FastFile": replace(
-            base,
-            name=f"{base.name}-fastfile",
-            channels=dict(data),
-            s3_endpoint=None,
-            channel_modes={n: "FastFile" for n in names},
-        ),
-    }
-    if fsx is not None:
-        channels = {n: fsx_channel_path(fsx.get("mount_name", ""), fsx.get("path", ""), n) for n in names}
-        jobs["FSx"] = replace(
-            base,
-            name=f"{base.name}-fsx",
+            name=f"{base.name}-{mode.name.lower()}",
             channels=channels,
             s3_endpoint=None,
-            channel_modes={n: "FSx" for n in names},
-            fsx={k: fsx[k] for k in ("file_system_id", "subnets", "security_group_ids", "access_mode") if fsx.get(k)},
+            channel_modes=dict.fromkeys(names, mode.name),
+            **networking,
         )
     return jobs
 
@@ -78,8 +71,8 @@ def fsx_preflight(job) -> None:
     """The FSx checks of ``sagemaker_jobs.preflight`` alone (file system id, subnets, security groups, directory
     paths), without choosing an image: fast enough to run in every lab, offline. Raises ``FSxConfigError``."""
 
-    where = checks.Where(Target("fsx", "fsx", 0, 1), None, 1, "script")  # the FSx rule reads neither
-    checks.check(job, where, [checks.fsx])
+    where = findings.Where(Target("fsx", "fsx", 0, 1), None, 1, "script")  # the FSx rule reads neither
+    checks.check(job, where, [target_rules.fsx])
 
 
 def channel_definitions(request: dict) -> list[dict]:
@@ -93,7 +86,7 @@ def channel_definitions(request: dict) -> list[dict]:
         rows.append(
             {
                 "channel": c["ChannelName"],
-                "InputMode": c.get("InputMode", "File"),
+                "InputMode": c.get("InputMode", input_mode.DEFAULT),
                 "source": s3["S3Uri"]
                 if s3
                 else f"{fs['FileSystemType']} {fs['FileSystemId']}:"
@@ -144,6 +137,5 @@ def download_share(describe: dict) -> dict:
 def _input_modes(describe: dict) -> str:
     modes = []
     for c in describe.get("InputDataConfig") or []:
-        kind = "FSx" if "FileSystemDataSource" in c.get("DataSource", {}) else c.get("InputMode", "File")
-        modes.append(f"{c['ChannelName']}={kind}")
+        modes.append(f"{c['ChannelName']}={input_mode.of_channel(c)}")
     return ", ".join(modes)

@@ -12,6 +12,7 @@ from typing import Any
 
 from helpers.aws import account as aws
 from helpers.aws import offline as aws_offline
+from helpers.aws import settings, setup_errors
 from helpers.aws.build import build_trainer
 from helpers.aws.preflight import Plan, preflight
 from helpers.errors import WorkshopError
@@ -104,13 +105,13 @@ class Checked:
             image_has_smddp_override=options.image_has_smddp,
         )
         if options.role:
-            options = replace(options, role=aws.require_role_arn(options.role))
+            options = replace(options, role=settings.require_role_arn(options.role))
         if options.bucket:
-            options = replace(options, bucket=aws.require_bucket_name(options.bucket))
+            options = replace(options, bucket=settings.require_bucket_name(options.bucket))
         self.options, self.budget_usd = options, options.budget()
         expected_s = None if options.expected_minutes is None else options.expected_minutes * 60
         try:
-            self.estimate: cost.Estimate | None = cost.estimate(
+            self.estimate: cost.CostEstimate | None = cost.estimate(
                 self.plan.instance.name,
                 job.instance_count,
                 max_runtime_s=job.max_runtime_s,
@@ -161,9 +162,9 @@ def launch(job: Job, target: Target | str, options: LaunchOptions | None = None)
     ctx = aws.discover(o.role, o.bucket, o.region, o.attendee, boto_session=o.session)
     plan = checked.plan_in(ctx.region)
     if ctx.attendee.shared:
-        raise aws.AwsSetupError(
+        raise setup_errors.AwsSetupError(
             f"the job-name prefix would be the shared login name {ctx.attendee.name!r}: "
-            f"pass attendee='yourname' or set {aws.ATTENDEE_ENV} so your jobs are yours."
+            f"pass attendee='yourname' or set {settings.ATTENDEE_ENV} so your jobs are yours."
         )
     if o.quota_check:
         aws.check_quota(ctx.boto_session, plan.instance.name, job.instance_count, job.spot, ctx.region)

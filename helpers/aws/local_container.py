@@ -10,6 +10,7 @@ from pathlib import Path
 
 from helpers import checks
 from helpers.aws.images import default_image
+from helpers.checks import findings
 from helpers.errors import WorkshopError
 from helpers.job import Job, runs_root
 from helpers.planning import instances
@@ -68,7 +69,7 @@ def local_container_trainer(job: Job, gpus: int, root: Path, session=None):
 
 def run_local_container(job: Job, target: Target, echo: bool = True, session=None):
     """Run ``job`` with the SDK's own ``Mode.LOCAL_CONTAINER`` (Docker), or say precisely why it cannot."""
-    checks.check(job, checks.Where.local(job, target))
+    checks.check(job, findings.Where.local(job, target))
     problem = docker_problem()
     if problem:
         raise LocalContainerUnavailable(

@@ -37,36 +37,10 @@ from helpers.aws.offline_sandbox import (
     ROLE_ARN,
     SDK_CONFIG,
     NetworkBlocked,
-    config_validated_once,
     network_guard,
     offline_environment,
 )
 from helpers.errors import WorkshopError
-
-__all__ = [
-    "ACCOUNT",
-    "BODY_LIMIT",
-    "BUCKET",
-    "FAKE_CREDENTIALS",
-    "OFFLINE_ENV_FLAG",
-    "REGION",
-    "ROLE_ARN",
-    "SDK_CONFIG",
-    "ApiCall",
-    "ClientErrorAnswer",
-    "NetworkBlocked",
-    "OfflineAWS",
-    "OfflineCallUnanswered",
-    "ScriptedJob",
-    "active",
-    "config_validated_once",
-    "network_guard",
-    "offline",
-    "offline_environment",
-    "requested_by_environment",
-    "summarize",
-    "to_json",
-]
 
 OFFLINE_ENV_FLAG = "WORKSHOP_AWS_OFFLINE"
 BODY_LIMIT = 1 << 20  # uploads up to this size are kept, so tests can read back what the SDK staged

@@ -8,17 +8,13 @@ from dataclasses import dataclass, field, replace
 from helpers import checks
 from helpers.aws import images
 from helpers.aws.channels import ChannelPlan, plan_channels
-from helpers.checks import ProcessCountError, SpotConfigError, UnsupportedFeature
-from helpers.errors import PreflightError
+from helpers.checks import common_rules, findings
+from helpers.errors import TargetError
 from helpers.job import Job
 from helpers.planning import instances
-from helpers.targets import LOCAL_TARGETS, Target, TargetError
-
-__all__ = ["Plan", "PreflightError", "ProcessCountError", "SpotConfigError", "UnsupportedFeature", "preflight"]
+from helpers.targets import LOCAL_TARGETS, Target
 
 TENSORBOARD_DIR = "/opt/ml/output/tensorboard"  # where SageMaker collects TensorBoard files from
-MAX_RUNTIME_S = checks.MAX_RUNTIME_S
-LAUNCHERS = checks.LAUNCHERS
 
 
 @dataclass
@@ -47,9 +43,9 @@ class Plan:
         return self.job.name.lower().replace("_", "-")
 
     @property
-    def where(self) -> checks.Where:
+    def where(self) -> findings.Where:
         target = Target(self.instance.name, self.instance.name, self.instance.gpus, self.instance.vcpus)
-        return checks.Where(target, self.instance, self.processes_per_host, self.launcher)
+        return findings.Where(target, self.instance, self.processes_per_host, self.launcher)
 
     def in_region(self, region: str | None) -> Plan:
         """This plan with the image of ``region`` (the job's checks are not run again)."""
@@ -84,7 +80,7 @@ def preflight(
     Raises a :class:`~helpers.errors.JobCheckError` kind (or ``instances.UnknownInstanceType``) whose message names
     the fix.
     """
-    where = checks.Where.sagemaker(job, sagemaker_target(target))
+    where = findings.Where.sagemaker(job, sagemaker_target(target))
     assert where.instance is not None  # Where.sagemaker looks the instance up (or raises)
     notes = checks.check(job, where)
     if tensorboard is None:  # on when the job writes where SageMaker collects TensorBoard files
@@ -97,14 +93,9 @@ def preflight(
         "",
         "",
         plan_channels(job),
-        checks.max_wait_s(job),
+        common_rules.max_wait_s(job),
         bool(tensorboard),
         notes,
         has_smddp=image_has_smddp_override,
     )
     return plan.in_region(region)
-
-
-def secret(key: str) -> bool:
-    """A secret-looking name: refused as a hyperparameter with a text value, hidden in a dry run's request."""
-    return checks.secret(key)

@@ -1,7 +1,7 @@
 """The account's Service Quotas for training instances, and the instances its running training jobs already hold:
 what :func:`helpers.aws.account.check_quota` compares with what a job asks for. The cache of quota codes and the
 number of running jobs to describe belong to :mod:`helpers.aws.account` (``_quota_codes``, ``USAGE_SCAN_LIMIT``),
-which passes them in; it re-exports the public names here."""
+which passes them in."""
 
 from __future__ import annotations
 

@@ -14,33 +14,12 @@ and how each launcher maps onto the SDK), ``dry_run``, ``launch`` (:class:`Launc
 from __future__ import annotations
 
 from helpers.aws import offline as aws_offline
-from helpers.aws.channels import ChannelError, FSxConfigError
 from helpers.aws.dry_run import DryRun, dry_run
-from helpers.aws.launch import LaunchOptions, LaunchRefused, TrainingJobFailed, UnknownOption
+from helpers.aws.launch import LaunchOptions
 from helpers.aws.launch import launch as launch_job
-from helpers.aws.local_container import LocalContainerUnavailable, run_local_container
-from helpers.aws.preflight import ProcessCountError, SpotConfigError, UnsupportedFeature, preflight
-from helpers.errors import PreflightError
+from helpers.aws.local_container import run_local_container
 from helpers.job import Job
-from helpers.targets import LOCAL_CONTAINER, Target, TargetError, resolve
-
-__all__ = [
-    "ChannelError",
-    "FSxConfigError",
-    "LaunchOptions",
-    "LaunchRefused",
-    "LocalContainerUnavailable",
-    "PreflightError",
-    "ProcessCountError",
-    "SpotConfigError",
-    "TargetError",
-    "TrainingJobFailed",
-    "UnknownOption",
-    "UnsupportedFeature",
-    "dry_run_offline",
-    "preflight",
-    "run",
-]
+from helpers.targets import LOCAL_CONTAINER, Target, resolve
 
 
 def run(job: Job, target: Target | str, launch: bool = False, budget_usd: float | None = None, **options):

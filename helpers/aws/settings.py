@@ -1,7 +1,7 @@
 """The settings a launch takes: the attendee prefix, the execution role and the bucket, each checked against AWS's
 rules before any call (a refusal names the fix); whether a role's trust policy lets SageMaker assume it; and the event
 stack's outputs that set them (``python -m helpers.aws.account env --stack workshop``). :mod:`helpers.aws.account`
-finds their values (arguments, environment, Studio) and re-exports every name here."""
+finds their values (arguments, environment, Studio)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ ATTENDEE_ENV = "WORKSHOP_ATTENDEE"
 SAGEMAKER_PRINCIPAL = "sagemaker.amazonaws.com"
 # login names shared by everyone on a platform: useless for telling attendees apart
 GENERIC_USERS = frozenset({"sagemaker-user", "root", "ec2-user", "jovyan", "ubuntu", "user", "runner", "admin"})
-ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
+ROLE_ARN_PATTERN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
 _ATTENDEE_MAX = 16  # leaves room for the lab name and the SDK's 15-character timestamp in a 63-character job name
 
 
@@ -44,7 +44,7 @@ def sanitize_attendee(raw: str) -> str:
 def require_role_arn(role: str) -> str:
     """``role`` if it is a full IAM role ARN; :class:`RoleError` naming the fix otherwise (checked before any call)."""
     role = (role or "").strip()
-    if ROLE_ARN.match(role):
+    if ROLE_ARN_PATTERN.match(role):
         return role
     if role.startswith("arn:") and ":user/" in role:
         raise RoleError(

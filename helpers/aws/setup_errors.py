@@ -1,5 +1,5 @@
 """What stops a launch before anything is launched: :class:`AwsSetupError` and its kinds, each with a message that
-says how to fix it, and the error code in an answer from AWS. :mod:`helpers.aws.account` re-exports them."""
+says how to fix it, and the error code in an answer from AWS."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The rules of :data:`helpers.checks.COMMON`: what a job needs wherever it runs, on this machine or on SageMaker
-(its name, entry point, hyperparameters, tags, stopping conditions, processes and channels)."""
+"""What a job needs wherever it runs, on this machine or on SageMaker (its name, entry point, hyperparameters, tags,
+stopping conditions, processes and channels): the rules, and their table :data:`COMMON` at the end."""
 
 from __future__ import annotations
 
@@ -7,22 +7,22 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from helpers import hyperparameters
+from helpers import hyperparameters, input_mode
 from helpers.checks.findings import (
     ChannelError,
     Finding,
     ProcessCountError,
+    Rule,
     SpotConfigError,
     UnsupportedFeature,
     Where,
     fail,
     note,
 )
-from helpers.data import catalog
+from helpers.data import catalog, catalog_files
 from helpers.job import Job, name_problem, tag_problem
 from helpers.planning import instances
 
-INPUT_MODES = ("File", "FastFile", "FSx")
 MAX_RUNTIME_S = 28 * 24 * 3600  # the service's ceiling for MaxRuntimeInSeconds
 RESERVED_TAGS = ("workshop-attendee", "workshop-lab")  # the helpers tag every SageMaker job with these
 # secret-looking names, as whole words: "hf_token" and "WANDB_API_KEY" are hidden, "tokenize" is not
@@ -159,12 +159,8 @@ def precision_fits_the_device(job: Job, where: Where) -> Iterator[Finding]:
 # ---------------------------------------------------------------------------------------------- the channels
 def channel_modes(job: Job, where: Where) -> Iterator[Finding]:
     for name in job.channels:
-        mode = job.mode_of(name)
-        if mode not in INPUT_MODES:
-            hint = " Pipe mode is legacy: FastFile streams the same way with plain files." if mode == "Pipe" else ""
-            yield fail(
-                f"channel {name!r}: input mode {mode!r} is not one of {', '.join(INPUT_MODES)}.{hint}", ChannelError
-            )
+        if problem := input_mode.unknown(job.mode_of(name)):
+            yield fail(f"channel {name!r}: {problem}", ChannelError)
         if name in ("code", "sm_drivers"):
             yield fail(f"channel name {name!r} is reserved by the SDK for the source code; rename it.", ChannelError)
 
@@ -173,8 +169,8 @@ def channel_sources(job: Job, where: Where) -> Iterator[Finding]:
     """A local directory holds files; an s3:// URI is one S3 would take."""
     for name, source in job.channels.items():
         text = str(source)
-        if job.mode_of(name) == "FSx":
-            continue
+        if not input_mode.reads_s3(job.mode_of(name)):
+            continue  # a directory on a file system: the fsx rule checks it
         if text.startswith("s3://"):
             if not _S3_URI.match(text):
                 yield fail(f"channel {name!r}: {text!r} is not a valid S3 URI (s3://bucket/prefix).", ChannelError)
@@ -189,8 +185,8 @@ def channel_sources(job: Job, where: Where) -> Iterator[Finding]:
 def channel_data(job: Job, where: Where) -> Iterator[Finding]:
     """A malformed data file in a local channel fails here, not after upload and start-up."""
     try:
-        catalog.check_channels({n: src for n, src in job.channels.items() if job.mode_of(n) != "FSx"})
-    except catalog.CatalogError as e:
+        catalog.check_channels({n: src for n, src in job.channels.items() if input_mode.reads_s3(job.mode_of(n))})
+    except catalog_files.CatalogError as e:
         yield fail(str(e), ChannelError)
 
 
@@ -213,3 +209,21 @@ def _text(value) -> bool:
 
 def _bigger(where: Where) -> list[str]:
     return [n for n in instances.supporting("gpu") if instances.lookup(n).gpus > where.gpus][:3]
+
+
+# the rules every job meets, in this order, before those of its target's kind (helpers.checks.target_rules.ONLY)
+COMMON: tuple[Rule, ...] = (
+    job_name,
+    counts,
+    entry_point,
+    hyperparameter_names,
+    hyperparameter_values,
+    secrets,
+    tags,
+    stopping,
+    processes_fit_the_gpus,
+    precision_fits_the_device,
+    channel_modes,
+    channel_sources,
+    channel_data,
+)

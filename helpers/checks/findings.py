@@ -1,7 +1,6 @@
 """What a check of a job is made of: the error kinds a rule refuses with, :class:`Where` the job runs, and what a
-rule yields, a :class:`Finding` made by :func:`fail` or :func:`note`; :func:`findings` runs rules in order. The rules
-are :mod:`helpers.checks.common_rules` and :mod:`helpers.checks.target_rules`, their table :mod:`helpers.checks`,
-which re-exports every name here."""
+rule yields, a :class:`Finding` made by :func:`fail` or :func:`note`; :func:`each_finding` runs rules in order. The
+rules are :mod:`helpers.checks.common_rules` and :mod:`helpers.checks.target_rules`."""
 
 from __future__ import annotations
 
@@ -83,7 +82,7 @@ def note(message: str) -> Finding:
     return Finding("", message, None)
 
 
-def findings(job: Job, where: Where, rules: Iterable[Rule]) -> Iterator[Finding]:
+def each_finding(job: Job, where: Where, rules: Iterable[Rule]) -> Iterator[Finding]:
     """Every finding of ``rules``, in order, each named for its rule. A rule stops at its first refusal."""
     for rule in rules:
         for found in rule(job, where):

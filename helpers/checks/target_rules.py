@@ -1,16 +1,18 @@
-"""The rules of :data:`helpers.checks.ONLY`: what one kind of target needs besides the common ones, this machine
-(``local``), the SDK's Docker local mode (``local_container``) or an instance type (``sagemaker``)."""
+"""What one kind of target needs besides the common rules: this machine (``local``), the SDK's Docker local mode
+(``local_container``) or an instance type (``sagemaker``): the rules, and their table :data:`ONLY` at the end."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
 
+from helpers import input_mode
 from helpers.checks.findings import (
     ChannelError,
     Finding,
     FSxConfigError,
     ProcessCountError,
+    Rule,
     UnsupportedFeature,
     Where,
     fail,
@@ -24,10 +26,10 @@ LAUNCHERS = ("auto", "torchrun", "smddp", "smp")
 
 # ---------------------------------------------------------------------------------------------- the channels
 def local_channel_modes(job: Job, where: Where) -> Iterator[Finding]:
-    """Locally, FastFile and FSx come from the loopback object store (lab 05); a directory is copied (File)."""
+    """Locally, every mode but the default comes from the loopback object store (lab 05); a directory is copied."""
     for name, source in job.channels.items():
         mode = job.mode_of(name)
-        if mode != "File" and not str(source).startswith("s3://"):
+        if mode != input_mode.DEFAULT and not str(source).startswith("s3://"):
             yield fail(
                 f"channel {name!r}: input mode {mode!r} needs an s3:// channel on the local object store "
                 f"(helpers.local.objectstore, lab 05); a local directory is presented in 'File' mode.",
@@ -37,7 +39,7 @@ def local_channel_modes(job: Job, where: Where) -> Iterator[Finding]:
 
 def fsx(job: Job, where: Where) -> Iterator[Finding]:
     """What the service needs to mount an FSx for Lustre file system, and what a job in a VPC needs besides."""
-    fsx_channels = [n for n in job.channels if job.mode_of(n) == "FSx"]
+    fsx_channels = [n for n in job.channels if not input_mode.reads_s3(job.mode_of(n))]
     if not fsx_channels and not job.fsx:
         return
     missing = [k for k in ("file_system_id", "subnets", "security_group_ids") if not job.fsx.get(k)]
@@ -229,3 +231,11 @@ def multi_node_network(job: Job, where: Where) -> Iterator[Finding]:
             "the job runs in your VPC: EFA needs its security group to allow all inbound and outbound traffic to and "
             "from itself, not only Lustre's ports 988 and 1018-1023"
         )
+
+
+# what only one kind of target needs, after helpers.checks.common_rules.COMMON (Target.kind is the key)
+ONLY: dict[str, tuple[Rule, ...]] = {
+    "local": (no_hub_downloads, local_channel_modes),
+    "local_container": (local_mode_limits,),
+    "sagemaker": (instance_runs_the_script, launcher, smddp, smp, fsx, multi_node_network),
+}

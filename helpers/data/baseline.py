@@ -19,7 +19,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from helpers.data.catalog import GENERATOR_VERSION, CatalogError, Row, TitleGenerator, load_manifest, load_split
+from helpers.data.catalog_files import CatalogError, load_manifest, load_split
+from helpers.data.titles import GENERATOR_VERSION, Row, TitleGenerator
 
 
 @dataclass

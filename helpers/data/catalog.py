@@ -18,8 +18,7 @@ Command line::
     python -m helpers.data.catalog shards --rows 2000000 --shards 16 --out runs/data/catalog-2m
     python -m helpers.data.catalog from-csv my_products.csv --out runs/data/mine
 
-The generator is :mod:`helpers.data.titles`, reading and checking the files :mod:`helpers.data.catalog_files`: every
-public name of theirs is importable from here too.
+The generator is :mod:`helpers.data.titles`; reading and checking the files, :mod:`helpers.data.catalog_files`.
 """
 
 from __future__ import annotations
@@ -36,68 +35,19 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from helpers.data.catalog_files import (
-    COLUMNS,
     CatalogError,
     check_part,
     load_labels,
     load_manifest,
-    load_split,
     read_rows,
     write_rows,
 )
-from helpers.data.taxonomy import ATTRIBUTES, BRANDS, LEAVES, PROMO_TAGS, STYLE_WORDS, Leaf
 from helpers.data.titles import (
-    AMBIGUOUS_RATE,
-    COMPOUND_RATE,
     GENERATOR_VERSION,
-    HOLDERS,
-    LANG_WEIGHTS,
-    MISLABEL_RATE,
-    TYPO_RATE,
     Row,
-    TitleGenerator,
     categories,
     generate_rows,
 )
-
-__all__ = [
-    "AMBIGUOUS_RATE",
-    "ATTRIBUTES",
-    "BRANDS",
-    "CHECK_BYTES",
-    "COLUMNS",
-    "COMPOUND_RATE",
-    "GENERATOR_VERSION",
-    "HOLDERS",
-    "LANG_WEIGHTS",
-    "LEAVES",
-    "MIN_VOCAB_SIZE",
-    "MISLABEL_RATE",
-    "PROMO_TAGS",
-    "STYLE_WORDS",
-    "TYPO_RATE",
-    "VALIDATION_FRACTION",
-    "CatalogError",
-    "Leaf",
-    "Row",
-    "TitleGenerator",
-    "build",
-    "categories",
-    "check_channel",
-    "check_channels",
-    "from_csv",
-    "generate_rows",
-    "load_labels",
-    "load_manifest",
-    "load_split",
-    "main",
-    "positive_int",
-    "read_rows",
-    "shards",
-    "stratified_split",
-    "train_tokenizer",
-    "write_rows",
-]
 
 VALIDATION_FRACTION = 0.1
 MIN_VOCAB_SIZE = 100  # below this WordPiece keeps little more than single characters

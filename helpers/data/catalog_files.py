@@ -1,6 +1,6 @@
 """The files of a catalogue directory, read and checked: the ``id,title,category`` CSV parts, ``labels.json`` and
 ``manifest.json``. Every refusal is a :class:`CatalogError` that names the file, the line and what to do.
-:mod:`helpers.data.catalog` builds the directories and re-exports every public name here."""
+:mod:`helpers.data.catalog` builds the directories."""
 
 from __future__ import annotations
 

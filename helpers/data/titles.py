@@ -1,7 +1,6 @@
 """A deterministic generator of e-commerce product titles: the rows of the synthetic catalogue, as a marketplace feed
 writes them (the module docstring of :mod:`helpers.data.catalog` says what they imitate). The same seed gives the same
-rows on every machine. :mod:`helpers.data.catalog` writes them as a catalogue directory and re-exports every public
-name here.
+rows on every machine. :mod:`helpers.data.catalog` writes them as a catalogue directory.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 
 from helpers.exercises import exercise, expect
+from helpers.planning.memory import GIB
 
-GIB = 2**30
 ADAM_BYTES = 8  # two fp32 moments per parameter
 
 

@@ -13,7 +13,7 @@ from functools import cache
 from pathlib import Path
 
 from helpers import lab_time
-from helpers.lab import LABS_DIR, discover
+from helpers.lab import LABS, registered
 
 
 @dataclass(frozen=True)
@@ -23,25 +23,16 @@ class Block:
     source: str  # where the minutes come from
 
 
-@cache
-def _names() -> dict[str, str]:
-    return {nb.name[:2]: nb.stem for nb in discover(LABS_DIR)}
-
-
 def lab_minutes() -> dict[str, tuple[int, int]]:
     """Each lab's stated (core, full) minutes, by number."""
-    return {nb.name[:2]: lab_time.stated(nb) for nb in discover(LABS_DIR)}
-
-
-def _notebook(lab: str) -> Path:
-    return LABS_DIR / f"{_names()[lab]}.ipynb"
+    return {lab.number: lab_time.stated(lab.notebook) for lab in LABS}
 
 
 @cache
 def sections(lab: str) -> tuple[tuple[str, float], ...]:
     """A lab's core path cut at its ``##`` and ``###`` headings: (heading, minutes ``helpers.lab_time`` estimates
     for its prose, code and exercises); the cells before the first heading are "opening"."""
-    notebook = _notebook(lab)
+    notebook = registered(lab).notebook
     nb = json.loads(notebook.read_text(encoding="utf-8"))
     cut: list[tuple[str, list[dict]]] = [("opening", [])]
     for cell in nb["cells"]:
@@ -64,7 +55,7 @@ def sections(lab: str) -> tuple[tuple[str, float], ...]:
 def lab_block(lab: str, skip: tuple[str, ...] = ()) -> Block:
     """A lab's core path at its stated time; with ``skip`` (headings, or their start), the share of that time
     ``helpers.lab_time`` estimates for the sections kept, rounded up."""
-    name, core = _names()[lab], lab_minutes()[lab][0]
+    name, core = registered(lab).stem, lab_minutes()[lab][0]
     if not skip:
         return Block(f"`{name}`, core path", core, f"{name}'s stated core time")
     parts = sections(lab)

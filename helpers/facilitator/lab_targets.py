@@ -11,7 +11,7 @@ from helpers.planning import instances
 LIBRARIES = {"smddp": "SMDDP", "smp": "SMP v2"}  # instances' feature names, as the guide writes them
 
 
-def _types(names) -> str:
+def listing(names) -> str:
     names = list(names)
     return ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else "".join(names)
 
@@ -40,7 +40,7 @@ TARGETS = (
         2,
         20,
         launch=False,
-        why=f"SMDDP runs only on {_types(instances.supporting('smddp'))}: a dry run unless the account has the quota",
+        why=f"SMDDP runs only on {listing(instances.supporting('smddp'))}: a dry run unless the account has the quota",
         library="smddp",
     ),
     RealTarget("04", "FSDP / ZeRO / TP (torchrun)", "ml.g6.12xlarge", 1, 15, why="4 GPUs run every strategy"),
@@ -51,7 +51,7 @@ TARGETS = (
         1,
         15,
         launch=False,
-        why=f"SMP v2 runs only on {_types(instances.supporting('smp'))}",
+        why=f"SMP v2 runs only on {listing(instances.supporting('smp'))}",
         parameter="smp_target",
         library="smp",
     ),
@@ -61,11 +61,11 @@ TARGETS = (
 )
 
 
-def _price(spec: instances.InstanceType) -> float:
+def hourly(spec: instances.InstanceType) -> float:
     """On-demand $/h: the workshop plans with priced types only (``instances.cheapest`` picks among those)."""
     assert spec.price_per_hour is not None, f"{spec.name} has no price on file (helpers.planning.instances)"
     return spec.price_per_hour
 
 
-def _gpus(spec: instances.InstanceType) -> str:
+def gpus_of(spec: instances.InstanceType) -> str:
     return f"{spec.gpus} × {spec.gpu.model}" if spec.gpu else spec.accelerators or "CPU"

@@ -6,9 +6,8 @@ from __future__ import annotations
 from functools import cache
 
 from helpers.aws import image_support, images
-from helpers.facilitator.lab_targets import TARGETS, _price, _types
-from helpers.facilitator.tables import markdown
-from helpers.facilitator.tables import money as _money
+from helpers.facilitator.lab_targets import TARGETS, hourly, listing
+from helpers.facilitator.tables import markdown, money
 from helpers.planning import instances
 
 SDK_V2 = (
@@ -37,10 +36,10 @@ def support_facts() -> dict:
         "smddp_pytorch": smddp_pt,
         "smddp_version": images.SMDDP_IN_DLC[smddp_pt],
         "smddp_eop": dates[smddp_pt]["eop"],
-        "smddp_types": _types(instances.supporting("smddp")),
+        "smddp_types": listing(instances.supporting("smddp")),
         "smp_pytorch": smp_pt,
         "smp_eop": dates[images.minor(smp_pt)]["eop"],
-        "efa_8_gpu": _types(
+        "efa_8_gpu": listing(
             n for n in instances.supporting("efa") if instances.lookup(n).gpus >= 8 and instances.lookup(n).bf16
         ),
     }
@@ -52,7 +51,7 @@ def map_markdown() -> str:
     rows = [
         (
             "the model and a useful batch fit one GPU",
-            f"one GPU with bf16 (Ampere or newer; the cheapest: {one.name}, {_money(_price(one))}/h)",
+            f"one GPU with bf16 (Ampere or newer; the cheapest: {one.name}, {money(hourly(one))}/h)",
             "01",
             "",
         ),

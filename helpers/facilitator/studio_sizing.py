@@ -9,11 +9,10 @@ import sys
 from functools import cache
 from pathlib import Path
 
-from helpers.facilitator.tables import markdown
-from helpers.facilitator.tables import money as _money
+from helpers.facilitator.tables import markdown, money
+from helpers.job import REPO
 from helpers.planning import instances
 
-REPO = Path(__file__).resolve().parents[2]
 ACCOUNT_GENERATOR = REPO / "infra" / "workshop_account.py"  # the event template's sizing (and its generated blocks)
 TWIN_REPORT = REPO / "docs" / "studio-twin.json"  # `make studio-twin`'s measured figures, when someone commits them
 
@@ -48,8 +47,8 @@ def studio_sizing_markdown() -> str:
     ]
     price = instances.lookup(chosen.name).price_per_hour if chosen.name in instances.CATALOGUE else None
     cost_line = (
-        f" At {_money(price)} an hour (the helpers' us-east-1 price for the type, a training price: check Studio's "
-        f"on SageMaker's pricing page), a space running an 8-hour day costs {_money(price * 8)}."
+        f" At {money(price)} an hour (the helpers' us-east-1 price for the type, a training price: check Studio's "
+        f"on SageMaker's pricing page), a space running an 8-hour day costs {money(price * 8)}."
         if price
         else ""
     )

@@ -20,20 +20,19 @@ from collections.abc import Callable
 from pathlib import Path
 
 from helpers import lab_time
-from helpers.aws.account import ACCOUNT_WIDE, quota_name
 from helpers.aws.launch import LOG_GROUP
-from helpers.facilitator.agenda import _names, _notebook, agendas
-from helpers.facilitator.lab_targets import LIBRARIES, TARGETS, RealTarget, _gpus, _price
+from helpers.aws.quotas import ACCOUNT_WIDE, quota_name
+from helpers.facilitator.agenda import agendas
+from helpers.facilitator.lab_targets import LIBRARIES, TARGETS, RealTarget, gpus_of, hourly
 from helpers.facilitator.map_2026 import answers_markdown, map_markdown
 from helpers.facilitator.studio_sizing import (
     account_generator,
     studio_sizing_markdown,
     studio_twin_markdown,
 )
-from helpers.facilitator.tables import markdown
-from helpers.facilitator.tables import money as _money
+from helpers.facilitator.tables import markdown, money
 from helpers.job import Job
-from helpers.lab import LABS_DIR, discover
+from helpers.lab import LABS, registered
 from helpers.planning import cost, instances
 
 
@@ -67,8 +66,8 @@ def cheapest_markdown() -> str:
     shapes = [
         {
             "need": need(gpus, True),
-            "the cheapest (`instances.cheapest`)": f"{c.name} ({_gpus(c)})",
-            "$/h": _money(_price(c)),
+            "the cheapest (`instances.cheapest`)": f"{c.name} ({gpus_of(c)})",
+            "$/h": money(hourly(c)),
         }
         for gpus in (1, 4)
         for c in [instances.cheapest(gpus, bf16=True)]
@@ -81,10 +80,10 @@ def cheapest_markdown() -> str:
             {
                 "lab": t.lab,
                 "job": t.part,
-                "real target": f"{t.instance_type} ({_gpus(spec)}), {_money(_price(spec))}/h",
-                "the cheapest with its need": f"{c.name} ({_gpus(c)}), {_money(_price(c))}/h: " + need(*same_need(t)),
+                "real target": f"{t.instance_type} ({gpus_of(spec)}), {money(hourly(spec))}/h",
+                "the cheapest with its need": f"{c.name} ({gpus_of(c)}), {money(hourly(c))}/h: " + need(*same_need(t)),
                 "planned job (cost table), on demand: real target / the cheapest": (
-                    f"{_money(hours * _price(spec))} / {_money(hours * _price(c))}"
+                    f"{money(hours * hourly(spec))} / {money(hours * hourly(c))}"
                 ),
             }
         )
@@ -115,9 +114,9 @@ def cost_rows() -> list[dict]:
                 "instance": f"{t.count} × {t.instance_type} ({spec.gpus} GPU{'s' if spec.gpus != 1 else ''})",
                 "minutes": t.minutes,
                 "cost per attendee": (
-                    f"{_money(low)}–{_money(high)} spot ({_money(est.on_demand_usd)} on demand)"
+                    f"{money(low)}–{money(high)} spot ({money(est.on_demand_usd)} on demand)"
                     if t.spot
-                    else _money(est.on_demand_usd)
+                    else money(est.on_demand_usd)
                 ),
                 "default": "launch" if t.launch else "dry run",
                 "why this instance": why(t),
@@ -206,7 +205,7 @@ def quota_check_code() -> str:
 
 def lab_time_markdown() -> str:
     rows = []
-    for nb in discover(LABS_DIR):
+    for nb in (lab.notebook for lab in LABS):
         t = lab_time.estimate(nb)
         assert t.stated is not None, f"{nb.stem} states no time"  # tests/test_lab_time.py holds every lab to one
         core, full = t.stated
@@ -226,7 +225,7 @@ def lab_time_markdown() -> str:
 # ---------------------------------------------------------------------------------------------- the demo job
 def lab_parameters(lab: str) -> dict:
     """The values in a lab's ``parameters`` cell."""
-    nb = json.loads(_notebook(lab).read_text(encoding="utf-8"))
+    nb = json.loads(registered(lab).notebook.read_text(encoding="utf-8"))
     cell = next(c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", []))
     tree = ast.parse("".join(cell["source"]))
     return {_assigned_name(n): ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)}
@@ -276,14 +275,14 @@ def demo_markdown() -> str:
     verdict = "within it" if worst <= budget else "above it: raise `budget_usd` in the parameters cell"
     return "\n".join(
         [
-            f"Lab {DEMO_LAB}'s job at full size on its real target, {t.instance_type} ({_gpus(spec)}): at most "
-            f"{_money(worst)} (its {cap_s / 3600:g} h MaxRuntime at {_money(_price(spec))}/h; lab "
-            f"{DEMO_LAB}'s `budget_usd` is {_money(budget)}, {verdict}), about {_money(planned)} for the "
+            f"Lab {DEMO_LAB}'s job at full size on its real target, {t.instance_type} ({gpus_of(spec)}): at most "
+            f"{money(worst)} (its {cap_s / 3600:g} h MaxRuntime at {money(hourly(spec))}/h; lab "
+            f"{DEMO_LAB}'s `budget_usd` is {money(budget)}, {verdict}), about {money(planned)} for the "
             f"{t.minutes} minutes it plans to train. Launch it an hour before the session.",
             "",
             f"**Before.** With the event account's credentials and `WORKSHOP_ATTENDEE=facilitator`, open "
-            f'`{_names()[DEMO_LAB]}` with `target = "sagemaker"` and `smoke = False` in its parameters cell, run '
-            f'the cells down to "{DEMO_RUN_IT}" (it shows the dry run: the request and its cost), then, in a new '
+            f'`{registered(DEMO_LAB).stem}` with `target = "sagemaker"` and `smoke = False` in its parameters cell, '
+            f'run the cells down to "{DEMO_RUN_IT}" (it shows the dry run: the request and its cost), then, in a new '
             "cell:",
             "",
             "```python",

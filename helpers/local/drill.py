@@ -29,7 +29,7 @@ from helpers.local.drill_plan import (
     Interruption,
     Segment,
     account_losses,
-    compare,
+    compare_runs,
     plan_interruptions,
     verify,
 )
@@ -77,7 +77,7 @@ def run_drill(
     verify(segments, plan, total)
     final = segments[-1].result
     assert final is not None  # every launch records its result
-    return Drill(watched, reference, segments, final, compare(reference, final), launches.checkpoint_dir, seconds)
+    return Drill(watched, reference, segments, final, compare_runs(reference, final), launches.checkpoint_dir, seconds)
 
 
 def _drillable(job: Job, target: str | Target) -> Target:

@@ -141,7 +141,7 @@ def _learning_figures(row: dict) -> dict:
     return {k: v for k, v in row.items() if not TIMING.search(k)}
 
 
-def compare(reference: JobResult, resumed: JobResult) -> Comparison:
+def compare_runs(reference: JobResult, resumed: JobResult) -> Comparison:
     """Compare two finished local runs' saved model and metrics.json (timing figures aside)."""
     from safetensors.torch import load_file
 

@@ -28,10 +28,12 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from helpers.errors import JobSetupError
+from helpers import input_mode
+from helpers.errors import JobCheckError
 from helpers.local import fastfile_shim
 from helpers.local.fastfile import FastFileServer
 from helpers.local.store_client import (
@@ -47,7 +49,6 @@ from helpers.local.store_client import (
     s3_client,
 )
 
-MODES = ("File", "FastFile", "FSx")
 # File mode's copy: two objects at a time. SageMaker's guide ("Best practices for choosing data sources") puts a
 # 50 GB data set in 100 MB shards at about 5 minutes, 170 MB/s: two S3 connections' worth (s3_profile.AWS_S3).
 # FSx's first read (Lustre importing from its linked bucket) copies as many as the file servers take; 8 here.
@@ -55,7 +56,7 @@ FILE_MODE_CONNECTIONS = 2
 FSX_IMPORT_CONNECTIONS = 8
 
 
-class InputModeError(JobSetupError):
+class InputModeError(JobCheckError):
     """An s3:// channel that cannot be presented: store unreachable, bucket/prefix/object missing, channel empty."""
 
 
@@ -128,9 +129,8 @@ def _check_each(job, wanted: dict[str, str], endpoint: str) -> dict[str, Channel
     checked = {}
     for name, uri in wanted.items():
         mode = job.mode_of(name)
-        if mode not in MODES:
-            hint = " Pipe mode is legacy: FastFile streams the same way with plain files." if mode == "Pipe" else ""
-            raise InputModeError(f"channel {name!r}: input mode {mode!r} is not one of {', '.join(MODES)}.{hint}")
+        if problem := input_mode.unknown(mode):
+            raise InputModeError(f"channel {name!r}: {problem}")
         try:
             where = S3Uri.parse(uri, directory=False)
         except ValueError as err:
@@ -150,7 +150,7 @@ def _locate(client, name: str, mode: str, where: S3Uri) -> ChannelSource:
     """A URI ending in ``/`` is a prefix; one without names an object if such a key exists, else a prefix."""
     if where.prefix and not where.prefix.endswith("/"):
         exact = [o for o in list_objects(client, where) if o.key == where.prefix]
-        if exact and mode == "FSx":
+        if exact and not input_mode.reads_s3(mode):
             raise InputModeError(
                 f"channel {name!r}: an FSx channel is a directory of the file system; give the "
                 f"prefix that holds {where} (s3://{where.bucket}/{where.prefix.rpartition('/')[0]}/)."
@@ -213,7 +213,7 @@ def download(
     return Transfer(len(todo), moved, time.perf_counter() - t0)
 
 
-def fsx_directory(fsx_root: Path, source: ChannelSource) -> Path:
+def persistent_dir(fsx_root: Path, source: ChannelSource) -> Path:
     """Where the persistent file system keeps a channel: ``<fsx_root>/<bucket>/<prefix>``."""
     return Path(fsx_root) / source.uri.bucket / source.uri.prefix
 
@@ -221,7 +221,7 @@ def fsx_directory(fsx_root: Path, source: ChannelSource) -> Path:
 def warm_fsx(client, source: ChannelSource, fsx_root: Path) -> Transfer:
     """Bring the persistent directory in line with the store: fetch new or changed objects, drop removed ones.
     A lock keeps two jobs (or hosts) from warming the same directory at once."""
-    root = fsx_directory(fsx_root, source)
+    root = persistent_dir(fsx_root, source)
     meta = Path(fsx_root) / ".manifests" / source.uri.bucket / (source.uri.prefix.strip("/") or "_root")
     meta.mkdir(parents=True, exist_ok=True)
     root.mkdir(parents=True, exist_ok=True)
@@ -267,28 +267,15 @@ class JobInputs:
         self.staged: list[Staged] = []
         self.server: FastFileServer | None = None
         self.lazy_dirs: dict[str, list[str]] = {}  # host -> its FastFile channel directories
-        self._client = s3_client(self.endpoint) if self.endpoint else None  # set exactly when there are sources
+        self.client = s3_client(self.endpoint) if self.endpoint else None  # set exactly when there are sources
 
     def serves(self, channel: str) -> bool:
         return channel in self.sources
 
     def stage(self, channel: str, dest: Path, host: str) -> None:
-        """Present ``channel`` at ``dest`` (``<host>/input/data/<channel>``) in its mode."""
+        """Present ``channel`` at ``dest`` (``<host>/input/data/<channel>``) in its mode (its :data:`STAND_INS`)."""
         source = self.sources[channel]
-        scratch = dest.parent.parent / "staging" / channel
-        if source.mode == "File":
-            moved = download(self._client, source, dest, scratch, workers=FILE_MODE_CONNECTIONS)
-        elif source.mode == "FastFile":
-            if self.server is None:
-                assert self.endpoint is not None  # check_channels found the store for every source
-                self.server = FastFileServer(self.endpoint)
-            moved = self.server.present(source.name, source.uri.bucket, source.files(), dest, scratch)
-            dirs = self.lazy_dirs.setdefault(host, [])
-            dirs += [d for d in dict.fromkeys((str(dest.absolute()), str(dest.resolve()))) if d not in dirs]
-        else:  # FSx: the shared directory, mounted (linked) where the channel goes
-            moved = warm_fsx(self._client, source, self.fsx_root)
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.symlink_to(fsx_directory(self.fsx_root, source).resolve(), target_is_directory=True)
+        moved = STAND_INS[source.mode](self, source, dest, host)
         self.staged.append(
             Staged(
                 channel,
@@ -347,6 +334,40 @@ class JobInputs:
         if self.server is not None:
             self.server.close()
         self.write()
+
+
+def _copy(inputs: JobInputs, source: ChannelSource, dest: Path, host: str) -> Transfer:
+    """File: every object downloaded before the script starts."""
+    scratch = dest.parent.parent / "staging" / source.name
+    return download(inputs.client, source, dest, scratch, workers=FILE_MODE_CONNECTIONS)
+
+
+def _present_lazily(inputs: JobInputs, source: ChannelSource, dest: Path, host: str) -> Transfer:
+    """FastFile: every object presented at once, its bytes fetched on the first open (the host's read-through)."""
+    if inputs.server is None:
+        assert inputs.endpoint is not None  # check_channels found the store for every source
+        inputs.server = FastFileServer(inputs.endpoint)
+    scratch = dest.parent.parent / "staging" / source.name
+    moved = inputs.server.present(source.name, source.uri.bucket, source.files(), dest, scratch)
+    dirs = inputs.lazy_dirs.setdefault(host, [])
+    dirs += [d for d in dict.fromkeys((str(dest.absolute()), str(dest.resolve()))) if d not in dirs]
+    return moved
+
+
+def _mount_persistent(inputs: JobInputs, source: ChannelSource, dest: Path, host: str) -> Transfer:
+    """FSx: the shared directory, warmed from the store and mounted (linked) where the channel goes."""
+    moved = warm_fsx(inputs.client, source, inputs.fsx_root)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.symlink_to(persistent_dir(inputs.fsx_root, source).resolve(), target_is_directory=True)
+    return moved
+
+
+# each input mode's stand-in on this machine (helpers.input_mode.MODES names them)
+STAND_INS: dict[str, Callable[[JobInputs, ChannelSource, Path, str], Transfer]] = {
+    "File": _copy,
+    "FastFile": _present_lazily,
+    "FSx": _mount_persistent,
+}
 
 
 # ---------------------------------------------------------------------------------------------- what a job moved

@@ -35,7 +35,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from helpers.local.children import DIE_WITH_PARENT
-from helpers.local.ports import free_ports as _free_ports
+from helpers.local.ports import free_ports
 from helpers.local.s3_profile import S3Profile, Throttle
 from helpers.local.store_client import (
     ACCESS_KEY,
@@ -221,7 +221,7 @@ class ObjectStore:
 
     def _spawn(self, weed: Path, data: Path) -> None:
         """Run ``weed server`` on newly picked free ports, its output in ``weed.log``."""
-        self.ports = dict(zip(_PORT_FLAGS, _free_ports(len(_PORT_FLAGS))))
+        self.ports = dict(zip(_PORT_FLAGS, free_ports(len(_PORT_FLAGS))))
         # one identity with the key pair the clients sign with: requests are authenticated as on S3
         identities = {
             "identities": [

@@ -22,8 +22,9 @@ from datetime import datetime
 from pathlib import Path
 
 from helpers import checks, hyperparameters
+from helpers.checks import findings
 from helpers.contract import HostConfig, Layout, container_env, hyperparameter_args
-from helpers.errors import JobSetupError, WorkshopError
+from helpers.errors import JobCheckError, WorkshopError
 from helpers.job import Job, runs_root
 from helpers.local.input_modes import JobInputs
 from helpers.local.local_job import GRACE_S, STALL_S, Clock, JobResult, LocalJob, Prepared
@@ -160,11 +161,11 @@ class LocalRunner:
     def prepare(self, job: Job, target: Target) -> Prepared:
         """Check the job and build every host's directory and command; raises before anything runs, and a failure
         while building (a channel that cannot be staged) leaves no run directory behind."""
-        checks.check(job, checks.Where.local(job, target))
+        checks.check(job, findings.Where.local(job, target))
         run_dir = self.runs_dir / (self.job_name or run_name(job.name))
         inputs = JobInputs(job, self.runs_dir.parent / "fsx", run_dir)  # s3:// channels, in their modes
         if run_dir.exists():
-            raise JobSetupError(f"{run_dir} exists already: give the job another name.")
+            raise JobCheckError(f"{run_dir} exists already: give the job another name.")
         try:
             return Prepared(run_dir, self._build(job, target, run_dir, inputs), inputs)
         except BaseException:

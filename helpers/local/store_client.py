@@ -17,7 +17,7 @@ from urllib.parse import urlparse
 from helpers.errors import WorkshopError
 
 ACCESS_KEY, SECRET_KEY = "workshop", "workshop-local-store"  # the store accepts any key pair; boto3 needs one
-REGION = "us-east-1"
+STORE_REGION = "us-east-1"
 _CHUNK = 1 << 20
 
 
@@ -104,7 +104,7 @@ def new_client(endpoint: str, max_pool_connections: int, timeout_s: float = 60, 
     from botocore.config import Config
 
     config = Config(
-        region_name=REGION,
+        region_name=STORE_REGION,
         proxies={},
         retries={"total_max_attempts": attempts, "mode": "standard"},
         connect_timeout=min(2, timeout_s),

@@ -36,7 +36,7 @@ def _money(usd: float) -> str:
 
 
 @dataclass(frozen=True)
-class Estimate:
+class CostEstimate:
     """The cost of one job: ``hours`` of ``instance_count`` x ``instance_type``.
 
     ``hours`` is the cap the job can bill (its MaxRuntime) unless an expected duration was given; ``expected_usd``
@@ -126,7 +126,7 @@ def estimate(
     spot: bool = False,
     expected_s: float | None = None,
     price_per_hour: float | None = None,
-) -> Estimate:
+) -> CostEstimate:
     """Price a job before launch. ``max_runtime_s`` caps what it can bill; ``expected_s`` is an optional guess
     (from a local measurement, say). ``price_per_hour`` overrides the catalogue (another region, a discount)."""
     spec = instances.lookup(instance_type)
@@ -140,7 +140,7 @@ def estimate(
             f"{instance_type} has no price on file (helpers.planning.instances); pass price_per_hour= "
             f"from https://aws.amazon.com/sagemaker/pricing/ to estimate it."
         )
-    return Estimate(
+    return CostEstimate(
         spec.name,
         instance_count,
         max_runtime_s / 3600,
@@ -163,7 +163,7 @@ def budget_from_environment() -> float | None:
         raise ValueError(f"{BUDGET_ENV}={raw!r} is not a number of US dollars") from None
 
 
-def check_budget(est: Estimate, budget_usd: float | None) -> None:
+def check_budget(est: CostEstimate, budget_usd: float | None) -> None:
     """Refuse (``BudgetExceeded``, with the numbers) when the job could cost more than ``budget_usd``."""
     if budget_usd is None:
         return

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from helpers.errors import TargetError
 
-REGION = "us-east-1"
+PRICE_REGION = "us-east-1"
 
 # where each price came from; every entry names one of these
 PRICE_LIST_2026_09 = (
@@ -66,23 +66,61 @@ class UnknownInstanceType(TargetError):
 
 @dataclass(frozen=True)
 class Gpu:
+    """One GPU model as the planners need it, from NVIDIA's datasheets. A new GPU is one record here, every figure
+    given (docs/extending.md); tests/test_registries.py plans every catalogue type with every planner."""
+
     model: str  # "A100"
     memory_gib: int  # per GPU
     architecture: str  # "Ampere"
     bf16: bool
+    # dense tensor-core TFLOP/s, no sparsity: bf16, or fp16 mixed precision where the tensor cores have no bf16 (the
+    # scaling planner carries a measured step to another GPU by the ratio of these, so every figure is of one kind)
+    peak_tflops: float
+    link: str  # GPU to GPU inside one instance: "NVLink 4 + NVSwitch", "PCIe Gen4 x16"
+    link_gbytes_per_s: float  # per GPU and direction (NVLink totals are quoted bidirectional: halved here)
+    link_source: str  # where the link's figure comes from (the peaks: NVIDIA's datasheet for the model)
+
+    @property
+    def peak_precision(self) -> str:
+        """The precision :attr:`peak_tflops` is quoted in, and a step carried over to this GPU runs in."""
+        return "bf16" if self.bf16 else "fp16"
 
 
-T4 = Gpu("T4", 16, "Turing", False)
-V100_16 = Gpu("V100", 16, "Volta", False)
-V100_32 = Gpu("V100", 32, "Volta", False)
-A10G = Gpu("A10G", 24, "Ampere", True)
-L4 = Gpu("L4", 24, "Ada Lovelace", True)
-L40S = Gpu("L40S", 48, "Ada Lovelace", True)
-A100_40 = Gpu("A100", 40, "Ampere", True)
-A100_80 = Gpu("A100", 80, "Ampere", True)
-H100 = Gpu("H100", 80, "Hopper", True)
-H200 = Gpu("H200", 141, "Hopper", True)
-B200 = Gpu("B200", 180, "Blackwell", True)
+_NVIDIA = "NVIDIA datasheet"
+# (link, GB/s per GPU and direction, source): NVLink totals are quoted bidirectional, halved here
+_PCIE3 = ("PCIe Gen3 x16", 16.0, "PCIe 3.0 x16: 15.75 GB/s per direction")
+_NVLINK2 = ("NVLink 2", 150.0, f"{_NVIDIA} Tesla V100 SXM2: NVLink 300 GB/s bidirectional")
+_NVLINK3 = ("NVLink 3 + NVSwitch", 300.0, f"{_NVIDIA} A100 SXM4: NVLink 600 GB/s bidirectional")
+_NVLINK4_H100 = ("NVLink 4 + NVSwitch", 450.0, f"{_NVIDIA} H100 SXM5: NVLink 900 GB/s bidirectional")
+_NVLINK4_H200 = ("NVLink 4 + NVSwitch", 450.0, f"{_NVIDIA} H200 SXM: NVLink 900 GB/s bidirectional")
+_NVLINK5 = ("NVLink 5 + NVSwitch", 900.0, f"{_NVIDIA} HGX B200: NVLink 1.8 TB/s bidirectional")
+
+
+def _pcie4(family: str) -> tuple[str, float, str]:
+    return ("PCIe Gen4 x16", 32.0, f"PCIe 4.0 x16: 31.5 GB/s per direction; {family} has no NVLink")
+
+
+T4 = Gpu("T4", 16, "Turing", False, 65.0, *_PCIE3)
+V100_16 = Gpu("V100", 16, "Volta", False, 125.0, *_NVLINK2)
+V100_32 = Gpu("V100", 32, "Volta", False, 125.0, *_NVLINK2)
+A10G = Gpu("A10G", 24, "Ampere", True, 125.0, *_pcie4("G5"))
+L4 = Gpu("L4", 24, "Ada Lovelace", True, 121.0, *_pcie4("G6"))
+L40S = Gpu("L40S", 48, "Ada Lovelace", True, 362.0, *_pcie4("G6e"))
+A100_40 = Gpu("A100", 40, "Ampere", True, 312.0, *_NVLINK3)
+A100_80 = Gpu("A100", 80, "Ampere", True, 312.0, *_NVLINK3)
+H100 = Gpu("H100", 80, "Hopper", True, 989.0, *_NVLINK4_H100)
+H200 = Gpu("H200", 141, "Hopper", True, 989.0, *_NVLINK4_H200)
+B200 = Gpu("B200", 180, "Blackwell", True, 2250.0, *_NVLINK5)  # HGX B200 at 1,000 W: 2.25 PFLOP/s dense bf16
+GPUS = (T4, V100_16, V100_32, A10G, L4, L40S, A100_40, A100_80, H100, H200, B200)
+
+
+def gpu_model(model: str) -> Gpu:
+    """A GPU by its model name ("A100"): the figures the planners use are the same for each memory size."""
+    for gpu in GPUS:
+        if gpu.model == model:
+            return gpu
+    known = ", ".join(dict.fromkeys(g.model for g in GPUS))
+    raise ValueError(f"no GPU {model!r} on file, so no peak TFLOP/s or link figures for it; known: {known}")
 
 
 @dataclass(frozen=True)

@@ -181,7 +181,7 @@ def activation_bytes(
 
 # ---------------------------------------------------------------------------------------------------- estimates
 @dataclass
-class Estimate:
+class MemoryEstimate:
     """Per-GPU bytes of one configuration, by component."""
 
     model: ModelShape
@@ -259,7 +259,7 @@ def estimate(
     shard: int | None = None,
     instance_type: str | None = None,
     reserve_gib: float | None = None,
-) -> Estimate:
+) -> MemoryEstimate:
     """Per-GPU bytes for ``model`` under ``strategy`` on ``world`` GPUs.
 
     ``micro_batch`` sequences of ``seq`` tokens per data-parallel rank and step. ``tp``: tensor-parallel degree
@@ -287,7 +287,7 @@ def estimate(
     if dp % shard:
         raise PlanError(f"sharding group {shard} must divide the {dp} data-parallel ranks")
     held = m.layers * (m.layer_matrices() // tp + 2 * m.hidden) + m.whole_params()  # this TP rank's parameters
-    e = Estimate(m, strategy, world, tp, shard, precision, micro_batch, seq, checkpointing)
+    e = MemoryEstimate(m, strategy, world, tp, shard, precision, micro_batch, seq, checkpointing)
     e.params, e.grads = 4 * held // shard, 4 * held // shard
     e.optimizer = 8 * held // (shard if strategy == "fsdp" else dp if strategy == "zero" else 1)
     e.activations, recompute = activation_bytes(m, micro_batch * seq, precision, checkpointing, tp)
@@ -324,8 +324,8 @@ class Recommendation:
     model: ModelShape
     instance_type: str
     instance_count: int
-    chosen: Estimate | None
-    tried: list[Estimate] = field(default_factory=list)
+    chosen: MemoryEstimate | None
+    tried: list[MemoryEstimate] = field(default_factory=list)
 
     def as_row(self) -> dict:
         c = self.chosen

@@ -43,34 +43,10 @@ class Link:
     source: str
 
 
-_NVIDIA = "NVIDIA datasheet"
-# GPU-to-GPU inside one instance, per GPU and direction (NVLink totals are quoted bidirectional: halved here)
-INTRA_NODE: dict[str, Link] = {
-    "V100": Link("NVLink 2", 150.0, f"{_NVIDIA} Tesla V100 SXM2: NVLink 300 GB/s bidirectional"),
-    "A100": Link("NVLink 3 + NVSwitch", 300.0, f"{_NVIDIA} A100 SXM4: NVLink 600 GB/s bidirectional"),
-    "H100": Link("NVLink 4 + NVSwitch", 450.0, f"{_NVIDIA} H100 SXM5: NVLink 900 GB/s bidirectional"),
-    "H200": Link("NVLink 4 + NVSwitch", 450.0, f"{_NVIDIA} H200 SXM: NVLink 900 GB/s bidirectional"),
-    "A10G": Link("PCIe Gen4 x16", 32.0, "PCIe 4.0 x16: 31.5 GB/s per direction; G5 has no NVLink"),
-    "L4": Link("PCIe Gen4 x16", 32.0, "PCIe 4.0 x16: 31.5 GB/s per direction; G6 has no NVLink"),
-    "L40S": Link("PCIe Gen4 x16", 32.0, "PCIe 4.0 x16: 31.5 GB/s per direction; G6e has no NVLink"),
-    "T4": Link("PCIe Gen3 x16", 16.0, "PCIe 3.0 x16: 15.75 GB/s per direction"),
-}
-# dense tensor-core TFLOP/s from NVIDIA's datasheets (no sparsity): the planner carries a step time measured on one
-# GPU over to another by their ratio, so every figure is of one kind (a measured ceiling for one GPU beside datasheet
-# peaks for the others would skew the ratio). bf16, except on V100 and T4, whose tensor cores have no bf16: there the
-# figure, and so a step carried over to them, is fp16 mixed precision (PEAK_PRECISION). labs/src/train.py's MFU
+# A GPU's own figures (its link to the others inside an instance, its dense tensor-core peak and the precision of that
+# peak) are on its catalogue record, helpers.planning.instances.Gpu. The planner carries a step time measured on one
+# GPU over to another by the ratio of their datasheet peaks, so every figure is of one kind; labs/src/train.py's MFU
 # table (MEASURED_PEAK_TFLOPS) is a different thing: its H100 denominator is the measured matmul ceiling.
-DATASHEET_PEAK_TFLOPS = {
-    "H100": 989.0,
-    "H200": 989.0,
-    "A100": 312.0,
-    "A10G": 125.0,
-    "L4": 121.0,
-    "L40S": 362.0,
-    "V100": 125.0,
-    "T4": 65.0,
-}
-PEAK_PRECISION = {gpu: "fp16" if gpu in ("V100", "T4") else "bf16" for gpu in DATASHEET_PEAK_TFLOPS}
 
 
 @dataclass(frozen=True)
@@ -102,7 +78,7 @@ DISTILBERT_BASE_PARAMS = 66_987_308
 
 
 def local_gpu_model() -> str | None:
-    """The first local GPU as a ``DATASHEET_PEAK_TFLOPS`` key ("A100"...), or None (no GPU, or one not on file)."""
+    """The first local GPU as a catalogue GPU model ("A100"...), or None (no GPU, or one not on file)."""
     import shutil
     import subprocess
 
@@ -114,7 +90,8 @@ def local_gpu_model() -> str | None:
         ).stdout.splitlines()[0]
     except (OSError, subprocess.SubprocessError, IndexError):
         return None
-    return next((k for k in DATASHEET_PEAK_TFLOPS if k in name), None)
+    models = sorted({gpu.model for gpu in instances.GPUS}, key=len, reverse=True)  # "L40S" before "L4"
+    return next((model for model in models if model in name), None)
 
 
 def step_label(instance_type: str) -> str:
@@ -122,25 +99,19 @@ def step_label(instance_type: str) -> str:
     spec = instances.lookup(instance_type)
     if spec.gpu is None:
         raise ValueError(f"{instance_type} has no GPU: a GPU step carries over only to a GPU instance type")
-    gpu = spec.gpu.model
-    return f"{instance_type} ({gpu}, {PEAK_PRECISION[gpu]})" if gpu in PEAK_PRECISION else f"{instance_type} ({gpu})"
+    return f"{instance_type} ({spec.gpu.model}, {spec.gpu.peak_precision})"
 
 
 def estimate_step_s(gpu: str, per_gpu_batch: int, measured: MeasuredStep = REFERENCE_STEP) -> float:
-    """A step time for ``gpu`` carried over from ``measured`` by the ratio of dense tensor peaks and of batch sizes,
-    in ``PEAK_PRECISION[gpu]`` (fp16 mixed precision on a V100): a rough stand-in for your own measurement
-    (launch-bound small batches scale worse than this says)."""
-    if gpu not in DATASHEET_PEAK_TFLOPS:
-        raise ValueError(
-            f"no peak TFLOP/s on file for GPU {gpu!r}; known: {', '.join(DATASHEET_PEAK_TFLOPS)}. "
-            f"Pass a measured step_compute_s instead."
-        )
-    peaks = DATASHEET_PEAK_TFLOPS[measured.gpu] / DATASHEET_PEAK_TFLOPS[gpu]
+    """A step time for ``gpu`` (a model, "A100") carried over from ``measured`` by the ratio of dense tensor peaks and
+    of batch sizes, in the GPU's ``peak_precision`` (fp16 mixed precision on a V100): a rough stand-in for your own
+    measurement (launch-bound small batches scale worse than this says)."""
+    peaks = instances.gpu_model(measured.gpu).peak_tflops / instances.gpu_model(gpu).peak_tflops
     return measured.step_s * peaks * (per_gpu_batch / measured.per_gpu_batch)
 
 
 @dataclass(frozen=True)
-class Assumptions:
+class ClusterAssumptions:
     """The model's knobs, all visible. Defaults are typical, not measured on your cluster."""
 
     link_efficiency: float = 0.8  # fraction of nominal bandwidth a ring all-reduce reaches (NCCL busbw / link)
@@ -198,11 +169,17 @@ def links(instance_type: str) -> tuple[Link, Link]:
         t.network_gbps / 8,
         f"helpers.planning.instances: {t.name} network {t.network_gbps:g} Gb/s ({how})",
     )
-    return INTRA_NODE[t.gpu.model], inter
+    intra = Link(t.gpu.link, t.gpu.link_gbytes_per_s, t.gpu.link_source)
+    return intra, inter
 
 
 def allreduce_s(
-    grad_bytes: float, gpus_per_node: int, nodes: int, intra: Link, inter: Link, a: Assumptions = Assumptions()
+    grad_bytes: float,
+    gpus_per_node: int,
+    nodes: int,
+    intra: Link,
+    inter: Link,
+    a: ClusterAssumptions = ClusterAssumptions(),
 ) -> float:
     """One step's gradient all-reduce across ``nodes`` instances of ``gpus_per_node`` GPUs."""
     buckets = math.ceil(grad_bytes / a.bucket_bytes)
@@ -218,7 +195,9 @@ def allreduce_s(
     return max(network, local)
 
 
-def exposed_s(compute_s: float, comm_s: float, grad_bytes: float, a: Assumptions = Assumptions()) -> float:
+def exposed_s(
+    compute_s: float, comm_s: float, grad_bytes: float, a: ClusterAssumptions = ClusterAssumptions()
+) -> float:
     """The communication the step waits for: what backward cannot hide, and at least the last bucket."""
     if comm_s <= 0:
         return 0.0
@@ -253,7 +232,7 @@ def predict(
     work: Workload,
     instance_type: str,
     instance_count: int,
-    a: Assumptions = Assumptions(),
+    a: ClusterAssumptions = ClusterAssumptions(),
     gpus_per_instance: int | None = None,
 ) -> Prediction:
     """One configuration: ``instance_count`` x ``instance_type`` with one process per GPU."""
@@ -289,7 +268,7 @@ def predict(
 
 
 def plan(
-    work: Workload, instance_type: str, counts=(1, 2, 4, 8, 16), a: Assumptions = Assumptions()
+    work: Workload, instance_type: str, counts=(1, 2, 4, 8, 16), a: ClusterAssumptions = ClusterAssumptions()
 ) -> list[Prediction]:
     """Predictions for 1...N instances of one type."""
     return [predict(work, instance_type, n, a) for n in counts]

@@ -12,7 +12,7 @@ of work is Daly's (2006) formula::
 and the interval that minimises it is close to Young's ``tau* = sqrt(2 * delta * M)``. Without checkpoints
 (``tau = W``) a restart starts over and E[T] grows exponentially with W. A script that saves on SIGTERM (as
 ``labs/src/train.py`` does) loses only the restart when the notice arrives in time; ``saves_on_notice=True`` prices
-that case. Rates and restart times are assumptions (the ``Assumptions`` defaults say which): measure yours.
+that case. Rates and restart times are assumptions (the ``SpotAssumptions`` defaults say which): measure yours.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ LAB_INSTANCES = ("ml.g5.2xlarge", "ml.g5.12xlarge", "ml.g6e.12xlarge", "ml.p4d.2
 
 
 @dataclass(frozen=True)
-class Assumptions:
+class SpotAssumptions:
     """What the calculator cannot know: change them to your region, instance type and measurements."""
 
     saving: float = cost.SPOT_SAVING_MIDRANGE  # spot discount against on-demand (mid-range)
@@ -43,7 +43,7 @@ class Assumptions:
             raise ValueError("interruptions_per_hour, restart_s and save_s must not be negative")
 
 
-def expected_hours(work_h: float, interval_h: float | None, a: Assumptions) -> float:
+def expected_hours(work_h: float, interval_h: float | None, a: SpotAssumptions) -> float:
     """Expected wall hours to finish ``work_h`` hours of training, checkpointing every ``interval_h`` hours of work
     (``None``: never, a restart starts over)."""
     if work_h <= 0:
@@ -64,7 +64,7 @@ def expected_hours(work_h: float, interval_h: float | None, a: Assumptions) -> f
     return segments * m * math.exp(restart / m) * math.expm1((tau + delta) / m)
 
 
-def best_interval_h(a: Assumptions) -> float:
+def best_interval_h(a: SpotAssumptions) -> float:
     """Young's interval: the checkpoint period that balances saving time against expected lost work."""
     if a.interruptions_per_hour == 0:
         return math.inf
@@ -82,7 +82,7 @@ def rework(
     instance_type: str,
     work_h: float,
     intervals_min: tuple = (5, 15, 30, 60, 120, None),
-    a: Assumptions = Assumptions(),
+    a: SpotAssumptions = SpotAssumptions(),
     instance_count: int = 1,
 ) -> list[dict]:
     """One row per checkpoint interval (minutes of work; ``None``: no checkpoints): expected hours, lost hours and
@@ -109,7 +109,7 @@ def rework(
 def compare_instances(
     work_h: float | dict[str, float],
     interval_min: float | None = 30,
-    a: Assumptions = Assumptions(),
+    a: SpotAssumptions = SpotAssumptions(),
     instance_types: tuple[str, ...] = LAB_INSTANCES,
 ) -> list[dict]:
     """On-demand against spot for each instance choice. ``work_h``: hours of training, one figure for all or one
@@ -136,14 +136,16 @@ def compare_instances(
     return rows
 
 
-def interval_curve(work_h: float, a: Assumptions = Assumptions(), points: int = 60) -> tuple[list[float], list[float]]:
+def interval_curve(
+    work_h: float, a: SpotAssumptions = SpotAssumptions(), points: int = 60
+) -> tuple[list[float], list[float]]:
     """(interval minutes, expected hours) on a log grid from 1 minute to the whole run, for plotting."""
     lo, hi = math.log(1 / 60), math.log(work_h)
     xs = [math.exp(lo + (hi - lo) * i / (points - 1)) for i in range(points)]
     return [x * 60 for x in xs], [expected_hours(work_h, x, a) for x in xs]
 
 
-def interval_curves(work_h: float, a: Assumptions = Assumptions()) -> dict:
+def interval_curves(work_h: float, a: SpotAssumptions = SpotAssumptions()) -> dict:
     """Expected wall time against checkpoint interval at the assumed interruption rate and, for contrast, at a quarter
     of it and four times it: ``{"work_h", "curves"}``, each curve its ``rate``, ``minutes`` and ``hours``
     (:func:`interval_curve`) and Young's interval on it (``best``: (minutes, hours), None past the run's end).

@@ -48,8 +48,8 @@ from sampling import GlobalBatchPlan
 # dense tensor-core TFLOP/s used as the MFU denominator. H100/H200: the bf16 matmul ceiling measured on the
 # workshop's reference machines (8192^3 GEMM, 788 on both), not the datasheet's 989: the workshop's H100 goals are
 # stated against it. The others: datasheet dense bf16 (V100: fp16, it has no bf16), so compare MFU across GPUs with
-# care (helpers/planning/scaling.py carries step times between GPUs with DATASHEET_PEAK_TFLOPS, datasheet figures
-# only).
+# care (helpers/planning/scaling.py carries step times between GPUs with the catalogue's datasheet peaks only,
+# helpers/planning/instances.py Gpu.peak_tflops).
 MEASURED_PEAK_TFLOPS = {"H100": 788.0, "H200": 788.0, "A100": 312.0, "A10G": 125.0, "L4": 121.0, "V100": 125.0}
 
 
