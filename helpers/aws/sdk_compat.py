@@ -184,15 +184,3 @@ def _dlc_entries(image_uris, framework: str | None, version: str | None) -> Iter
     finally:
         image_uris.config_for_framework = load
 
-
-def sdk_versions() -> dict[str, str | None]:
-    """The installed SDK's packages and versions (None where one is missing), for reports and error messages."""
-    from importlib import metadata
-
-    found: dict[str, str | None] = {}
-    for name in ("sagemaker", "sagemaker-core", "sagemaker-train"):
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            found[name] = None
-    return found
