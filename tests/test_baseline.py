@@ -95,7 +95,7 @@ def test_a_saved_model_is_read_back_as_train_py_saved_it(tmp_path):
 
 
 def test_lab_01_s_real_target_is_the_catalogue_s_cheapest_with_a_bf16_gpu():
-    notebook = next(nb for nb in lab.numbered_notebooks() if nb.name.startswith("01_"))
+    notebook = lab.registered("01").notebook
     cell = next(
         c
         for c in json.loads(notebook.read_text(encoding="utf-8"))["cells"]

@@ -17,7 +17,7 @@ from conftest import REPO
 from helpers.aws import account, offline_sandbox, settings, setup_errors
 from helpers.aws import offline as aws_offline
 from helpers.facilitator import lab_targets, studio_sizing, workshop
-from helpers.lab import numbered_notebooks
+from helpers.lab import registered
 
 GUIDE = REPO / "docs" / "facilitator.md"
 TEMPLATE = REPO / "infra" / "workshop-account.yaml"
@@ -44,7 +44,7 @@ def test_the_guide_s_generated_blocks_are_what_the_helpers_compute():
 
 @pytest.mark.parametrize("target", lab_targets.TARGETS, ids=lambda t: f"{t.lab}-{t.parameter}")
 def test_each_lab_defaults_to_the_guide_s_real_target(target):
-    notebook = next(nb for nb in numbered_notebooks() if nb.name.startswith(target.lab))
+    notebook = registered(target.lab).notebook
     params = _parameters(notebook)
     assert params[target.parameter] == target.instance_type
     if "instance_count" in params and target.parameter == "real_target":

@@ -36,7 +36,7 @@ def _parameters(notebook) -> dict:
     ids=lambda v: v if isinstance(v, str) else "",
 )
 def test_each_real_target_is_the_cheapest_type_for_its_job_s_need(stem, parameter, need):
-    notebook = next(nb for nb in lab.numbered_notebooks() if nb.stem == stem)
+    notebook = next(one.notebook for one in lab.LABS if one.stem == stem)
     chosen = instances.lookup(_parameters(notebook)[parameter])
     assert chosen.gpus >= need["gpus"] and (chosen.bf16 or not need.get("bf16"))
     assert chosen.name == instances.cheapest(**need).name, (
@@ -48,7 +48,7 @@ def test_each_real_target_is_the_cheapest_type_for_its_job_s_need(stem, paramete
 @pytest.mark.parametrize("stem", list(NEEDS))
 def test_a_lab_prices_its_real_target_from_the_catalogue_and_types_no_price(stem):
     """The cost line is computed (the lab prints it from ``instances``); no dollar figure is typed into the prose."""
-    notebook = next(nb for nb in lab.numbered_notebooks() if nb.stem == stem)
+    notebook = next(one.notebook for one in lab.LABS if one.stem == stem)
     nb = json.loads(notebook.read_text(encoding="utf-8"))
     prose = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
     code = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")

@@ -10,7 +10,7 @@ from conftest import REPO
 
 from helpers import lab, lab_time
 
-LABS = lab.numbered_notebooks()
+LABS = [one.notebook for one in lab.LABS]  # every registered lab (tests/test_registries.py)
 
 
 def _lab(path, cells):

@@ -57,7 +57,7 @@ def declared(notebook) -> dict[str, str]:
     return notebook.metadata.get("workshop", {}).get("prose_figures", {})
 
 
-@pytest.mark.parametrize("path", lab.numbered_notebooks(), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", [one.notebook for one in lab.LABS], ids=lambda p: p.stem)
 def test_every_figure_in_the_prose_is_a_declared_constant(path):
     notebook = nbformat.read(path, as_version=4)
     constants = declared(notebook)
@@ -71,7 +71,7 @@ def test_every_figure_in_the_prose_is_a_declared_constant(path):
     )
 
 
-@pytest.mark.parametrize("path", lab.numbered_notebooks(), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", [one.notebook for one in lab.LABS], ids=lambda p: p.stem)
 def test_every_declared_constant_is_in_the_prose_and_names_its_source(path):
     notebook = nbformat.read(path, as_version=4)
     written = {f for cell in notebook.cells if cell.cell_type == "markdown" for f in figures(cell.source)}
@@ -109,7 +109,7 @@ def _unshown_sentences(source: str) -> list[int]:
     ]
 
 
-@pytest.mark.parametrize("path", lab.numbered_notebooks(), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", [one.notebook for one in lab.LABS], ids=lambda p: p.stem)
 def test_every_generated_sentence_is_shown(path):
     notebook = nbformat.read(path, as_version=4)
     unshown = {

@@ -1,6 +1,7 @@
 """The house's rules, checked on every import the helpers make (those inside functions too):
 
-- no import cycle between the helpers' modules;
+- no import cycle between the helpers' modules, nor between its rooms: the folders of ``helpers/`` and the modules
+  beside them (no two import each other, directly or around a loop);
 - ``helpers.local`` (this machine) never imports ``helpers.aws`` (a real account);
 - an import inside a function is for an optional third-party package only: a helpers module that needs another
   imports it at the top, where a cycle would show at once;
@@ -13,6 +14,7 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -97,6 +99,37 @@ def test_the_helpers_have_no_import_cycle():
     assert cycles(GRAPH) == []
 
 
+def room(module: str) -> str:
+    """A module's room: its folder of ``helpers/`` (``helpers.aws``), or the module itself beside the folders."""
+    parts = module.split(".")
+    return ".".join(parts[:2])
+
+
+def rooms(graph: dict[str, list[str]]) -> dict[str, list[str]]:
+    """The import graph between rooms: a module's arrows become its room's, arrows inside one room dropped."""
+    found: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        if module == "helpers":
+            continue
+        arrows = found.setdefault(room(module), set())
+        arrows |= {room(t) for t in targets if room(t) != room(module)}
+    return {r: sorted(ts) for r, ts in found.items()}
+
+
+def test_rooms_are_folders_and_the_modules_beside_them():
+    assert room("helpers.aws.launch") == "helpers.aws" and room("helpers.jobs") == "helpers.jobs"
+    assert rooms({"helpers.a.x": ["helpers.a.y", "helpers.b"], "helpers.b": ["helpers.a.x"]}) == {
+        "helpers.a": ["helpers.b"],
+        "helpers.b": ["helpers.a"],
+    }
+
+
+def test_no_two_rooms_of_the_helpers_import_each_other_even_around_a_loop():
+    graph = rooms(GRAPH)
+    assert {"helpers.aws", "helpers.local", "helpers.checks", "helpers.planning", "helpers.facilitator"} <= set(graph)
+    assert cycles(graph) == [], "folders that import each other: move the file that closes the loop to its floor"
+
+
 def test_the_local_runner_never_imports_the_aws_side():
     crossings = [
         f"{m} imports {t}"
@@ -174,3 +207,29 @@ def test_no_function_in_the_helpers_is_over_80_lines():
         if (lines := (f.end_lineno or f.lineno) - f.lineno + 1) > FUNCTION_LINES
     ]
     assert not too_long, f"over {FUNCTION_LINES} lines, to break into smaller functions: {too_long}"
+
+
+def floors(graph: dict[str, list[str]]) -> dict[str, int]:
+    """Each room's floor: 1 for one that imports no other, else one above the highest it imports."""
+    found: dict[str, int] = {}
+
+    def floor(r: str) -> int:
+        if r not in found:
+            found[r] = 1 + max((floor(t) for t in graph.get(r, [])), default=0)
+        return found[r]
+
+    for r in graph:
+        floor(r)
+    return found
+
+
+def test_extending_md_draws_the_house_as_it_stands():
+    """docs/extending.md's table of floors is the one the imports make."""
+    text = (REPO / "docs" / "extending.md").read_text(encoding="utf-8")
+    drawn = {
+        "helpers." + name.strip("`/"): int(row.split("|")[1].split()[0])
+        for row in text.splitlines()
+        if row.startswith("| ") and row.split("|")[1].strip()[:1].isdigit()
+        for name in re.findall(r"`[a-z_]+/?`", row.split("|")[2])
+    }
+    assert drawn == floors(rooms(GRAPH))

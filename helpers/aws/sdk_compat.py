@@ -183,4 +183,3 @@ def _dlc_entries(image_uris, framework: str | None, version: str | None) -> Iter
         yield
     finally:
         image_uris.config_for_framework = load
-
