@@ -14,9 +14,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from helpers import report, targets
+from helpers.aws import preflight as aws_preflight
 from helpers.aws import sagemaker_jobs
 from helpers.aws.local_container import run_local_container
-from helpers.aws.preflight import preflight
+from helpers.aws.preflight import Plan
 from helpers.checks.findings import FSxConfigError, UnsupportedFeature
 from helpers.errors import JobCheckError
 from helpers.job import (
@@ -45,7 +46,6 @@ __all__ = [
     "here_and_on_sagemaker",
     "on_sagemaker",
     "parse_metric_line",
-    "preflight",
     "run_job",
     "runs_root",
     "write_runs_under",
@@ -70,7 +70,13 @@ def on_sagemaker(job: Job, instance_type: str, **options):
     """The CreateTrainingJob request ``job`` would send on ``instance_type``: a dry run, offline (placeholder account,
     nothing sent), priced; the notebook displays it (the request collapsed). Shown beside a local run, it is the same
     job: only the target differs."""
-    return sagemaker_jobs.dry_run_offline(job, instance_type, **{"echo": False, **options})
+    return sagemaker_jobs.dry_run_offline(job, targets.resolve(instance_type), **{"echo": False, **options})
+
+
+def preflight(job: Job, instance_type: str, **options) -> Plan:
+    """``job`` checked for ``instance_type`` before any AWS call (:func:`helpers.aws.preflight.preflight`): the
+    :class:`~helpers.aws.preflight.Plan` its request would be built from, or the error that names the fix."""
+    return aws_preflight.preflight(job, targets.resolve(instance_type), **options)
 
 
 def here_and_on_sagemaker(job: Job, result, dry):

@@ -1,7 +1,9 @@
 """Where a lab's job runs: this machine (``local``, ``local_cpu``, ``local_gpu``) or a SageMaker instance type.
 
-Resolving a target never imports torch and never calls AWS: it looks for GPUs the way the SageMaker container driver
-does (``nvidia-smi --list-gpus``), so notebooks stay light and start fast.
+A lab's ``target`` parameter is resolved once, where a job enters the helpers (``helpers.jobs.run_job``); everything
+below takes the :class:`Target`, an instance type with its catalogue entry. Resolving a target never imports torch
+and never calls AWS: it looks for GPUs the way the SageMaker container driver does (``nvidia-smi --list-gpus``), so
+notebooks stay light and start fast.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import difflib
 import os
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from helpers.errors import TargetError
@@ -27,6 +29,12 @@ class Target:
     instance_type: str  # what the job sees as SM_CURRENT_INSTANCE_TYPE
     gpus: int
     cpus: int
+    instance: instances.InstanceType | None = field(default=None, compare=False, repr=False)  # SageMaker: its entry
+
+    @classmethod
+    def on(cls, spec: instances.InstanceType) -> Target:
+        """The target of a catalogue instance type."""
+        return cls(spec.name, spec.name, spec.gpus, spec.vcpus, spec)
 
     @property
     def kind(self) -> str:
@@ -86,8 +94,7 @@ def resolve(name: str, real_target: str | None = None) -> Target:
             )
         return resolve(real_target)
     if "." in name:  # an instance type, perhaps without its "ml." or in capitals: the catalogue says which
-        spec = instances.lookup(name)
-        return Target(spec.name, spec.name, spec.gpus, spec.vcpus)
+        return Target.on(instances.lookup(name))
     gpus, cpus = local_gpu_count(), local_cpu_count()
     if name == "local":
         return Target("local", "local_gpu" if gpus else "local_cpu", gpus, cpus)

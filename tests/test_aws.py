@@ -15,9 +15,10 @@ import pytest
 
 from helpers.aws import account as aws
 from helpers.aws import offline as aws_offline
-from helpers.aws import offline_sandbox, quotas, sagemaker_jobs, settings, setup_errors
+from helpers.aws import offline_sandbox, quotas, settings, setup_errors
 from helpers.aws.offline_answers import ClientErrorAnswer, ScriptedJob
 from helpers.job import Job
+from helpers.jobs import run_job
 
 
 @pytest.fixture
@@ -311,7 +312,7 @@ def test_an_offline_dry_run_does_no_role_discovery(no_studio, tmp_path, monkeypa
 
     monkeypatch.setattr(aws, "_role_from_caller", no_lookup)
     with aws_offline.offline() as off:
-        sagemaker_jobs.run(job, "ml.g5.2xlarge", echo=False, attendee="alice")
+        run_job(job, "ml.g5.2xlarge", echo=False, attendee="alice")
     assert off.request("CreateTrainingJob")["RoleArn"] == offline_sandbox.ROLE_ARN  # the placeholder, as is
 
 

@@ -7,19 +7,18 @@ from dataclasses import replace
 
 import pytest
 
-from helpers import checks
-from helpers.aws.preflight import preflight
+from helpers import checks, jobs
 from helpers.checks import common_rules, findings, target_rules
 from helpers.errors import JobCheckError, WorkshopError
 from helpers.job import Job, catalog_channels
 from helpers.local.runner import LocalRunner
-from helpers.targets import Target
+from helpers.targets import Target, resolve
 
 CPU = Target("local_cpu", "local_cpu", 0, 2)
 GPU1 = Target("local_gpu", "local_gpu", 1, 8)
-G5 = Target("ml.g5.2xlarge", "ml.g5.2xlarge", 1, 8)
-G5_12 = Target("ml.g5.12xlarge", "ml.g5.12xlarge", 4, 48)
-P4D = Target("ml.p4d.24xlarge", "ml.p4d.24xlarge", 8, 96)
+G5 = resolve("ml.g5.2xlarge")
+G5_12 = resolve("ml.g5.12xlarge")
+P4D = resolve("ml.p4d.24xlarge")
 
 
 def where(job: Job, target: Target) -> findings.Where:
@@ -96,7 +95,7 @@ CASES = [
     (
         target_rules.instance_runs_the_script,
         dict(),
-        Target("ml.trn1.2xlarge", "ml.trn1.2xlarge", 0, 8),
+        resolve("ml.trn1.2xlarge"),
         findings.UnsupportedFeature,
         "needs CUDA GPUs",
     ),
@@ -182,5 +181,5 @@ def test_a_rule_added_to_common_applies_on_this_machine_and_on_sagemaker(small_c
     with pytest.raises(JobCheckError, match="no jobs named 'friday' on local_cpu"):
         LocalRunner(tmp_path / "jobs", echo=False).prepare(job, CPU)
     with pytest.raises(JobCheckError, match="no jobs named 'friday' on ml.g5.2xlarge"):
-        preflight(job, "ml.g5.2xlarge")
+        jobs.preflight(job, "ml.g5.2xlarge")
     assert not (tmp_path / "jobs").exists()  # refused before anything was written

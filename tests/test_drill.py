@@ -13,6 +13,7 @@ import torch
 from conftest import TINY
 
 from helpers.job import Job, catalog_channels, parse_metric_line
+from helpers.jobs import on_sagemaker
 from helpers.local import drill, drill_plan
 from helpers.local.runner import LocalRunner
 from helpers.planning import spot
@@ -246,7 +247,6 @@ def test_rework_table_prices_the_catalogue_and_spot_can_lose_its_discount():
 
 
 def test_spot_job_dry_run_has_managed_spot_stopping_condition_and_checkpoint_config():
-    from helpers.aws import sagemaker_jobs
 
     job = Job(
         "lab06-spot",
@@ -257,7 +257,7 @@ def test_spot_job_dry_run_has_managed_spot_stopping_condition_and_checkpoint_con
         max_runtime_s=3600,
         max_wait_s=7200,
     )
-    dry = sagemaker_jobs.dry_run_offline(job, "ml.g5.2xlarge", echo=False)
+    dry = on_sagemaker(job, "ml.g5.2xlarge", echo=False)
     r = dry.request
     assert r["EnableManagedSpotTraining"] is True
     assert r["StoppingCondition"] == {"MaxRuntimeInSeconds": 3600, "MaxWaitTimeInSeconds": 7200}

@@ -12,13 +12,14 @@ from pathlib import Path
 import pytest
 from conftest import TINY
 
+from helpers import jobs
 from helpers.aws import input_modes as aws_input_modes
-from helpers.aws import preflight
 from helpers.checks import findings
 from helpers.data import catalog
 from helpers.errors import JobCheckError
 from helpers.input_mode import MODES
 from helpers.job import Job
+from helpers.jobs import on_sagemaker
 from helpers.local import fastfile, input_modes, objectstore, ports
 from helpers.local.input_modes import InputModeError
 from helpers.local.local_job import LocalJob
@@ -390,12 +391,11 @@ FSX = {
 
 
 def test_real_channel_definitions_per_mode_in_the_dry_run(small_catalog):
-    from helpers.aws import sagemaker_jobs
 
     base = Job("lab05", {"epochs": 1})
     data = {"train": "s3://my-bucket/lab05/shards/train/", "validation": str(small_catalog / "validation")}
     jobs = aws_input_modes.sagemaker_jobs_per_mode(base, data, FSX)
-    requests = {m: sagemaker_jobs.dry_run_offline(j, "ml.g5.2xlarge", echo=False).request for m, j in jobs.items()}
+    requests = {m: on_sagemaker(j, "ml.g5.2xlarge", echo=False).request for m, j in jobs.items()}
     rows = {m: aws_input_modes.channel_definitions(r) for m, r in requests.items()}
     assert {r["InputMode"] for r in rows["File"]} == {"File"}
     assert [r["InputMode"] for r in rows["FastFile"]] == ["FastFile", "FastFile"]  # explicit on every channel
@@ -419,7 +419,7 @@ def test_fsx_preflight_wants_networking_and_a_mount_name():
     no_network = {k: v for k, v in FSX.items() if k not in ("subnets", "security_group_ids")}
     job = aws_input_modes.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, no_network)["FSx"]
     with pytest.raises(findings.FSxConfigError, match="988 and 1018-1023"):
-        preflight.preflight(job, "ml.g5.2xlarge")
+        jobs.preflight(job, "ml.g5.2xlarge")
     with pytest.raises(findings.FSxConfigError, match="988 and 1018-1023"):
         aws_input_modes.fsx_preflight(job)
     aws_input_modes.fsx_preflight(
@@ -434,7 +434,7 @@ def test_the_fsx_job_is_told_its_vpc_needs_s3_for_its_code_too():
     source and the SDK's drivers) come from S3: an FSx job without that route never starts its script."""
 
     job = aws_input_modes.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, FSX)["FSx"]
-    notes = preflight.preflight(job, "ml.g5.2xlarge").notes
+    notes = jobs.preflight(job, "ml.g5.2xlarge").notes
     s3 = next(n for n in notes if "S3 VPC endpoint or a NAT gateway" in n)
     assert "code channels" in s3 and "sm_drivers" in s3
     assert any("PyPI" in n and "NAT gateway" in n for n in notes)  # pip: NAT, an S3 endpoint alone does not do

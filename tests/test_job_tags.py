@@ -7,8 +7,8 @@ import re
 import botocore.session
 import pytest
 
-from helpers import job as jobs
-from helpers.aws import preflight
+from helpers import job as job_module
+from helpers import jobs
 from helpers.errors import JobCheckError
 from helpers.job import Job
 
@@ -20,12 +20,12 @@ def _api_rules():
 
 def test_the_rules_are_the_installed_models():
     key, value = _api_rules()
-    rules, _ = jobs._tag_rules()
+    rules, _ = job_module._tag_rules()
     assert rules["Key"] == (key.get("min", 0), key["max"], key["pattern"])
     assert rules["Value"] == (value.get("min", 0), value["max"], value["pattern"])
     # Python's re has no \p{L}: the pattern must keep the one form the check reads, or the characters go unchecked
     for pattern in (key["pattern"], value["pattern"]):
-        categories, literals = jobs._pattern_class(pattern)
+        categories, literals = job_module._pattern_class(pattern)
         assert categories == {"L", "Z", "N"} and set("_.:/=+-@") <= literals
 
 
@@ -70,9 +70,9 @@ def test_a_list_of_tags_is_refused():
 
 def test_the_helpers_own_tag_keys_are_refused(data_channels):
     with pytest.raises(JobCheckError, match="workshop-attendee"):
-        preflight.preflight(Job("x", channels=data_channels, tags={"workshop-attendee": "bob"}), "ml.g5.2xlarge")
+        jobs.preflight(Job("x", channels=data_channels, tags={"workshop-attendee": "bob"}), "ml.g5.2xlarge")
 
 
 @pytest.fixture
 def data_channels(small_catalog):
-    return jobs.catalog_channels(small_catalog)
+    return job_module.catalog_channels(small_catalog)

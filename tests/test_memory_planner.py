@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from helpers import jobs
-from helpers.aws import preflight, sagemaker_jobs
 from helpers.checks import findings
+from helpers.jobs import on_sagemaker
 from helpers.planning import memory
 
 import smp  # noqa: E402  (the container's SMP v2 path: the FSDP sharding it picks)
@@ -156,7 +156,7 @@ def smp_job(**smp):
 )
 def test_smp_degrees_that_cannot_run_are_refused_before_launch(smp, target, error, match):
     with pytest.raises(error, match=match):
-        preflight.preflight(smp_job(**smp), target)
+        jobs.preflight(smp_job(**smp), target)
 
 
 @pytest.mark.slow
@@ -164,7 +164,7 @@ def test_smp_dry_run_carries_the_degrees_and_the_smp_image():
     import json
 
     plan = memory.recommend("llama-13b", "ml.p4d.24xlarge").chosen
-    dry = sagemaker_jobs.dry_run_offline(smp_job(**plan.smp()), "ml.p4d.24xlarge", echo=False)
+    dry = on_sagemaker(smp_job(**plan.smp()), "ml.p4d.24xlarge", echo=False)
     assert "smdistributed-modelparallel" in dry.request["AlgorithmSpecification"]["TrainingImage"]
     assert json.loads(dry.request["HyperParameters"]["mp_parameters"]) == plan.smp()
     assert dry.request["HyperParameters"]["strategy"] == "fsdp"

@@ -26,10 +26,10 @@ import psutil
 import pytest
 from conftest import SRC, TINY
 
-from helpers.aws import sagemaker_jobs
 from helpers.aws.offline import OfflineAWS
 from helpers.contract import HostConfig
 from helpers.job import Job, catalog_channels, parse_metric_line
+from helpers.jobs import run_job
 from helpers.local.runner import LocalRunner
 from helpers.targets import local_cpu_count, resolve
 
@@ -86,7 +86,7 @@ def lab01_job(catalog: Path, tmp_path: Path, **overrides) -> Job:
 
 def build_request(job: Job) -> tuple[dict, dict[tuple[str, str], bytes]]:
     recorder = OfflineAWS()
-    dry = sagemaker_jobs.run(job, TARGET, session=recorder, echo=False)
+    dry = run_job(job, TARGET, session=recorder, echo=False)
     return dry.request, recorder.bodies
 
 

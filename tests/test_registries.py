@@ -22,12 +22,12 @@ from test_notebooks_dry_run import EXPECTED
 
 from helpers import exercises, input_mode, lab, lab_time
 from helpers.aws import input_modes as aws_input_modes
-from helpers.aws import sagemaker_jobs
 from helpers.checks import common_rules, target_rules
 from helpers.checks.findings import Where
 from helpers.exercises import lab05
 from helpers.facilitator import lab_targets
 from helpers.job import DATA_DIR, Job
+from helpers.jobs import on_sagemaker
 from helpers.local import input_modes as local_input_modes
 from helpers.planning import cost, instances, memory, scaling, spot
 from helpers.targets import Target
@@ -136,7 +136,7 @@ def test_every_input_mode_is_carried_by_the_request(mode):
         "security_group_ids": ["sg-0123456789abcdef0"],
     }
     job = aws_input_modes.sagemaker_jobs_per_mode(Job("lab05", {"epochs": 1}), data, fsx)[mode.name]
-    request = sagemaker_jobs.dry_run_offline(job, "ml.g6.xlarge", echo=False).request
+    request = on_sagemaker(job, "ml.g6.xlarge", echo=False).request
     channels = {c["ChannelName"]: c for c in request["InputDataConfig"]}
     for name in data:
         assert input_mode.of_channel(channels[name]) == mode.name

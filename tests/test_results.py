@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.aws import sagemaker_jobs
 from helpers.aws.dry_run import DryRun
 from helpers.aws.launch import SageMakerJobResult
 from helpers.job import Job
+from helpers.jobs import on_sagemaker
 from helpers.local.local_job import JobResult
 from helpers.planning import cost
 from helpers.results import RunResult
@@ -43,7 +43,7 @@ def test_a_dry_run_is_a_result_with_nothing_trained(tmp_path):
     for split in ("train", "validation"):
         (tmp_path / split).mkdir()
         (tmp_path / split / "part-00000.csv").write_text("id,title,category\n1,a title,c\n")
-    dry = sagemaker_jobs.dry_run_offline(
+    dry = on_sagemaker(
         Job("lab01-single", {}, {s: tmp_path / s for s in ("train", "validation")}), "ml.g5.2xlarge", echo=False
     )
     assert isinstance(dry, DryRun) and isinstance(dry, RunResult)

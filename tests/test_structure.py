@@ -233,3 +233,44 @@ def test_extending_md_draws_the_house_as_it_stands():
         for name in re.findall(r"`[a-z_]+/?`", row.split("|")[2])
     }
     assert drawn == floors(rooms(GRAPH))
+
+
+def test_a_target_is_resolved_once_and_everything_below_takes_a_target():
+    """No signature of the helpers takes ``Target | str``: a lab's ``target`` is resolved where the job enters
+    (``helpers.jobs``; the drill's ``run_drill``), and the resolved Target carries its catalogue entry down."""
+    loose = [
+        f"{module_name(path)}:{node.lineno} {node.arg}"
+        for path in MODULES.values()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.arg)
+        and node.annotation is not None
+        and {"Target", "str"} <= set(re.findall(r"\w+", ast.unparse(node.annotation)))
+    ]
+    assert not loose, f"arguments that take a Target or a name: {loose}"
+
+
+def test_a_dry_run_looks_its_instance_type_up_once(monkeypatch):
+    from helpers import jobs
+    from helpers.job import DATA_DIR, Job, catalog_channels
+    from helpers.planning import instances
+
+    looked_up = []
+    lookup = instances.lookup
+    monkeypatch.setattr(instances, "lookup", lambda name: looked_up.append(name) or lookup(name))
+    dry = jobs.on_sagemaker(Job("lab01-single", {}, catalog_channels(DATA_DIR / "catalog")), "ml.g5.2xlarge")
+    assert dry.request["ResourceConfig"]["InstanceType"] == "ml.g5.2xlarge" and dry.estimate is not None
+    assert looked_up == ["ml.g5.2xlarge"]
+
+
+def test_only_the_entry_point_dispatches_by_kind_of_target(small_catalog):
+    """``run_job`` sends a job to the local runner, the SDK's Docker local mode or SageMaker; below it, the
+    SageMaker path refuses any other kind instead of dispatching again."""
+    from helpers.aws import sagemaker_jobs
+    from helpers.errors import TargetError
+    from helpers.job import Job, catalog_channels
+    from helpers.targets import resolve
+
+    job = Job("lab-x", {}, catalog_channels(small_catalog))
+    for name in ("local_container", "local_cpu"):
+        with pytest.raises(TargetError, match="runs on this machine: use helpers.jobs.run_job"):
+            sagemaker_jobs.run(job, resolve(name))

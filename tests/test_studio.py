@@ -452,9 +452,10 @@ def test_two_dry_runs_of_a_job_a_second_apart_compare_equal(tmp_path):
     prefix), so that the twin's comparison across SDKs is exact."""
     import time
 
-    from helpers.aws import sagemaker_jobs
     from helpers.aws.dry_run import save_request
     from helpers.job import Job
+    from helpers.jobs import on_sagemaker
+    from helpers.targets import resolve
 
     job = Job(
         "lab06-spot",
@@ -465,8 +466,8 @@ def test_two_dry_runs_of_a_job_a_second_apart_compare_equal(tmp_path):
         instance_count=2,
     )
     for side in ("a", "b"):
-        dry = sagemaker_jobs.dry_run_offline(job, dry_requests.TARGET, attendee="ci", echo=False)
-        save_request(dry, dry_requests.TARGET, tmp_path / side / "06_spot_checkpoints.requests")
+        dry = on_sagemaker(job, dry_requests.TARGET, attendee="ci")
+        save_request(dry, resolve(dry_requests.TARGET), tmp_path / side / "06_spot_checkpoints.requests")
         time.sleep(1.1)
     result = dry_requests.compare(tmp_path / "a", tmp_path / "b")
     assert result["equal"], result["differences"]

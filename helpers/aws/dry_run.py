@@ -159,7 +159,7 @@ class DryRun(RunResult):
                 "session with AWS credentials, run_job(job, target, launch=True)."
             )
         # the instance type preflight resolved: the target this dry run was made for
-        return launch_job(self.plan.job, self.plan.instance.name, self.launch_options.updated(**options))
+        return launch_job(self.plan.job, self.plan.where.target, self.launch_options.updated(**options))
 
     def summary_lines(self) -> list[str]:
         p, r = self.plan, self.request
@@ -229,7 +229,7 @@ def _capture(
     return recorder.request("CreateTrainingJob")
 
 
-def dry_run(job: Job, target: Target | str, options: LaunchOptions | None = None) -> DryRun:
+def dry_run(job: Job, target: Target, options: LaunchOptions | None = None) -> DryRun:
     """Check, price and build ``job`` for a SageMaker instance type, sending nothing: the exact request and its cost.
 
     With AWS credentials the request is built for the account and :meth:`DryRun.launch` launches it; in an offline
@@ -299,7 +299,7 @@ def dry_run(job: Job, target: Target | str, options: LaunchOptions | None = None
     return dry
 
 
-def save_request(dry: DryRun, target: Target | str, directory: str | Path | None = None) -> Path | None:
+def save_request(dry: DryRun, target: Target, directory: str | Path | None = None) -> Path | None:
     """Write a dry run's request and plan as JSON into ``directory`` (default: ``$WORKSHOP_REQUESTS_DIR``; nothing
     when neither is set). The headless lab runner collects them, so tests can check what each lab would launch."""
     directory = directory or os.environ.get(REQUESTS_ENV)
@@ -310,7 +310,7 @@ def save_request(dry: DryRun, target: Target | str, directory: str | Path | None
     p = dry.plan
     record = {
         "lab_job": p.job.name,
-        "target": target.name if isinstance(target, Target) else str(target),
+        "target": target.name,
         "launcher": p.launcher,
         "processes_per_host": p.processes_per_host,
         "world_size": p.world_size,

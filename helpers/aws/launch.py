@@ -12,9 +12,9 @@ from typing import Any
 
 from helpers.aws import account as aws
 from helpers.aws import offline as aws_offline
-from helpers.aws import settings, setup_errors
+from helpers.aws import preflight, settings, setup_errors
 from helpers.aws.build import build_trainer
-from helpers.aws.preflight import Plan, preflight
+from helpers.aws.preflight import Plan
 from helpers.errors import WorkshopError
 from helpers.job import Job, parse_metric_line
 from helpers.planning import cost
@@ -93,11 +93,11 @@ class LaunchOptions:
 class Checked:
     """A job checked for a target and priced: what a dry run and a launch both do before any AWS call."""
 
-    def __init__(self, job: Job, target: Target | str, options: LaunchOptions):
+    def __init__(self, job: Job, target: Target, options: LaunchOptions):
         self.job, self.target, self.options = job, target, options
         self.pricing_notes: list[str] = []  # kept when the plan is re-made for the job's region
         # every check before any AWS call, once; the image is chosen again for the job's region (plan_in)
-        self.plan = preflight(
+        self.plan = preflight.preflight(
             job,
             target,
             region=options.region,
@@ -111,8 +111,8 @@ class Checked:
         self.options, self.budget_usd = options, options.budget()
         expected_s = None if options.expected_minutes is None else options.expected_minutes * 60
         try:
-            self.estimate: cost.CostEstimate | None = cost.estimate(
-                self.plan.instance.name,
+            self.estimate: cost.CostEstimate | None = cost.estimate_for(
+                self.plan.instance,
                 job.instance_count,
                 max_runtime_s=job.max_runtime_s,
                 spot=job.spot,
@@ -141,7 +141,7 @@ def offline_session(session) -> aws_offline.OfflineAWS | None:
     return None
 
 
-def launch(job: Job, target: Target | str, options: LaunchOptions | None = None) -> SageMakerJobResult | LaunchedJob:
+def launch(job: Job, target: Target, options: LaunchOptions | None = None) -> SageMakerJobResult | LaunchedJob:
     """Launch ``job`` on a SageMaker instance type after the checks, the budget and the quota; follow it to its
     :class:`SageMakerJobResult` (``wait=False``: the :class:`LaunchedJob`)."""
     checked = Checked(job, target, options or LaunchOptions())

@@ -12,7 +12,7 @@ from helpers.checks import common_rules, findings
 from helpers.errors import TargetError
 from helpers.job import Job
 from helpers.planning import instances
-from helpers.targets import LOCAL_TARGETS, Target
+from helpers.targets import Target
 
 TENSORBOARD_DIR = "/opt/ml/output/tensorboard"  # where SageMaker collects TensorBoard files from
 
@@ -44,8 +44,7 @@ class Plan:
 
     @property
     def where(self) -> findings.Where:
-        target = Target(self.instance.name, self.instance.name, self.instance.gpus, self.instance.vcpus)
-        return findings.Where(target, self.instance, self.processes_per_host, self.launcher)
+        return findings.Where(Target.on(self.instance), self.instance, self.processes_per_host, self.launcher)
 
     def in_region(self, region: str | None) -> Plan:
         """This plan with the image of ``region`` (the job's checks are not run again)."""
@@ -54,21 +53,9 @@ class Plan:
         return replace(self, image_uri=image, image_note=why, notes=notes, image_notes=image_notes)
 
 
-def sagemaker_target(target: Target | str) -> Target:
-    """An instance type as a target; a local target is refused, naming the helper that runs it."""
-    name = target.name if isinstance(target, Target) else str(target)
-    if name in LOCAL_TARGETS:
-        raise TargetError(
-            f"helpers.aws.sagemaker_jobs runs SageMaker instance types ('ml.g5.2xlarge'); {name!r} is a "
-            f"local target: use helpers.jobs.run_job(job, {name!r})."
-        )
-    spec = instances.lookup(name)
-    return Target(spec.name, spec.name, spec.gpus, spec.vcpus)
-
-
 def preflight(
     job: Job,
-    target: Target | str,
+    target: Target,
     *,
     region: str | None = None,
     tensorboard: bool | None = None,
@@ -77,11 +64,16 @@ def preflight(
     """Check ``job`` for ``target`` (the rules of :mod:`helpers.checks`), then choose its image for ``region`` and
     plan its channels; never calls AWS.
 
-    Raises a :class:`~helpers.errors.JobCheckError` kind (or ``instances.UnknownInstanceType``) whose message names
-    the fix.
+    Raises a :class:`~helpers.errors.JobCheckError` kind (or a ``TargetError`` for a target of this machine) whose
+    message names the fix.
     """
-    where = findings.Where.sagemaker(job, sagemaker_target(target))
-    assert where.instance is not None  # Where.sagemaker looks the instance up (or raises)
+    if target.kind != "sagemaker":
+        raise TargetError(
+            f"preflight checks a job for a SageMaker instance type ('ml.g5.2xlarge'); {target.name!r} runs on this "
+            f"machine: use helpers.jobs.run_job(job, {target.name!r})."
+        )
+    where = findings.Where.sagemaker(job, target)
+    assert where.instance is not None  # the target's catalogue entry
     notes = checks.check(job, where)
     if tensorboard is None:  # on when the job writes where SageMaker collects TensorBoard files
         tensorboard = any(str(v).startswith(TENSORBOARD_DIR) for v in job.hyperparameters.values())

@@ -1,6 +1,7 @@
-"""A lab's :class:`~helpers.job.Job` as a SageMaker training job: the names a notebook uses.
+"""A lab's :class:`~helpers.job.Job` as a SageMaker training job, for a resolved target (``helpers.jobs.run_job``
+resolves the lab's ``target`` parameter and hands it here).
 
-``run(job, "ml.g5.2xlarge")`` is a dry run: it checks the job (:func:`preflight`, no AWS call), prices it, builds
+``run(job, target)`` is a dry run: it checks the job (:func:`preflight`, no AWS call), prices it, builds
 SDK v3's ``ModelTrainer`` and lets the SDK produce its ``CreateTrainingJob`` request against a session that records
 the request instead of sending it. The returned :class:`~helpers.aws.dry_run.DryRun` shows the exact request and the
 cost in the notebook. ``run(..., launch=True)`` does the same against AWS, then follows the job: status, logs with
@@ -17,25 +18,21 @@ from helpers.aws import offline as aws_offline
 from helpers.aws.dry_run import DryRun, dry_run
 from helpers.aws.launch import LaunchOptions
 from helpers.aws.launch import launch as launch_job
-from helpers.aws.local_container import run_local_container
 from helpers.job import Job
-from helpers.targets import LOCAL_CONTAINER, Target, resolve
+from helpers.targets import Target
 
 
-def run(job: Job, target: Target | str, launch: bool = False, budget_usd: float | None = None, **options):
+def run(job: Job, target: Target, launch: bool = False, budget_usd: float | None = None, **options):
     """Dry-run (default) or launch ``job`` on a SageMaker instance type; ``options`` are :class:`LaunchOptions`.
 
     Returns a :class:`~helpers.aws.dry_run.DryRun`; with ``launch=True`` a
     :class:`~helpers.aws.launch.SageMakerJobResult` (``wait=False``: a :class:`~helpers.aws.launch.LaunchedJob`).
-    Target ``local_container`` runs the job in the SDK's Docker local mode instead.
     """
     chosen = LaunchOptions.of(budget_usd=budget_usd, **options)
-    if (target.name if isinstance(target, Target) else str(target)) == LOCAL_CONTAINER:
-        return run_local_container(job, resolve(LOCAL_CONTAINER), echo=chosen.echo, session=chosen.session)
     return launch_job(job, target, chosen) if launch else dry_run(job, target, chosen)
 
 
-def dry_run_offline(job: Job, target: Target | str, **options) -> DryRun:
+def dry_run_offline(job: Job, target: Target, **options) -> DryRun:
     """The dry run CI uses: no credentials, no network, placeholders for account, role and bucket."""
     with aws_offline.offline():
         return run(job, target, launch=False, **options)

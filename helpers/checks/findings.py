@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from helpers.errors import JobCheckError
+from helpers.errors import JobCheckError, TargetError
 from helpers.job import Job
 from helpers.planning import instances
 from helpers.targets import Target
@@ -50,7 +50,9 @@ class Where:
 
     @classmethod
     def sagemaker(cls, job: Job, target: Target) -> Where:
-        instance = instances.lookup(target.name)
+        instance = target.instance
+        if instance is None:
+            raise TargetError(f"{target.name!r} has no catalogue entry: make its Target with helpers.targets.resolve")
         procs = (instance.gpus or 1) if job.processes_per_host is None else job.processes_per_host  # one per GPU
         launcher = job.distribution
         if launcher in ("auto", "torchrun") and procs * job.instance_count == 1:

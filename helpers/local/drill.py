@@ -40,7 +40,7 @@ from helpers.targets import Target, resolve
 
 def run_drill(
     job: Job,
-    target: str | Target = "local_cpu",
+    target: str = "local_cpu",
     interruptions: int = 3,
     seed: int = 0,
     kinds: tuple[str, ...] = ("SIGTERM", "SIGKILL"),
@@ -61,7 +61,7 @@ def run_drill(
     :class:`~helpers.local.drill_plan.DrillFailed` if a launch fails on its own, the job never completes, or an
     interruption did not interrupt.
     """
-    t = _drillable(job, target)
+    t = _drillable(job, resolve(target))
     runs_dir = Path(runs_dir or runs_root() / "drills") / f"{job.name}-{datetime.now():%Y%m%d-%H%M%S-%f}"
     watched = replace(job, hyperparameters={**job.hyperparameters, "log_every": 1})
     reference_job = replace(watched, hyperparameters={**watched.hyperparameters, "checkpoint_every": 0})
@@ -80,17 +80,16 @@ def run_drill(
     return Drill(watched, reference, segments, final, compare_runs(reference, final), launches.checkpoint_dir, seconds)
 
 
-def _drillable(job: Job, target: str | Target) -> Target:
-    """The target, resolved; raises unless ``job`` checkpoints and ``target`` is this machine."""
+def _drillable(job: Job, target: Target) -> Target:
+    """``target``, unless ``job`` does not checkpoint or ``target`` is not this machine."""
     every = int(job.hyperparameters.get("checkpoint_every", 0) or 0)
     if every < 1:
         raise ValueError(
             "the drill needs a job that checkpoints: set hyperparameters['checkpoint_every'] to a step count (e.g. 10)"
         )
-    t = resolve(target) if isinstance(target, str) else target
-    if not t.is_local:
-        raise ValueError(f"the drill signals local processes: use target='local' or 'local_cpu', not {t.name}")
-    return t
+    if not target.is_local:
+        raise ValueError(f"the drill signals local processes: use target='local' or 'local_cpu', not {target.name}")
+    return target
 
 
 @dataclass

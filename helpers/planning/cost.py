@@ -129,7 +129,26 @@ def estimate(
 ) -> CostEstimate:
     """Price a job before launch. ``max_runtime_s`` caps what it can bill; ``expected_s`` is an optional guess
     (from a local measurement, say). ``price_per_hour`` overrides the catalogue (another region, a discount)."""
-    spec = instances.lookup(instance_type)
+    return estimate_for(
+        instances.lookup(instance_type),
+        instance_count,
+        max_runtime_s=max_runtime_s,
+        spot=spot,
+        expected_s=expected_s,
+        price_per_hour=price_per_hour,
+    )
+
+
+def estimate_for(
+    spec: instances.InstanceType,
+    instance_count: int = 1,
+    *,
+    max_runtime_s: float,
+    spot: bool = False,
+    expected_s: float | None = None,
+    price_per_hour: float | None = None,
+) -> CostEstimate:
+    """:func:`estimate` for a catalogue entry already at hand (a resolved target's)."""
     if instance_count < 1 or max_runtime_s <= 0:
         raise ValueError("instance_count must be at least 1 and max_runtime_s positive")
     price, as_of, source = spec.price_per_hour, spec.price_as_of, spec.price_source
@@ -137,7 +156,7 @@ def estimate(
         price, as_of, source = float(price_per_hour), "given", "price_per_hour passed by the caller"
     if price is None:
         raise UnknownPrice(
-            f"{instance_type} has no price on file (helpers.planning.instances); pass price_per_hour= "
+            f"{spec.name} has no price on file (helpers.planning.instances); pass price_per_hour= "
             f"from https://aws.amazon.com/sagemaker/pricing/ to estimate it."
         )
     return CostEstimate(
