@@ -1,6 +1,6 @@
-"""The habits of a maintained project, kept from rotting by the test suite: ruff's lint and format pass, the CI
-workflow is valid (its schema and actionlint) and runs the README's two commands, and the pre-commit configuration
-is valid."""
+"""The habits of a maintained project, kept from rotting: ruff's lint and format and mypy run as `make test`'s first
+step (the Makefile's ``lint``), the CI workflow is valid (its schema and actionlint) and runs the README's two
+commands, and the pre-commit configuration is valid."""
 
 from __future__ import annotations
 
@@ -21,14 +21,40 @@ def run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", *args], cwd=REPO, capture_output=True, text=True, timeout=300)
 
 
-def test_ruff_finds_nothing():
-    done = run("ruff", "check", "--no-cache", ".")
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+def make_recipe(target: str) -> list[str]:
+    """The prerequisites and commands of a Makefile target, as ``make -n`` would run them (variables unexpanded)."""
+    lines = (REPO / "Makefile").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"{target}:"))
+    recipe = [lines[start]]
+    for line in lines[start + 1 :]:
+        if not line.startswith("\t"):
+            break
+        recipe.append(line.strip())
+    return recipe
 
 
-def test_ruff_format_leaves_every_file_as_it_is():
-    done = run("ruff", "format", "--check", "--no-cache", ".")
-    assert done.returncode == 0, "run `ruff format .`:\n" + done.stdout[-4000:] + done.stderr[-2000:]
+def test_make_test_runs_the_lint_and_the_type_check_first_in_a_step_of_their_own():
+    """ruff's lint and format and mypy run once per `make test`, before pytest, not inside its workers."""
+    for target in ("test", "test-fast"):
+        assert "lint" in make_recipe(target)[0].split(":")[1].split()
+    lint = make_recipe("lint")[1:]
+    assert lint == [
+        "$(PY) -m ruff check --quiet .",
+        "$(PY) -m ruff format --check --quiet .",
+        "$(PY) -m mypy --cache-dir .mypy_cache",
+    ]
+    assert not any("mypy" in line or "ruff" in line for line in make_recipe("test")[1:])
+
+
+@pytest.mark.slow
+def test_the_lint_step_refuses_a_file_that_breaks_a_rule(tmp_path):
+    """The step can fail: ruff finds an unused import, its formatter a line it would change, mypy a wrong type."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("import os\n\n\ndef f(x: int) -> str:\n    return  x\n")
+    assert run("ruff", "check", "--no-cache", str(bad)).returncode != 0
+    assert run("ruff", "format", "--check", "--no-cache", str(bad)).returncode != 0
+    done = run("mypy", "--no-incremental", "--cache-dir", os.devnull, "--config-file", os.devnull, str(bad))
+    assert done.returncode != 0 and "Incompatible return value" in done.stdout
 
 
 def test_the_ci_workflow_is_valid_and_runs_the_readme_s_two_commands():
@@ -110,9 +136,3 @@ def test_each_test_worker_runs_on_a_share_of_the_cores_of_its_own():
     import torch  # its thread pool follows the worker's share, not the machine
 
     assert torch.get_num_threads() == len(cores[worker::count])
-
-
-def test_mypy_finds_nothing_in_the_helpers():
-    # pyproject.toml's [tool.mypy] says what is checked and why; no cache, so that a stale one cannot hide an error
-    done = run("mypy", "--no-incremental", "--cache-dir", os.devnull)
-    assert done.returncode == 0, "mypy (pyproject.toml's [tool.mypy]):\n" + done.stdout[-4000:] + done.stderr[-2000:]

@@ -220,7 +220,9 @@ def test_a_count_of_tokens_is_not_a_secret(offline, data):  # a token's text is:
 
 @pytest.mark.slow
 def test_a_job_without_a_price_keeps_its_note_through_the_region_s_plan(offline, data, monkeypatch):
-    monkeypatch.setattr(cost, "estimate_for", lambda *a, **k: (_ for _ in ()).throw(cost.UnknownPrice("no price for x")))
+    monkeypatch.setattr(
+        cost, "estimate_for", lambda *a, **k: (_ for _ in ()).throw(cost.UnknownPrice("no price for x"))
+    )
     d = dry(Job("lab01-single", {}, data), "ml.g5.2xlarge")
     assert d.estimate is None and "no price for x" in d.plan.notes
 
