@@ -107,9 +107,9 @@ def test_the_tokenizer_is_the_same_from_one_process_to_the_next():
     a test's catalogue, and what a model learns from it, changed from run to run. Two fresh processes, one answer;
     and every word-inner piece listed up front is an ordinary token, not a special one."""
     script = (
-        "from helpers.data import catalog\n"
-        "titles = [r.title for r in titles.generate_rows(4000, 7, 0)]\n"
-        "print(catalog.train_tokenizer(titles, 1500).to_str())\n"
+        "from helpers.data import catalog, titles\n"
+        "rows = [r.title for r in titles.generate_rows(4000, 7, 0)]\n"
+        "print(catalog.train_tokenizer(rows, 1500).to_str())\n"
     )
     runs = [
         subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, check=True).stdout
