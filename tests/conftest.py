@@ -5,9 +5,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from helpers import run_labs
 
 REPO = Path(__file__).resolve().parent.parent
 SRC = REPO / "labs" / "src"
@@ -64,3 +67,52 @@ def pytest_configure(config):
         if len(cores) >= count:
             os.environ["WORKSHOP_TEST_CORES"] = ",".join(map(str, cores))  # what the whole run had
             os.sched_setaffinity(0, cores[int(worker.removeprefix("gw")) :: count])
+
+
+@dataclass
+class ExecutedLab:
+    run: run_labs.LabRun
+    strays: list[str]  # what the lab wrote under runs/ outside its own folder (nothing, if it keeps the rule)
+
+
+@pytest.fixture(scope="session")
+def lab_run(tmp_path_factory, worker_id):
+    """Each lab executed once per test session, by whichever test asks first, on whichever worker: headless through
+    papermill, in smoke size on the local target, with its reference answers filled in. Every test that reads a
+    lab's run (its status, answers, stated time, claims, requests; the GPU suite's lab step) gets this one run:
+    an :class:`ExecutedLab`."""
+    import json
+    from dataclasses import asdict
+
+    from filelock import FileLock
+
+    from helpers import lab
+    from helpers.job import RUNS_DIR
+
+    shared = tmp_path_factory.getbasetemp()
+    shared = shared.parent if worker_id != "master" else shared  # the workers' common folder under xdist
+
+    def run(stem: str) -> ExecutedLab:
+        notebook = next(one.notebook for one in lab.LABS if one.stem == stem)
+        record = shared / "labs" / f"{stem}.run.json"
+        record.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(record) + ".lock"):
+            if not record.is_file():
+                before = set(RUNS_DIR.glob("*/*"))
+                done = run_labs.run_lab(notebook, shared / "labs", {"target": "local", "smoke": True}, solutions=True)
+                # runs/data holds the data sets labs share, each built once and moved into place whole
+                new = set(RUNS_DIR.glob("*/*")) - before
+                strays = [str(p) for p in new if p.name.startswith(f"lab{stem[:2]}") and p.parent.name != "data"]
+                record.write_text(json.dumps({**asdict(done), "strays": strays}))
+            saved = json.loads(record.read_text())
+        strays = saved.pop("strays")
+        return ExecutedLab(run_labs.LabRun(**saved), strays)
+
+    return run
+
+
+def pytest_collection_modifyitems(config, items):
+    """The slow tests first (a training run, a notebook, a store: seconds to minutes each), then the rest: the
+    workers start the long ones early and fill the end with short ones, instead of one worker finishing a lab
+    while the other waits."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -6,13 +6,18 @@ import json
 import os
 from pathlib import Path
 
+import botocore.session
 import nbformat
 import pytest
+from botocore.validate import validate_parameters
 from lab_claims import wrong  # what each lab's prose says its own run shows
 
-from helpers import jobs, lab, lab_time, run_labs
+from helpers import lab, lab_time, run_labs
 
 LABS = [one.notebook for one in lab.LABS]  # every registered lab (tests/test_registries.py)
+CREATE_TRAINING_JOB = (
+    botocore.session.get_session().get_service_model("sagemaker").operation_model("CreateTrainingJob").input_shape
+)
 
 
 def test_there_are_labs():
@@ -49,22 +54,21 @@ def test_a_lab_writes_in_a_folder_of_its_own_and_removes_no_other(notebook):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("notebook", LABS, ids=lambda p: p.stem)
-def test_lab_runs_headless_in_smoke_size_with_every_answer_right_and_in_its_stated_time(notebook, tmp_path):
-    """The reference answers applied (``run_labs --solutions``): each check says "right", and the lab's stated core
-    and full times agree with the estimate from this very run. ``make`` runs the labs unanswered."""
-    number = notebook.name[:2]
-    before = set(jobs.RUNS_DIR.glob("*/*"))
-    run = run_labs.run_lab(notebook, tmp_path, {"target": "local", "smoke": True}, solutions=True)
+def test_lab_runs_headless_in_smoke_size_with_every_answer_right_and_in_its_stated_time(notebook, lab_run):
+    """The lab's one run of this session (tests/conftest.py ``lab_run``: papermill, smoke size, local target, the
+    reference answers applied as ``run_labs --solutions`` does): each check says "right", the lab wrote only under
+    its own folder, its stated core and full times agree with the estimate from this very run, the prose's claims
+    hold on its figures, and every request its dry runs built is one the SageMaker API accepts. ``make`` runs the
+    labs unanswered."""
+    executed = lab_run(notebook.stem)
+    run = executed.run
     assert run.status == "ok", run.error
-    own = tmp_path / f"{notebook.stem}.runs"
+    own = Path(run.notebook).parent / f"{notebook.stem}.runs"
     assert own.is_dir(), f"the lab's jobs, drills and stores are written under its own folder, {own}"
-    # runs/data holds the data sets labs share, each built once and moved into place whole (folders.build_once)
-    new = set(jobs.RUNS_DIR.glob("*/*")) - before
-    strays = [p for p in new if p.name.startswith(f"lab{number}") and p.parent.name != "data"]
-    assert not strays, f"the lab wrote outside its own folder: {strays}"
+    assert not executed.strays, f"the lab wrote outside its own folder: {executed.strays}"
     assert run.figures, "a lab records its key figures with helpers.report.record()"
-    executed = nbformat.read(run.notebook, as_version=4)
-    assert any(c.get("outputs") for c in executed.cells if c.cell_type == "code")
+    done = nbformat.read(run.notebook, as_version=4)
+    assert any(c.get("outputs") for c in done.cells if c.cell_type == "code")
     exercises = lab.exercise_cells(json.loads(notebook.read_text(encoding="utf-8")))
     outcomes = {k.removeprefix("exercise "): v for k, v in run.figures.items() if k.startswith("exercise ")}
     assert outcomes == dict.fromkeys(exercises, "right"), "every reference answer passes its check"
@@ -74,6 +78,11 @@ def test_lab_runs_headless_in_smoke_size_with_every_answer_right_and_in_its_stat
     assert lab_time.within(full, t.full.minutes), f"whole lab: stated {full} min, estimated {t.full.minutes:.1f}"
     unborne = wrong(notebook.stem, run.figures)
     assert not unborne, f"the prose says {unborne}, its run recorded {run.figures}"
+    assert run.requests, "every core path shows its job's request on the lab's real target (jobs.on_sagemaker)"
+    for path in run.requests:
+        saved = json.loads(Path(path).read_text(encoding="utf-8"))
+        validate_parameters(saved["request"], CREATE_TRAINING_JOB)  # raises ParamValidationError when invalid
+        assert saved["calls"].get("sagemaker.CreateTrainingJob") == 1 and saved["target"].startswith("ml.")
 
 
 def _notebook(path: Path, cells: list[tuple[str, str]]) -> Path:
