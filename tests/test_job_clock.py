@@ -21,7 +21,8 @@ pytestmark = pytest.mark.slow  # every test here starts a store, a job or a trai
 CPU = Target("local_cpu", "local_cpu", 0, 2)
 
 # ignores SIGTERM, or (--on_term exit) leaves on it as a script that saves on SIGTERM does; --stop_host stops its own
-# process (SIGSTOP) on that host, as a stalled rank; otherwise it prints once and sleeps for ten minutes
+# process (SIGSTOP) on that host, as a stalled rank; --chatty prints a line every 2 ms for ten minutes, as a fast
+# training loop with log_every=1 does; otherwise it prints once and sleeps for ten minutes
 PROBE = textwrap.dedent("""
     import faulthandler, os, signal, sys, time
     args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
@@ -33,6 +34,10 @@ PROBE = textwrap.dedent("""
     print(f"[probe] started on {os.environ['SM_CURRENT_HOST']}", flush=True)
     if args.get("--stop_host") == os.environ["SM_CURRENT_HOST"]:
         os.kill(os.getpid(), signal.SIGSTOP)
+    if args.get("--chatty"):
+        for step in range(300_000):
+            print(f"[probe] step {step}", flush=True)
+            time.sleep(0.002)
     def waiting_for_the_other_rank():
         time.sleep(600)
     waiting_for_the_other_rank()
@@ -52,6 +57,33 @@ def test_max_runtime_ends_a_job_that_ignores_sigterm(probe_dir, tmp_path):
     assert 3 <= took < 3 + 2 + 20  # ended by the limit plus the grace (start-up and teardown aside), not in 600 s
     assert result.exit_code < 0  # SIGTERM was dropped by the container's first process: SIGKILL ended it
     assert any("MaxRuntimeInSeconds reached (3 s)" in line for line in result.log_tail)
+
+
+@pytest.mark.timeout(90)  # the bug this guards against ran such a job for its ten minutes
+def test_max_runtime_ends_a_job_that_logs_every_few_milliseconds(probe_dir, tmp_path):
+    """The clock does not wait for a pause in the log: a line every 2 ms (500 a second) changes nothing."""
+    runner = LocalRunner(tmp_path / "jobs", echo=False, check=False, grace_s=2)
+    t0 = time.monotonic()
+    result = runner.run(probe(probe_dir, 3, chatty=1), CPU)
+    took = time.monotonic() - t0
+    assert result.status == "Stopped" and result.secondary_status == "MaxRuntimeExceeded"
+    assert 3 <= took < 3 + 2 + 20, f"{took:.0f} s"
+    lines = [h for h in result.log_tail if h.startswith("[probe] step ")]
+    assert lines and int(lines[-1].split()[-1]) > 100  # it did log fast, right up to its end
+
+
+@pytest.mark.timeout(90)
+def test_max_runtime_ends_a_job_nobody_waits_on(probe_dir, tmp_path):
+    """SageMaker stops a job at its limit whoever is watching: started and left alone, it ends on time."""
+    runner = LocalRunner(tmp_path / "jobs", echo=False, check=False, grace_s=2)
+    live = runner.start(probe(probe_dir, 3, chatty=1), CPU)
+    deadline = time.monotonic() + 3 + 2 + 20
+    while time.monotonic() < deadline and any(p.poll() is None for p in live.procs.values()):
+        time.sleep(0.2)
+    assert all(p.poll() is not None for p in live.procs.values()), "the job outlived its MaxRuntime and its grace"
+    assert live.processes() == []
+    result = live.wait()  # read afterwards: the ending was the clock's, not the reader's
+    assert result.status == "Stopped" and result.secondary_status == "MaxRuntimeExceeded"
 
 
 def test_max_runtime_sigterm_reaches_a_script_that_listens_when_forwarded(probe_dir, tmp_path):

@@ -103,8 +103,9 @@ class Prepared:
 class LocalJob:
     """One launched job: one container per host (see ``container_init.py``), their merged log, and the ways
     SageMaker ends a job: :meth:`stop` (StopTrainingJob), :meth:`kill` (the instance is lost) and its clock
-    (``MaxRuntimeInSeconds``: SIGTERM, then SIGKILL after ``grace_s``). While it waits, a job that logs nothing for
-    ``stall_s`` gets a report of where each of its processes is."""
+    (``MaxRuntimeInSeconds``: SIGTERM, then SIGKILL after ``grace_s``). The clock is the job's own, as on SageMaker:
+    a watcher thread keeps it from the start, whether or not anyone waits and however fast the job logs; it also
+    reports where each process of a job is that logs nothing for ``stall_s``."""
 
     def __init__(
         self,
@@ -121,7 +122,7 @@ class LocalJob:
         self.job, self.target, self.echo, self.on_line = job, target, echo, on_line
         self.run_dir, self.inputs = prepared.run_dir, prepared.inputs
         commands = prepared.commands
-        self.lines: queue.Queue[tuple[str, str | None]] = queue.Queue()
+        self.lines: queue.Queue[tuple[str, str | None, float]] = queue.Queue()  # host, line, seconds since t0
         self.history: list[dict] = []
         self.tail: list[str] = []
         self.t0 = time.perf_counter()
@@ -134,8 +135,9 @@ class LocalJob:
         self.grace_s, self.stall_s = grace_s, stall_s
         self.timed_out = ""  # the secondary status of a job its clock stopped
         self._kill_at: float | None = None
-        self._last_line = time.monotonic()
+        self._last_line = time.monotonic()  # when a host last printed a line (the pumps set it, read or not)
         self._stall_reported = 0.0
+        self._said = threading.Lock()  # the log's tail and echo: written by wait() and by the clock's watcher
         init = [sys.executable, str(CONTAINER_INIT), *(["--forward-sigterm"] if forward_sigterm else []), "--"]
         for host, cmd, env, cwd in commands:
             # stdin stays open while this process lives: the container ends everything when it closes
@@ -153,12 +155,21 @@ class LocalJob:
             )
             self.procs[host] = proc
             threading.Thread(target=self._pump, args=(host, proc), daemon=True).start()
+        threading.Thread(target=self._watch_the_clock, daemon=True).start()
 
     def _pump(self, host: str, proc: subprocess.Popen) -> None:
         assert proc.stdout is not None  # started with stdout=PIPE
         for line in proc.stdout:
-            self.lines.put((host, line.rstrip("\n")))
-        self.lines.put((host, None))
+            self._last_line = time.monotonic()
+            self.lines.put((host, line.rstrip("\n"), time.perf_counter() - self.t0))
+        self.lines.put((host, None, time.perf_counter() - self.t0))
+
+    def _watch_the_clock(self) -> None:
+        """Keep the job's clock until every host has ended: wake at the next thing due (the limit, the kill after
+        the grace, a stall report), whatever the log does and whether or not :meth:`wait` runs."""
+        while self._hosts(None):
+            time.sleep(min(self._next_check(), 1.0))
+            self._keep_time()
 
     def _hosts(self, host: str | None) -> list[subprocess.Popen]:
         return [p for h, p in self.procs.items() if (host is None or h == host) and p.poll() is None]
@@ -217,19 +228,16 @@ class LocalJob:
         return pids
 
     def wait(self) -> JobResult:
+        """Follow the log to the end of every host (the clock keeps itself meanwhile) and return the result."""
         open_streams = len(self.procs)
         multi = len(self.procs) > 1
         try:
             while open_streams:
-                try:
-                    host, line = self.lines.get(timeout=self._next_check())
-                except queue.Empty:
-                    self._keep_time()
-                    continue
+                host, line, at = self.lines.get()
                 if line is None:
                     open_streams -= 1
                     continue
-                self._take(host, line, multi)
+                self._take(host, line, at, multi)
             codes = {h: p.wait() for h, p in self.procs.items()}
         except BaseException:  # KeyboardInterrupt in a notebook, or a callback failing: never leave orphans
             self.kill()
@@ -271,18 +279,19 @@ class LocalJob:
 
     def _say(self, text: str) -> None:
         """A line of the runner's own, in the log as the job's lines are."""
-        if self.echo:
-            print(text, flush=True)
-        self.tail = (self.tail + text.splitlines())[-60:]
+        with self._said:
+            if self.echo:
+                print(text, flush=True)
+            self.tail = (self.tail + text.splitlines())[-60:]
 
-    def _take(self, host: str, line: str, multi: bool) -> None:
-        now = time.perf_counter() - self.t0
-        self._last_line = time.monotonic()
+    def _take(self, host: str, line: str, now: float, multi: bool) -> None:
+        """One line of a host's log, printed ``now`` seconds after the launch: echoed, kept, its figures parsed."""
         self.first_log = self.first_log if self.first_log is not None else now
         text = f"[{host}] {line}" if multi else line
-        if self.echo:
-            print(text, flush=True)
-        self.tail = (self.tail + [text])[-60:]
+        with self._said:
+            if self.echo:
+                print(text, flush=True)
+            self.tail = (self.tail + [text])[-60:]
         parsed = parse_metric_line(line)
         if parsed:
             parsed["host"] = host
