@@ -148,6 +148,7 @@ def test_tiny_run_measures_for_real_and_claims_no_goal_on_a_cpu(tmp_path, lab_ru
     assert list(steps) == benches and report["failed"] == []
     assert all(s["status"] == "ok" and s["seconds"] > 0 and Path(s["log"]).is_file() for s in steps.values())
     assert report["commands"] == [s["command"] for s in steps.values()]
+    (tmp_path / "lab01").mkdir()
     run_labs.write_summary([lab_run("01_single_gpu").run], tmp_path / "lab01", {"target": "local_cpu"})
     lab, error = gpu_suite.read_lab(tmp_path / "lab01" / "summary.json")  # the lab runner's key figures
     assert error == "" and 0 < lab["val_accuracy"] <= 1 and lab["samples_per_sec"] > 0

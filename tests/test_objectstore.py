@@ -222,7 +222,7 @@ def _ports_with_s3_on(port: int, times: int, monkeypatch) -> list[dict]:
         picks.append(ports)
         return list(ports.values())
 
-    monkeypatch.setattr(objectstore, "_free_ports", pick)
+    monkeypatch.setattr(objectstore, "free_ports", pick)
     return picks
 
 

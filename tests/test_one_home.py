@@ -66,6 +66,12 @@ class House:
             name: {a.asname or a.name for n in top_level(tree) if isinstance(n, ast.Import) for a in n.names}
             for name, tree in self.trees.items()
         }
+        # every name a module binds, imports included: what its own code looks up, so what a test may patch there
+        self.bound = {
+            name: set(self.defined[name])
+            | {a.asname or a.name for n in top_level(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+            for name, tree in self.trees.items()
+        }
         # the modules each one imports whole (``import shutil``): a test may patch ``objectstore.shutil.which``
 
     def sources(self) -> Iterator[tuple[str, ast.Module]]:
@@ -123,17 +129,34 @@ class House:
         ]
 
     def reached_through(self, file: str, tree: ast.Module) -> list[str]:
+        """``module.name`` for a name the module does not define, and a test's ``monkeypatch.setattr(module,
+        "name", ...)`` for a name the module does not even bind (patching a module's own lookup is fine)."""
         aliases = self.aliases(file, tree)
         return [
-            f"{file}: {node.value.id}.{node.attr}: {module} does not define it"
-            for node in ast.walk(tree)
-            if isinstance(node, ast.Attribute)
-            and isinstance(node.value, ast.Name)
-            and (module := aliases.get(node.value.id))
+            f"{file}: {alias}.{name}: {module} does not {'bind' if patched else 'define'} it"
+            for alias, name, patched in self.reaches_by_name(tree)
+            if (module := aliases.get(alias))
             and module != FACE
-            and not node.attr.startswith("__")
-            and not self.reaches(module, node.attr)
+            and not name.startswith("__")
+            and not (name in self.bound[module] if patched else self.reaches(module, name))
         ]
+
+    @staticmethod
+    def reaches_by_name(tree: ast.Module) -> Iterator[tuple[str, str, bool]]:
+        """(module alias, name, by monkeypatch.setattr?) for each ``alias.name`` and ``setattr(alias, "name")``."""
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                yield node.value.id, node.attr, False
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "setattr"
+                and len(node.args) >= 2
+                and isinstance(node.args[0], ast.Name)
+                and isinstance(node.args[1], ast.Constant)
+                and isinstance(node.args[1].value, str)
+            ):
+                yield node.args[0].id, node.args[1].value, True
 
     def reaches(self, module: str, name: str) -> bool:
         """``module.name`` is the module's own, or a module it imports whole (a test patches ``objectstore.shutil``)."""
@@ -232,6 +255,10 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> House:
                 "helpers/b.py": "from helpers.a import X\n",
                 "tests/t.py": "from helpers.b import X\n",
             },
+            "borrowed",
+        ),
+        (  # patched through the module, by name
+            {"helpers/a.py": "X = 1\n", "tests/t.py": "from helpers import a\nmonkeypatch.setattr(a, '_X', 2)\n"},
             "borrowed",
         ),
         (  # reached through the module
