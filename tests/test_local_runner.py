@@ -175,9 +175,9 @@ def _start_and_wait_for_training(runner: LocalRunner, job: Job):
     running = runner.start(job, CPU)
     step = None
     while step is None:  # wait for training to be under way
-        host, line = running.lines.get(timeout=120)
+        host, line, at = running.lines.get(timeout=120)
         assert line is not None, "job ended before training started"
-        running._take(host, line, False)
+        running._take(host, line, at, False)
         step = (parse_metric_line(line) or {}).get("step") if line.startswith("[train]") else None
     return running, step
 
@@ -195,9 +195,9 @@ def test_stop_drops_sigterm_at_the_first_process_then_kills_everything(small_cat
     running, first = _start_and_wait_for_training(runner, job)
     started, signalled_at = time.monotonic(), first
     while signalled_at < first + 3:  # a few steps, to time one on this machine as loaded as it is now
-        host, line = running.lines.get(timeout=120)
+        host, line, at = running.lines.get(timeout=120)
         assert line is not None, "job ended before it was stopped"
-        running._take(host, line, False)
+        running._take(host, line, at, False)
         signalled_at = (
             (parse_metric_line(line) or {}).get("step", signalled_at) if line.startswith("[train]") else signalled_at
         )

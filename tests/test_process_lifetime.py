@@ -118,7 +118,7 @@ KERNEL = textwrap.dedent("""
     live = LocalRunner(runs / "jobs", echo=False).start(Job("kernel", hp, catalog_channels(catalog),
                                                             processes_per_host=2), resolve("local_cpu"))
     while True:  # until both ranks train
-        host, line = live.lines.get(timeout=120)
+        host, line, _ = live.lines.get(timeout=120)
         if line and line.startswith("[train]"):
             break
     try:  # from before the PIDs are printed: the interrupt may come as soon as the test reads them

@@ -281,14 +281,7 @@ class ObjectStore:
         assert self.proc is not None  # _spawn started it
         last = "no answer yet"
         while time.monotonic() < deadline:
-            if taken := _taken_port(self.log_path, self.ports.values()):
-                raise _PortTaken(taken)
-            if self.proc.poll() is not None:
-                raise ObjectStoreError(
-                    f"`weed server` exited with code {self.proc.returncode} while starting: "
-                    f"{_fatal_lines(self.log_path) or 'its log names no cause'}. "
-                    f"The end of its log ({self.log_path}):\n{self.log_tail()}"
-                )
+            self._refuse_a_failed_start()
             try:
                 with opener.open(status_url, timeout=_PROBE_TIMEOUT_S) as r:
                     topology = json.load(r).get("Topology", {})
@@ -301,10 +294,23 @@ class ObjectStore:
             except Exception as err:  # noqa: BLE001 - botocore's errors while the gateway comes up
                 last = f"S3 gateway: {err}"
             time.sleep(0.1)
+        self._refuse_a_failed_start()  # a start that failed as the time ran out says why, not only that it was slow
         raise ObjectStoreError(
             f"the object store did not become ready within {self.start_timeout_s:.0f} s "
             f"({last}). The end of its log ({self.log_path}):\n{self.log_tail()}"
         )
+
+    def _refuse_a_failed_start(self) -> None:
+        """Raise what stopped ``weed`` starting, if it did: a port another process took, or its own exit."""
+        assert self.proc is not None  # _spawn started it
+        if taken := _taken_port(self.log_path, self.ports.values()):
+            raise _PortTaken(taken)
+        if self.proc.poll() is not None:
+            raise ObjectStoreError(
+                f"`weed server` exited with code {self.proc.returncode} while starting: "
+                f"{_fatal_lines(self.log_path) or 'its log names no cause'}. "
+                f"The end of its log ({self.log_path}):\n{self.log_tail()}"
+            )
 
     def log_tail(self, lines: int = 15) -> str:
         try:
