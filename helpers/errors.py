@@ -18,3 +18,8 @@ class TargetError(WorkshopError, ValueError):
 class JobCheckError(WorkshopError, ValueError):
     """The job cannot run as described (a rule of :mod:`helpers.checks` refused it): found before anything is
     launched or written, with a message that names the fix."""
+
+
+class UnknownOption(WorkshopError, TypeError):
+    """A keyword a job's runner does not take (the local runner's, or SageMaker's ``LaunchOptions``): refused, naming
+    the options there are, as a typo would otherwise change nothing."""

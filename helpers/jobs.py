@@ -56,11 +56,14 @@ def run_job(job: Job, target: str = "local", *, launch: bool = False, budget_usd
     """Run ``job`` on ``target``: ``local``/``local_cpu``/``local_gpu`` here, or a SageMaker instance type.
 
     ``launch`` and ``budget_usd`` guard real instances (a dry run by default); local runs are free and start at once.
-    Other ``options`` go to the local runner or, as :class:`~helpers.aws.launch.LaunchOptions`, to SageMaker.
+    Other ``options`` go to the local runner or, as :class:`~helpers.aws.launch.LaunchOptions`, to SageMaker; either
+    refuses one it does not take, naming those it does. ``wait=False`` returns the started job on either.
     """
     t = targets.resolve(target)
-    if t.kind == "local":
-        return LocalRunner(**options).run(job, t)
+    if t.kind == "local":  # wait=False: the started LocalJob (its clock runs; .wait() follows it), as on SageMaker
+        wait = options.pop("wait", True)
+        runner = LocalRunner.with_options(**options)
+        return runner.run(job, t) if wait else runner.start(job, t)
     if t.kind == targets.LOCAL_CONTAINER:  # the SDK's own Docker local mode: runs, or says precisely why it cannot
         return run_local_container(job, t, **options)
     return sagemaker_jobs.run(job, t, launch=launch, budget_usd=budget_usd, **options)

@@ -44,7 +44,7 @@ def studio(monkeypatch, tmp_path):
         json.dumps(
             {
                 "ExecutionRoleArn": "arn:aws:iam::111122223333:role/service-role/AmazonSageMaker-ExecutionRole-studio",
-                "UserProfileName": "Alice Smith",
+                "UserProfileName": "alice-smith",  # Studio profile names: letters, digits and dashes
                 "DomainId": "d-offline",
                 "ResourceArn": "arn:aws:sagemaker:eu-west-1:111122223333:space/d-offline/alice",
             }
@@ -124,15 +124,33 @@ def test_a_refused_bucket_name_comes_with_one_the_same_check_accepts(bad, sugges
 
 def test_attendee_prefix_order_and_shape(monkeypatch):
     monkeypatch.delenv(settings.ATTENDEE_ENV, raising=False)
-    assert aws.resolve_attendee("Alice Smith!", {}) == settings.Attendee("alice-smith", "argument")
+    assert aws.resolve_attendee("alice", {}) == settings.Attendee("alice", "argument")  # a prefix as it is
+    assert aws.resolve_attendee("Alice Smith!", {}) == settings.Attendee("alice-smith-7b43", "argument")
     monkeypatch.setenv(settings.ATTENDEE_ENV, "bob")
     assert aws.resolve_attendee(None, {"UserProfileName": "carol"}) == settings.Attendee("bob", settings.ATTENDEE_ENV)
     monkeypatch.delenv(settings.ATTENDEE_ENV)
     assert aws.resolve_attendee(None, {"UserProfileName": "carol"}).source == "Studio user profile"
-    assert settings.sanitize_attendee("42 Team") == "a42-team"  # job names start with a letter here
+    assert settings.sanitize_attendee("42 Team") == "a42-team-023b"  # job names start with a letter here
     assert len(settings.sanitize_attendee("a" * 40)) == 16
     with pytest.raises(setup_errors.AwsSetupError, match="no letters or digits"):
         aws.resolve_attendee("!!!", {})
+
+
+@pytest.mark.parametrize(
+    "one, other",
+    [
+        ("christina.anderson", "christina.andersen"),  # differ past the 16-character limit
+        ("alexandra.williams", "alexandra.williamson"),  # one a prefix of the other
+        ("alice.smith", "alice-smith"),  # the same once cleaned
+        ("Bob", "bob"),
+    ],
+)
+def test_two_attendees_are_two_prefixes_however_alike_their_names(one, other):
+    a, b = settings.sanitize_attendee(one), settings.sanitize_attendee(other)
+    assert a != b, f"{one!r} and {other!r} would share one prefix, {a!r}"  # cleanup matches the exact tag
+    for prefix in (a, b):
+        assert re.fullmatch(r"[a-z][a-z0-9-]{0,15}", prefix) and not prefix.endswith("-")
+    assert settings.sanitize_attendee(one) == a  # stable: the same name, the same prefix, in every session
 
 
 def test_a_shared_login_name_is_flagged(monkeypatch):

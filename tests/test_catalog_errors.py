@@ -261,3 +261,20 @@ def test_check_channel_reads_only_the_head_of_each_part(tmp_path, monkeypatch):
     monkeypatch.setattr(catalog, "CHECK_BYTES", 1 << 20)
     with pytest.raises(CatalogError, match="not UTF-8"):
         catalog.check_channel(train)
+
+
+def test_a_cut_short_tokenizer_is_refused_naming_the_file_on_both_sides(tmp_path):
+    """A tokenizer.json copied or uploaded only in part: the pre-launch check names the file and the fix, and the
+    container, if it gets one all the same, says the same instead of the library's bare 'EOF while parsing'."""
+    from catalog_data import load_tokenizer
+
+    whole = (REPO / "data" / "catalog" / "train" / "tokenizer.json").read_text(encoding="utf-8")
+    channel = make_channel(tmp_path / "train")
+    (channel / "tokenizer.json").write_text(whole[: len(whole) // 2], encoding="utf-8")
+    with pytest.raises(CatalogError, match=r"tokenizer.json: not a whole tokenizer file .*copy its tokenizer.json"):
+        catalog.check_channels({"train": channel})
+    with pytest.raises(DataError, match=r"tokenizer.json: not a tokenizer file the tokenizers library can read"):
+        load_tokenizer(str(channel / "tokenizer.json"))
+    (channel / "tokenizer.json").write_text(whole, encoding="utf-8")
+    catalog.check_channels({"train": channel})  # the whole file passes
+    assert load_tokenizer(str(channel / "tokenizer.json")).vocab_size > 100

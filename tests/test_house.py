@@ -136,3 +136,19 @@ def test_each_test_worker_runs_on_a_share_of_the_cores_of_its_own():
     import torch  # its thread pool follows the worker's share, not the machine
 
     assert torch.get_num_threads() == len(cores[worker::count])
+
+
+def test_make_in_studio_points_to_make_studio_and_builds_no_venv(tmp_path):
+    """In a Studio space, `make` would put a ~3 GB torch into a 5 GB home: it says to use `make studio` instead."""
+    venv = tmp_path / "venv"
+    env = {**os.environ, "SAGEMAKER_APP_TYPE_LOWERCASE": "jupyterlab"}
+    done = subprocess.run(
+        ["make", "-s", f"VENV={venv}", f"PY={venv}/bin/python", "setup"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0 and "make studio" in done.stdout and "make PY=python3" in done.stdout, done.stdout
+    assert not venv.exists()

@@ -13,7 +13,7 @@ import psutil
 import pytest
 from conftest import TINY
 
-from helpers.errors import JobCheckError, TargetError
+from helpers.errors import JobCheckError, TargetError, UnknownOption
 from helpers.job import Job, catalog_channels, parse_metric_line
 from helpers.jobs import run_job
 from helpers.local import runner as local_runner
@@ -229,6 +229,30 @@ def test_run_job_dispatches_local_targets(small_catalog, tmp_path, probe_dir):
         echo=False,
     )
     assert result.status == "Completed"
+    started = run_job(
+        Job("dispatch", {}, catalog_channels(small_catalog), entry_point="probe.py", source_dir=probe_dir),
+        "local_cpu",
+        runs_dir=tmp_path / "jobs",
+        echo=False,
+        wait=False,
+    )
+    assert started.processes() or started.procs  # started, and handed back without waiting
+    assert started.wait().status == "Completed"
+
+
+@pytest.mark.parametrize(
+    "options, says",
+    [
+        ({"attendee": "alice"}, "'attendee' for a job on this machine.*need an ml.. target"),
+        ({"runs_dirr": "x"}, "did you mean 'runs_dir' for 'runs_dirr'"),
+    ],
+)
+def test_run_job_refuses_an_option_a_local_job_does_not_take_naming_those_it_does(options, says, tmp_path):
+    with pytest.raises(UnknownOption, match=says) as refused:
+        run_job(Job("x", {}, {}), "local_cpu", **options)
+    assert "runs_dir, echo, check" in str(refused.value) and "wait=False" in str(refused.value)
+    assert isinstance(refused.value, TypeError)  # what a wrong keyword always was
+    assert not (tmp_path / "jobs").exists()
 
 
 @pytest.mark.parametrize(

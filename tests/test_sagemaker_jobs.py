@@ -833,7 +833,7 @@ def test_a_dry_run_launches_with_its_own_options_and_refuses_unknown_ones(fake_a
     assert d.launch_options == launch.LaunchOptions(
         budget_usd=5, attendee="alice", session=fake_aws.boto_session, echo=False, poll_s=0
     )
-    with pytest.raises(launch.UnknownOption, match="'wiat' for a SageMaker job; the options are budget_usd, attendee"):
+    with pytest.raises(errors.UnknownOption, match="'wiat' for a SageMaker job; the options are budget_usd, attendee"):
         d.launch(wiat=False)
     launched = d.launch(wait=False)  # the dry run's options, plus this one
     assert isinstance(launched, LaunchedJob) and launched.name.startswith("alice-lab-x-")

@@ -15,7 +15,7 @@ from helpers.aws import offline as aws_offline
 from helpers.aws import preflight, settings, setup_errors
 from helpers.aws.build import build_trainer
 from helpers.aws.preflight import Plan
-from helpers.errors import WorkshopError
+from helpers.errors import UnknownOption, WorkshopError
 from helpers.job import Job, parse_metric_line
 from helpers.planning import cost
 from helpers.results import RunResult
@@ -23,10 +23,6 @@ from helpers.targets import Target
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 _MPI_TAG = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:")  # mpirun --tag-output prefixes every line of an SMDDP job
-
-
-class UnknownOption(WorkshopError, TypeError):
-    """A keyword that is none of :class:`LaunchOptions`' fields: refused, as a typo would otherwise change nothing."""
 
 
 class LaunchRefused(WorkshopError, ValueError):

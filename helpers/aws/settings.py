@@ -5,6 +5,7 @@ finds their values (arguments, environment, Studio)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import urllib.parse
@@ -34,11 +35,23 @@ class Attendee:
 
 
 def sanitize_attendee(raw: str) -> str:
-    """``"Alice Smith"`` -> ``"alice-smith"``: what SageMaker job names allow, short enough to leave room."""
-    name = re.sub(r"[^a-z0-9]+", "-", raw.strip().lower()).strip("-")[:_ATTENDEE_MAX].strip("-")
+    """The attendee's prefix: what SageMaker job names allow, at most 16 characters, and one identity per name.
+
+    A name that is already a prefix stays as it is (``alice``, ``bob-2``, a Studio user profile). Any other (one that
+    had to be cleaned, or cut to the limit) keeps as much of itself as fits beside four characters of a hash of the
+    whole name, so two names that clean or cut to the same text stay two identities: ``christina.anderson`` and
+    ``christina.andersen`` become ``christina-a-882a`` and ``christina-a-ede2``, not one ``christina-anders``
+    that ``cleanup()`` and ``stored_objects()`` would treat as one learner."""
+    given = raw.strip()
+    name = re.sub(r"[^a-z0-9]+", "-", given.lower()).strip("-")
     if name and not name[0].isalpha():
-        name = f"a{name}"[:_ATTENDEE_MAX]
-    return name
+        name = f"a{name}"
+    if name == given and len(name) <= _ATTENDEE_MAX:
+        return name
+    if not name:
+        return ""
+    digest = hashlib.sha256(given.encode("utf-8")).hexdigest()[:4]
+    return f"{name[: _ATTENDEE_MAX - 5].rstrip('-')}-{digest}"
 
 
 def require_role_arn(role: str) -> str:

@@ -306,6 +306,19 @@ def check_channel(path: str | os.PathLike, labels: Iterable[str] | None = None) 
     known = None if labels is None else set(labels)
     for part in parts:
         check_part(part, known, CHECK_BYTES)
+    if (root / "tokenizer.json").is_file():
+        check_tokenizer(root / "tokenizer.json")
+
+
+def check_tokenizer(path: Path) -> None:
+    """A channel's tokenizer.json must be whole JSON (a cut-off upload or copy is the usual way it is not)."""
+    try:
+        json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise CatalogError(
+            f"{path}: not a whole tokenizer file ({err}): a copy or upload cut short? Rebuild the catalogue "
+            f"(`python -m helpers.data.catalog build --out <folder>`) or copy its tokenizer.json again."
+        ) from None
 
 
 def check_channels(channels: dict) -> None:

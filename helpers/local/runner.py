@@ -11,6 +11,8 @@ SDK's torchrun driver launches it. :class:`LocalRunner` checks and prepares the 
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import json
 import os
 import re
@@ -24,7 +26,7 @@ from pathlib import Path
 from helpers import checks, hyperparameters
 from helpers.checks import findings
 from helpers.contract import HostConfig, Layout, container_env, hyperparameter_args
-from helpers.errors import JobCheckError, WorkshopError
+from helpers.errors import JobCheckError, UnknownOption, WorkshopError
 from helpers.job import Job, runs_root
 from helpers.local.input_modes import JobInputs
 from helpers.local.local_job import GRACE_S, STALL_S, Clock, JobResult, LocalJob, Prepared
@@ -267,6 +269,23 @@ class LocalRunner:
 
     def run(self, job: Job, target: Target) -> JobResult:
         return self.checked(self.start(job, target).wait())
+
+    @classmethod
+    def with_options(cls, **options) -> LocalRunner:
+        """A runner from a lab's keywords; an unknown one is refused naming the options there are (a typo would
+        otherwise be a bare TypeError, and a SageMaker option given for a local target would be silently lost)."""
+        names = [n for n in inspect.signature(cls.__init__).parameters if n != "self"]
+        unknown = sorted(set(options) - set(names))
+        if unknown:
+            close = {u: difflib.get_close_matches(u, names, n=1) for u in unknown}
+            hints = "; ".join(f"did you mean {c[0]!r} for {u!r}?" for u, c in close.items() if c)
+            raise UnknownOption(
+                f"unknown option(s) {', '.join(map(repr, unknown))} for a job on this machine; the options are "
+                f"{', '.join(names)}, and wait=False (a started job: LocalJob.wait() follows it). "
+                + (f"{hints} " if hints else "")
+                + "Options of a SageMaker job (attendee, role, bucket, region, budget_usd...) need an ml.* target."
+            )
+        return cls(**options)
 
     def checked(self, result: JobResult) -> JobResult:
         """``result``, or (with ``check``) :class:`JobFailed` with the end of its log when it did not complete."""

@@ -89,14 +89,20 @@ def load_tokenizer(path: str):
 
     if not os.path.isfile(path):
         raise DataError(f"{path}: missing. The train channel must carry the tokenizer.json it was built with.")
-    return PreTrainedTokenizerFast(
-        tokenizer_file=path,
-        pad_token="[PAD]",
-        unk_token="[UNK]",
-        cls_token="[CLS]",
-        sep_token="[SEP]",
-        mask_token="[MASK]",
-    )
+    try:
+        return PreTrainedTokenizerFast(
+            tokenizer_file=path,
+            pad_token="[PAD]",
+            unk_token="[UNK]",
+            cls_token="[CLS]",
+            sep_token="[SEP]",
+            mask_token="[MASK]",
+        )
+    except Exception as e:  # the tokenizers library's own error names no file ("EOF while parsing ... line 1276")
+        raise DataError(
+            f"{path}: not a tokenizer file the tokenizers library can read ({e}): a copy or upload cut short? "
+            f"Upload the catalogue's tokenizer.json again, or rebuild the catalogue."
+        ) from None
 
 
 class TokenizedTitles(torch.utils.data.Dataset):
