@@ -278,3 +278,13 @@ def test_a_cut_short_tokenizer_is_refused_naming_the_file_on_both_sides(tmp_path
     (channel / "tokenizer.json").write_text(whole, encoding="utf-8")
     catalog.check_channels({"train": channel})  # the whole file passes
     assert load_tokenizer(str(channel / "tokenizer.json")).vocab_size > 100
+
+
+def test_a_channel_of_headers_only_is_refused_on_both_sides(tmp_path):
+    """An empty validation split (every part a header, no rows): the pre-launch check names the directory, and the
+    container does too, instead of failing deep inside the tokenizer ('list index out of range')."""
+    channel = make_channel(tmp_path / "validation", rows=[])
+    with pytest.raises(CatalogError, match=r"validation: its CSV parts hold a header and no rows"):
+        catalog.check_channels({"train": make_channel(tmp_path / "train"), "validation": channel})
+    with pytest.raises(DataError, match=r"validation: its .csv files hold a header and no rows"):
+        read_channel(str(channel), LABELS)

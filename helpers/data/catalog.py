@@ -304,8 +304,12 @@ def check_channel(path: str | os.PathLike, labels: Iterable[str] | None = None) 
                 f"the CSV parts there, or point the channel at the catalogue's train directory."
             )
     known = None if labels is None else set(labels)
-    for part in parts:
-        check_part(part, known, CHECK_BYTES)
+    rows = sum(check_part(part, known, CHECK_BYTES) for part in parts)
+    if parts and not rows:
+        raise CatalogError(
+            f"{root}: its CSV parts hold a header and no rows, so the job would have nothing to read here. "
+            f"Rebuild the catalogue (`python -m helpers.data.catalog build --out <folder>`) or copy its parts again."
+        )
     if (root / "tokenizer.json").is_file():
         check_tokenizer(root / "tokenizer.json")
 

@@ -149,9 +149,10 @@ def load_split(catalog_dir: str | os.PathLike) -> tuple[list[Row], list[Row], li
     return train, val, labels
 
 
-def check_part(path: Path, known: set[str] | None, head_bytes: int) -> None:
+def check_part(path: Path, known: set[str] | None, head_bytes: int) -> int:
     """One CSV part of a channel, from its first ``head_bytes`` only: its encoding, header, field counts and
-    categories (against ``known`` when given). Where the head is cut, its last, partial, line is left alone."""
+    categories (against ``known`` when given). Where the head is cut, its last, partial, line is left alone.
+    Returns how many rows the head holds (0: a header and nothing else)."""
     with open(path, "rb") as f:
         head = f.read(head_bytes + 1)
     cut = len(head) > head_bytes
@@ -165,7 +166,8 @@ def check_part(path: Path, known: set[str] | None, head_bytes: int) -> None:
         raise CatalogError(f"{path}: not readable as CSV ({e}).") from None
     header = _check_header(path, records[0] if records else None)
     category = header.index("category")
-    for line_no, fields in enumerate(records[1:-1] if cut else records[1:], start=2):  # a cut leaves the last partial
+    rows = records[1:-1] if cut else records[1:]  # a cut leaves the last line partial
+    for line_no, fields in enumerate(rows, start=2):
         if len(fields) != len(header):
             raise CatalogError(
                 f"{path}, line {line_no}: expected {len(header)} fields, found {len(fields)} "
@@ -176,3 +178,4 @@ def check_part(path: Path, known: set[str] | None, head_bytes: int) -> None:
                 f"{path}, line {line_no}: category {fields[category]!r} is not in labels.json. Add "
                 f"it there, or rebuild the catalogue with `python -m helpers.data.catalog from-csv`."
             )
+    return len(rows)

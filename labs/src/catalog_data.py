@@ -33,6 +33,8 @@ def read_channel(channel_dir: str, labels: list[str], subset: int = 0) -> tuple[
                     return titles, targets
         except UnicodeDecodeError:
             raise DataError(_not_utf8(path)) from None
+    if not titles:
+        raise DataError(f"{channel_dir}: its .csv files hold a header and no rows: nothing to read in this channel.")
     return titles, targets
 
 
