@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import ast
 import difflib
+import fcntl
 import json
 import os
 import sys
@@ -36,7 +37,7 @@ from helpers.targets import SAGEMAKER, resolve
 @dataclass
 class LabRun:
     lab: str
-    status: str  # ok | failed
+    status: str  # ok | failed | interrupted
     seconds: float
     notebook: str
     figures: dict = field(default_factory=dict)
@@ -208,11 +209,30 @@ def _run(ap: argparse.ArgumentParser, a: argparse.Namespace, parameters: dict) -
 
 def run_all(a: argparse.Namespace, labs: list[Path], parameters: dict) -> int:
     a.out.mkdir(parents=True, exist_ok=True)
+    with open(a.out / ".run_labs.lock", "w") as lock:
+        try:  # one run per folder: two would interleave their request files and overwrite each other's summary
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise SystemExit(
+                f"error: another run of helpers.run_labs is writing to {a.out}; wait for it to finish, or give "
+                f"this one a folder of its own (--out)."
+            ) from None
+        return _run_each(a, labs, parameters)
+
+
+def _run_each(a: argparse.Namespace, labs: list[Path], parameters: dict) -> int:
+    for old in ("summary.json", "summary.md"):  # this run's summary, or none: never an earlier run's
+        (a.out / old).unlink(missing_ok=True)
     print(f"running {len(labs)} lab(s) headless: {json.dumps(parameters)} -> {a.out}", flush=True)
-    runs = []
+    runs: list[LabRun] = []
     for i, nb in enumerate(labs, 1):
         print(f"[{i}/{len(labs)}] {nb.stem} ...", end=" ", flush=True)
-        run = run_lab(nb, a.out, parameters, a.verbose, solutions=a.solutions)
+        try:
+            run = run_lab(nb, a.out, parameters, a.verbose, solutions=a.solutions)
+        except KeyboardInterrupt:  # the summary says where the run stopped, and nothing after it
+            stopped = LabRun(nb.stem, "interrupted", 0.0, "", error="interrupted (Ctrl-C): its files are partial")
+            write_summary([*runs, stopped], a.out, parameters)
+            raise
         runs.append(run)
         figs = "  ".join(f"{k}={v}" for k, v in list(run.figures.items())[:4])
         print(f"{run.status} ({run.seconds:.0f} s)  {figs}" + (f"\n    {run.error}" if run.error else ""), flush=True)

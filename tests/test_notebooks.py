@@ -249,3 +249,39 @@ def test_a_target_given_with_p_is_the_one_checked_and_kept_offline(tmp_path, mon
     )
     assert json.loads((tmp_path / "out" / "summary.json").read_text())["labs"][0]["figures"] == {"offline": "1"}
     assert "WORKSHOP_AWS_OFFLINE" not in os.environ  # set for the labs' kernels only
+
+
+def test_one_output_folder_takes_one_run_at_a_time(tmp_path):
+    """Two runs into one --out would interleave their request files and overwrite each other's summary: the
+    second is refused before it starts a kernel, naming the folder and what to do."""
+    import fcntl
+
+    labs = tmp_path / "labs"
+    labs.mkdir()
+    _notebook(labs / "01_fine.ipynb", [("params", "target = 'x'\nsmoke = True"), ("code", "x = 1")])
+    out = tmp_path / "out"
+    out.mkdir()
+    with open(out / ".run_labs.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(SystemExit, match="another run of helpers.run_labs is writing to .*--out"):
+            run_labs.main(["--labs-dir", str(labs), "--out", str(out), "--target", "local_cpu"])
+    assert not (out / "summary.json").exists() and not (out / "01_fine.ipynb").exists()
+
+
+def test_an_interrupted_run_leaves_its_own_summary_not_the_last_one(tmp_path, monkeypatch):
+    labs = tmp_path / "labs"
+    labs.mkdir()
+    for name in ("01_fine", "02_next"):
+        _notebook(labs / f"{name}.ipynb", [("params", "target = 'x'\nsmoke = True"), ("code", "x = 1")])
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "summary.json").write_text(json.dumps({"labs": [{"lab": "01_fine", "status": "ok"}]}))  # an earlier run
+
+    def interrupted(notebook, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run_labs, "run_lab", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_labs.main(["--labs-dir", str(labs), "--out", str(out), "--target", "local_cpu"])
+    summary = json.loads((out / "summary.json").read_text())
+    assert [(r["lab"], r["status"]) for r in summary["labs"]] == [("01_fine", "interrupted")]
