@@ -54,6 +54,8 @@ CPU_BENCH = [
     "32",
     "--compile",
     "false",
+    "--trials",
+    "2",
 ]
 CPU_TITLES = ["--val_rows", "64", "--epochs", "2", "--layouts", "padded,bucketed", "--trainers", "ours"]
 TINY_DEFAULT = ("lab01", "bench_random", "bench_titles")

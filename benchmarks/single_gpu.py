@@ -1,9 +1,9 @@
-"""Single-device speed: the lab's training loop against HF Trainer, same model, same batches, one run.
+"""Single-device speed: the lab's training loop against HF Trainer, same model, same batches, interleaved trials.
 
     python benchmarks/single_gpu.py --modes random --out random.json  # a GPU: base size, a few minutes
     python benchmarks/single_gpu.py --modes titles --out titles.json  # the first compile of each width is slow
     python benchmarks/single_gpu.py --device cpu --model_size tiny --steps 4 --warmup_steps 1 \\
-        --batch_sizes 8 --title_rows 256 --title_batch 32 --compile false    # a smoke check on a laptop
+        --batch_sizes 8 --title_rows 256 --title_batch 32 --compile false --trials 2   # a smoke check on a laptop
 
 Modes:
   random  random tokens at --seq (128), each of --batch_sizes (64, 256): the shape of the workshop's H100 goals
@@ -19,6 +19,11 @@ same DataLoader (one batch plan, one collator). HF Trainer runs with its fast se
 ``average_tokens_across_devices=False``; ours with bf16 autocast, fused AdamW, in-place compile with static widths
 (``fastpath.compile_model``). What differs is the training loop around them: that is what the ratio measures.
 
+Every run is repeated ``--trials`` times, interleaved: each trial runs every workload and trainer once, the trainers
+in turn (A B, then B A), so a machine that slows down for a while slows both sides alike. A row's figures are its
+median trial's, with the spread of all (``samples_per_sec_trials``); a ratio (ours over HF Trainer, a layout over
+padding) is the median of the ratios within each trial, with their range (``speedup_vs_hf_range``...).
+
 Throughput counts only the timed steps (after warm-up), between two device synchronisations. MFU uses the training
 script's FLOP count (at the padded width) and measured peak table (``MEASURED_PEAK_TFLOPS``); it is left out off a
 GPU. Prints a table; ``--out`` writes the JSON.
@@ -32,6 +37,7 @@ import json
 import math
 import os
 import platform
+import statistics
 import sys
 import tempfile
 import time
@@ -89,6 +95,7 @@ def parse_args(argv=None):
     p.add_argument("--dropout", type=float, default=0.1, help="0: both trainers' losses match step for step")
     p.add_argument("--num_workers", type=int, default=-1, help="DataLoader workers (-1: 2 on a GPU, 0 on a CPU)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--trials", type=int, default=3, help="interleaved repetitions of every run (ratios: paired)")
     p.add_argument("--out", default="", help="write the JSON here too")
     a = p.parse_args(argv)
     a.device = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if a.device == "auto" else a.device)
@@ -108,7 +115,8 @@ def parse_args(argv=None):
     if a.warmup_steps < 1 or a.steps < 1:
         raise SystemExit("--warmup_steps and --steps must be >= 1: the clock starts after the warm-up steps")
     # refused before the catalogue is read and tokenised, or a model built: a bad value costs nothing
-    least = [("seq", 1)] + ([("title_batch", 1), ("pad_multiple", 1), ("epochs", 2)] if "titles" in a.modes else [])
+    titles = [("title_batch", 1), ("pad_multiple", 1), ("epochs", 2)] if "titles" in a.modes else []
+    least = [("seq", 1), ("trials", 1), *titles]
     for name, low in least:
         if getattr(a, name) < low:
             why = " (titles mode: the first epoch is warm-up, untimed)" if name == "epochs" else ""
@@ -455,15 +463,33 @@ def reset(device: torch.device) -> None:
 
 
 def ratios(rows: list[dict]) -> None:
-    """Ours over HF for each workload; each layout over padding-to-seq for the same trainer."""
+    """Ours over HF for each workload; each layout over padding-to-seq for the same trainer: the median of the
+    ratios within each trial (the two runs of a pair ran side by side in time), and their range."""
     by = {(r["mode"], r["layout"], r["batch"], r["trainer"]): r for r in rows}
     for r in rows:
         hf = by.get((r["mode"], r["layout"], r["batch"], "hf"))
         if r["trainer"] == "ours" and hf:
-            r["speedup_vs_hf"] = r["samples_per_sec"] / hf["samples_per_sec"]
+            paired(r, hf, "speedup_vs_hf")
         padded = by.get((r["mode"], "padded", r["batch"], r["trainer"]))
         if r["mode"] == "titles" and padded:
-            r["speedup_vs_padded"] = r["samples_per_sec"] / padded["samples_per_sec"]
+            paired(r, padded, "speedup_vs_padded")
+
+
+def paired(row: dict, other: dict, name: str) -> None:
+    """``row[name]``: the median over trials of row's throughput over other's in the same trial; and its range."""
+    each = [a / b for a, b in zip(row["samples_per_sec_trials"], other["samples_per_sec_trials"]) if b]
+    row[name] = statistics.median(each) if each else float("nan")
+    row[f"{name}_range"] = [min(each), max(each)] if each else None
+
+
+def median_trial(trials: list[dict]) -> dict:
+    """The row of the median trial by throughput (its other figures belong to the same run), with every trial's
+    throughput beside it."""
+    ordered = sorted(trials, key=lambda r: r["samples_per_sec"])
+    row = dict(ordered[(len(ordered) - 1) // 2])
+    row["samples_per_sec_trials"] = [r["samples_per_sec"] for r in trials]
+    row["trials"] = len(trials)
+    return row
 
 
 def goals(a, rows: list[dict]) -> list[dict]:
@@ -529,15 +555,21 @@ def main(argv=None) -> dict:
     amp = {"bf16": torch.bfloat16}.get(a.precision)
     autocast = torch.autocast(a.device.type, dtype=amp) if amp else nullcontext()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    rows = []
-    for w in workloads(a):
-        for who in a.trainers:
-            reset(a.device)
-            rows.append((run_hf if who == "hf" else run_ours)(a, w, autocast))
-            print(
-                f"[bench] {w.mode}/{w.layout} batch={w.batch} {who}: {rows[-1]['samples_per_sec']:,.1f} samples/s",
-                flush=True,
-            )
+    runs: dict[tuple, list[dict]] = {}
+    chosen = workloads(a)
+    for trial in range(a.trials):  # interleaved: every workload and trainer once per trial, the trainers in turn
+        order = a.trainers if trial % 2 == 0 else a.trainers[::-1]
+        for w in chosen:
+            for who in order:
+                reset(a.device)
+                row = (run_hf if who == "hf" else run_ours)(a, w, autocast)
+                runs.setdefault((w.mode, w.layout, w.batch, who), []).append(row)
+                print(
+                    f"[bench] trial {trial + 1}/{a.trials} {w.mode}/{w.layout} batch={w.batch} {who}: "
+                    f"{row['samples_per_sec']:,.1f} samples/s",
+                    flush=True,
+                )
+    rows = [median_trial(trials) for trials in runs.values()]
     ratios(rows)
     cpu = f"cpu ({platform.processor() or platform.machine()})"
     result = {
