@@ -17,6 +17,7 @@ from helpers.errors import JobCheckError, TargetError, UnknownOption
 from helpers.job import Job, catalog_channels, parse_metric_line
 from helpers.jobs import run_job
 from helpers.local import runner as local_runner
+from helpers.local.ports import free_ports
 from helpers.local.runner import JobFailed, LocalRunner
 from helpers.targets import Target, resolve
 
@@ -295,3 +296,34 @@ def test_a_checkpointing_job_keeps_its_checkpoints_in_its_own_run_directory(runn
     second = runner.run(job, CPU)
     assert not [h for h in second.history if h["kind"] == "checkpoint" and h.get("event") == "resumed"]
     assert (sorted(outside.iterdir()) if outside.is_dir() else None) == before
+
+
+@pytest.mark.slow
+def test_a_rendezvous_port_taken_before_torchrun_binds_it_is_named_and_launched_again(
+    small_catalog, tmp_path, probe_dir, monkeypatch
+):
+    """Another process takes the port between the runner choosing it and torchrun binding it: the launch fails
+    before any training, says so, and the runner launches again on another port; taken every time, the job's
+    failure names the cause instead of 'exit code 1'."""
+    import socket
+
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    held.listen()
+    taken = held.getsockname()[1]
+    offered = []
+
+    def taken_first(ports=iter([taken])):
+        offered.append(next(ports, None) or free_ports(1)[0])
+        return offered[-1]
+
+    job = Job("twoproc", {}, catalog_channels(small_catalog), entry_point="probe.py", source_dir=probe_dir)
+    job.processes_per_host = 2
+    with held:
+        monkeypatch.setattr(local_runner, "free_port", taken_first)
+        result = LocalRunner(runs_dir=tmp_path / "jobs", echo=False).run(job, CPU)
+        assert result.status == "Completed" and offered[0] == taken and len(offered) == 2
+        monkeypatch.setattr(local_runner, "free_port", lambda: taken)
+        failed = LocalRunner(runs_dir=tmp_path / "again", echo=False, check=False).run(job, CPU)
+    assert failed.status == "Failed" and failed.failure_reason.startswith("torchrun's rendezvous port was taken")
+    assert len(list((tmp_path / "again").iterdir())) == local_runner.PORT_ATTEMPTS

@@ -54,6 +54,7 @@ class JobResult(RunResult):
         return [f"{self.status} in {self.timings.get('total', 0):.1f}s", figures]
 
 
+PORT_TAKEN = "torchrun's rendezvous port was taken"  # how a failure reason starts when another process had the port
 GRACE_S = 120.0  # SageMaker's: SIGTERM, then SIGKILL 120 s later (StoppingCondition's documentation)
 STALL_S = 120.0  # no log line for this long: the runner says where each process of the job is
 
@@ -314,6 +315,11 @@ class LocalJob:
         lost = self.inputs.errors() if self.inputs is not None else []
         if lost and not all(e in failure for e in lost):  # a channel's bytes never arrived: say which, and why
             failure = "; ".join([*([failure] if failure else []), *(f"input: {e}" for e in dict.fromkeys(lost))])
+        if code and not failure and any("EADDRINUSE" in line or "address already in use" in line for line in self.tail):
+            failure = (
+                f"{PORT_TAKEN} by another process before torchrun could bind it (EADDRINUSE, in the log): launch "
+                f"the job again, and the runner picks another free port"
+            )
         if code and not failure:
             failure = f"exit code {code}" + (f" (killed by signal {-code})" if code < 0 else "")
         finals = [h for h in self.history if h["kind"] == "final"]

@@ -29,7 +29,7 @@ from helpers.contract import HostConfig, Layout, container_env, hyperparameter_a
 from helpers.errors import JobCheckError, UnknownOption, WorkshopError
 from helpers.job import Job, runs_root
 from helpers.local.input_modes import JobInputs
-from helpers.local.local_job import GRACE_S, STALL_S, Clock, JobResult, LocalJob, Prepared
+from helpers.local.local_job import GRACE_S, PORT_TAKEN, STALL_S, Clock, JobResult, LocalJob, Prepared
 from helpers.local.ports import free_port
 from helpers.targets import Target
 
@@ -66,6 +66,18 @@ class JobFailed(WorkshopError, RuntimeError):
     def __init__(self, message: str, result: JobResult):
         super().__init__(message)
         self.result = result
+
+
+PORT_ATTEMPTS = 3  # launches of a job whose rendezvous port another process took before torchrun bound it
+
+
+def port_taken(result: JobResult) -> bool:
+    """A launch that failed, before any training step, because its rendezvous port was taken (EADDRINUSE)."""
+    return (
+        result.status == "Failed"
+        and result.timings.get("launch_to_first_step") is None
+        and result.failure_reason.startswith(PORT_TAKEN)
+    )
 
 
 def clean_environment(cwd: Path) -> dict[str, str]:
@@ -268,7 +280,16 @@ class LocalRunner:
         )
 
     def run(self, job: Job, target: Target) -> JobResult:
-        return self.checked(self.start(job, target).wait())
+        """Start ``job`` and follow it to its result. A rendezvous port another process took between the runner
+        choosing it and torchrun binding it fails the launch before any training: it is launched again on another
+        port, up to :data:`PORT_ATTEMPTS` times in all."""
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            result = self.start(job, target).wait()
+            if not port_taken(result) or attempt == PORT_ATTEMPTS:
+                break
+            if self.echo:
+                print(f"[runner] {result.failure_reason}: launching again on another port", flush=True)
+        return self.checked(result)
 
     @classmethod
     def with_options(cls, **options) -> LocalRunner:
