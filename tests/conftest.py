@@ -7,10 +7,13 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from helpers import run_labs
+if TYPE_CHECKING:  # the lab runner imports the SDK: only the fixture that runs labs pays for it
+    from helpers.run_labs import LabRun
+
 
 REPO = Path(__file__).resolve().parent.parent
 SRC = REPO / "labs" / "src"
@@ -71,7 +74,7 @@ def pytest_configure(config):
 
 @dataclass
 class ExecutedLab:
-    run: run_labs.LabRun
+    run: LabRun
     strays: list[str]  # what the lab wrote under runs/ outside its own folder (nothing, if it keeps the rule)
 
 
@@ -86,7 +89,7 @@ def lab_run(tmp_path_factory, worker_id):
 
     from filelock import FileLock
 
-    from helpers import lab
+    from helpers import lab, run_labs
     from helpers.job import RUNS_DIR
 
     shared = tmp_path_factory.getbasetemp()
