@@ -260,6 +260,25 @@ def test_atomic_write_leaves_old_file_or_new_file_never_a_short_one(tmp_path, mo
     assert target.read_bytes() == b"new contents, longer"
 
 
+def test_a_full_disk_ends_the_job_with_what_happened_and_keeps_the_saved_checkpoints(tmp_path, monkeypatch):
+    import errno
+
+    t = Trainer()
+    train(t, t.checkpointer(tmp_path, keep=3), 0, 10)
+    saved = {p.name: sorted(f.read_bytes() for f in p.iterdir()) for p in tmp_path.iterdir()}
+
+    def full(*a):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(SystemExit, match=r"no space left to write this checkpoint .* MB free on its disk\). The "):
+        train(t, t.checkpointer(tmp_path, keep=3), 10, 15)
+    monkeypatch.undo()
+    assert not list(tmp_path.rglob("*.tmp"))  # no half-written file left behind
+    kept = {p.name: sorted(f.read_bytes() for f in p.iterdir()) for p in tmp_path.iterdir() if p.name in saved}
+    assert kept == saved  # every checkpoint saved before is there, byte for byte
+
+
 def test_keeps_only_the_newest_k(tmp_path):
     t = Trainer()
     train(t, t.checkpointer(tmp_path, keep=2), 0, 10)

@@ -20,6 +20,7 @@ the script can honour explicitly (a longer schedule, a new learning rate).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import json
@@ -74,13 +75,25 @@ class CorruptCheckpoint(Exception):
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """All of ``data`` at ``path``, or nothing: a crash leaves at most ``path.tmp``, never a short ``path``."""
+    """All of ``data`` at ``path``, or nothing: a crash leaves at most ``path.tmp``, never a short ``path``. A full
+    disk ends the job with what happened and what to do; the checkpoints already saved stay as they were."""
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        if err.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        free = shutil.disk_usage(path.parent).free
+        raise SystemExit(
+            f"{path}: no space left to write this checkpoint ({len(data) / 2**20:.1f} MB to write, "
+            f"{free / 2**20:.1f} MB free on its disk). The checkpoints already saved beside it are intact. Free "
+            f"space there, keep fewer (--checkpoint_keep), or give the job a checkpoint directory on a disk with room."
+        ) from None
     fsync_dir(path.parent)
 
 
