@@ -38,6 +38,8 @@ def test_lab_declares_target_and_smoke_and_says_time_and_cost(notebook):
     assert {"target", "smoke"} <= lab.declared_parameters(notebook)
     text = notebook.read_text(encoding="utf-8")
     assert "**Time:**" in text and "**Cost:**" in text and "**You will learn**" in text
+    first = "".join(json.loads(text)["cells"][0]["source"])  # read before a cell fails for want of the helpers
+    assert "make studio" in first and "No module named 'helpers'" in first
 
 
 @pytest.mark.parametrize("notebook", LABS, ids=lambda p: p.stem)
