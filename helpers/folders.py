@@ -3,8 +3,9 @@
 - :func:`build_once`: a shared folder (a generated data set) built aside and renamed into place whole, so no run ever
   reads it half-built; of two runs that build it at once, one's copy wins and both use it.
 - :func:`own_folder`: a new folder for one run alone, locked while the process that made it lives;
-  :func:`release` removes it. A folder whose process ended without removing it (a failed cell, a killed kernel) is
-  removed by the next :func:`own_folder` in the same place, and never one whose process still runs.
+  :func:`release` removes it, and :func:`refuse_released` keeps the runner, the store and the drill from writing
+  there again. A folder whose process ended without removing it (a failed cell, a killed kernel) is removed by the
+  next :func:`own_folder` in the same place, and never one whose process still runs.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from helpers.errors import WorkshopError
 
 LOCK = ".owner.lock"  # in every folder own_folder makes: locked (flock) by its process until release or exit
 _HELD: dict[Path, int] = {}  # own folder -> the descriptor holding its lock, open for as long as the process runs
+_RELEASED: set[Path] = set()  # own folders this process removed: nothing of this process writes under them again
 
 
 class FolderError(WorkshopError, RuntimeError):
@@ -55,6 +57,19 @@ def release(folder: str | os.PathLike) -> None:
         )
     shutil.rmtree(folder, ignore_errors=True)
     os.close(_HELD.pop(folder))  # only now: a cleaner that locks it finds nothing left to remove
+    _RELEASED.add(folder)
+
+
+def refuse_released(path: str | os.PathLike) -> None:
+    """Refuse a run's writing under a folder this process's clean-up removed: a cell run again after a lab's
+    clean-up cell would make it anew, without the lock that lets the next run remove it, and it would stay."""
+    path = Path(path).resolve()
+    for gone in _RELEASED:
+        if path == gone or gone in path.parents:
+            raise FolderError(
+                f"{gone} was removed by the lab's clean-up cell, so nothing more is written there: run the lab's "
+                f"set-up cell again (it makes a new folder of its own), then this cell."
+            )
 
 
 def _remove_if_abandoned(folder: Path) -> None:

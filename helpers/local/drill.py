@@ -22,6 +22,7 @@ from pathlib import Path
 
 import psutil
 
+from helpers import folders
 from helpers.job import Job, parse_metric_line, runs_root
 from helpers.local.drill_plan import (
     Drill,
@@ -63,6 +64,7 @@ def run_drill(
     """
     t = _drillable(job, resolve(target))
     runs_dir = Path(runs_dir or runs_root() / "drills") / f"{job.name}-{datetime.now():%Y%m%d-%H%M%S-%f}"
+    folders.refuse_released(runs_dir)
     watched = replace(job, hyperparameters={**job.hyperparameters, "log_every": 1})
     reference_job = replace(watched, hyperparameters={**watched.hyperparameters, "checkpoint_every": 0})
     reference = LocalRunner(runs_dir, echo=echo, job_name="reference").run(reference_job, t)

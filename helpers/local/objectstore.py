@@ -34,6 +34,7 @@ import weakref
 from collections.abc import Iterable
 from pathlib import Path
 
+from helpers import folders
 from helpers.local.children import DIE_WITH_PARENT
 from helpers.local.ports import free_ports
 from helpers.local.s3_profile import S3Profile, Throttle
@@ -136,6 +137,7 @@ class ObjectStore:
         profile: S3Profile | None = None,
     ):
         self.root, self.keep, self.start_timeout_s, self.echo = Path(root), keep, start_timeout_s, echo
+        folders.refuse_released(self.root)
         self.profile = profile
         self.throttle: Throttle | None = None
         self._throttle_finalizer: weakref.finalize | None = None

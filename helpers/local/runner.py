@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from helpers import checks, hyperparameters
+from helpers import checks, folders, hyperparameters
 from helpers.checks import findings
 from helpers.contract import HostConfig, Layout, container_env, hyperparameter_args
 from helpers.errors import JobCheckError, UnknownOption, WorkshopError
@@ -166,6 +166,7 @@ class LocalRunner:
         stall_s: float = STALL_S,
     ):
         self.runs_dir = Path(runs_dir) if runs_dir else runs_root() / "jobs"
+        folders.refuse_released(self.runs_dir)
         self.echo, self.check = echo, check
         self.on_line, self.job_name = on_line, job_name
         self.checkpoint_dir = Path(checkpoint_dir).resolve() if checkpoint_dir else None
