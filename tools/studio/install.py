@@ -584,6 +584,19 @@ def changed(before: dict[str, str], after: dict[str, dict]) -> list[str]:
     ]
 
 
+def others_changed(moved: list[str], names: list[str]) -> list[str]:
+    """A note on installed packages that changed while this run installed: not its doing (it installs only its own
+    ``names``, with --no-deps, and refuses a plan that would replace anything), so it neither undoes them nor its
+    own install, and says who else may have. The image's start-up removes some packages at each start."""
+    if not moved:
+        return []
+    return [
+        f"while make studio ran, something else changed {', '.join(moved)}; make studio installed only "
+        f"{', '.join(names)} and changed none of these (a space still starting removes some of its image's packages, "
+        f"e.g. jupyter-ai; another terminal's pip would too). What make studio added stays installed."
+    ]
+
+
 CHECK = r"""
 import json, helpers.jobs
 from helpers.local import objectstore
@@ -718,10 +731,7 @@ def add(
         if not linked:
             link_project(target)
         after = inventory(names)
-        moved = changed(held, after)
-        if moved:
-            raise StudioError(f"installing changed {', '.join(moved)}; that has been undone.")
-        outcome.notes = check_helpers()
+        outcome.notes = others_changed(changed(held, after), names) + check_helpers()
     except BaseException as err:  # nothing stays half-installed, and the message says so only when it is true
         left = rollback(names, leftovers, relink=elsewhere)
         if left:
@@ -757,7 +767,7 @@ def _say_plan(wanted: list[Wanted], linked: bool) -> None:
 
 
 def _say_added(outcome: Outcome) -> None:
-    print("added (nothing this Python had was changed):")
+    print("added (this run changed nothing this Python had):")
     for a in outcome.added:
         print(f"  {a['name']:<42} {a['version']:<14} {a['mb']:>7.1f} MB")
     print(f"  {'total':<42} {'':<14} {outcome.total_mb:>7.1f} MB in {outcome.seconds} s")
