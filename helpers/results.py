@@ -4,6 +4,8 @@ prints them the same way."""
 
 from __future__ import annotations
 
+import statistics
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 
@@ -39,3 +41,39 @@ class RunResult:
     def __repr__(self) -> str:
         figures = ", ".join(f"{k}={v:.4g}" for k, v in self.metrics.items() if isinstance(v, float))
         return f"{type(self).__name__}({self.name}: {'; '.join(self._repr_parts(figures))})"
+
+
+@dataclass(frozen=True)
+class PairedRatio:
+    """B over A, from pairs of runs made side by side in time: each pair's ratio, the middle one (for an even count
+    the lower middle: a ratio one pair of runs really gave) and the range. A range that spans 1 leaves the sign open."""
+
+    each: tuple[float, ...]
+
+    @property
+    def middle(self) -> float:
+        return statistics.median_low(self.each)
+
+    @property
+    def low(self) -> float:
+        return min(self.each)
+
+    @property
+    def high(self) -> float:
+        return max(self.each)
+
+    @property
+    def settled(self) -> bool:
+        """Every pair agrees on which side is faster."""
+        return self.low > 1 or self.high < 1
+
+    def __str__(self) -> str:
+        pairs = ", ".join(f"{r:.2f}x" for r in self.each)
+        return f"{self.middle:.2f}x (pairs: {pairs})"
+
+
+def paired_ratio(a: list[float], b: list[float]) -> PairedRatio:
+    """``b[i] / a[i]`` for each pair of runs ``i`` (e.g. samples/s of the fix over the baseline, same trial)."""
+    if not a or len(a) != len(b) or not all(a):
+        raise ValueError(f"paired_ratio needs as many non-zero baselines as runs to compare: {a} against {b}")
+    return PairedRatio(tuple(y / x for x, y in zip(a, b)))

@@ -68,6 +68,13 @@ CLAIMS["02_ddp"] = {
         abs(f["data_wait_ms_ddp"] + f["on_core_ms_ddp"] + f["queued_ms_ddp"] + f["blocked_ms_ddp"] - f["step_ms_ddp"])
         <= 0.02 * f["step_ms_ddp"]
     ),
+    "the two ran in turn, in pairs, and the tables read the first pair": lambda f: (
+        f["pairs"] >= 2 and f["ddp_speedup_first"] == f["ddp_vs_1"] == f.get("ddp_speedup", f["ddp_vs_1"])
+    ),
+    "every pair's ratio lies in the range the sentence gives": lambda f: (
+        f["ddp_speedup_low"] <= f["ddp_speedup_middle"] <= f["ddp_speedup_high"]
+        and f["ddp_speedup_low"] <= f["ddp_speedup_first"] <= f["ddp_speedup_high"]
+    ),
 }
 
 # ---------------------------------------------------------------------------------------------- lab 03
@@ -139,6 +146,9 @@ CLAIMS["07_profiling"] = {
     "both pipelines give exactly the same batches": lambda f: abs(f["starved_val_loss"] - f["fixed_val_loss"]) < 1e-4,
     "the starved run's workers delay its first batch": lambda f: f["starved_first_batch_s"] > f["fixed_first_batch_s"],
     "the fixed run waits less for data": lambda f: f["fixed_data_wait"] < f["starved_data_wait"],
+    "the two ran in turn, in pairs, and the figures above are the first pair's": lambda f: (
+        f["pairs"] >= 2 and f["pipeline_speedup_low"] <= f["pipeline_speedup"] <= f["pipeline_speedup_high"]
+    ),
 }
 
 

