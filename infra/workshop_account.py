@@ -8,6 +8,10 @@ over 3 minutes for 40.) The spaces' default storage and instance type are comput
 
     python infra/workshop_account.py --write    # rewrite the generated blocks of workshop-account.yaml
     python infra/workshop_account.py --check    # exit 1 if they differ from what this writes (the tests check too)
+
+The attendees' IAM policy is written here too, from helpers/guardrails.py (the training types and the longest
+runtime): once into the template (the attendee role) and once into the Workshop Studio packaging (contentspec.yaml and
+static/, whose participant role gets the same policy and whose static/ holds a copy of the template).
 """
 
 from __future__ import annotations
@@ -20,7 +24,17 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run as a script from infra/: the guardrails' one home is in the helpers
+    sys.path.insert(0, str(REPO))
+
+from helpers import guardrails  # noqa: E402
+
 TEMPLATE = Path(__file__).resolve().with_name("workshop-account.yaml")
+CONTENTSPEC = REPO / "contentspec.yaml"
+STATIC = REPO / "static"
 
 MAX_ATTENDEES = 40
 ATTENDEE_STEP = 5  # StudioUsers takes multiples of this; spare profiles cost nothing
@@ -37,13 +51,16 @@ LAB_PASSES = 5  # runs of every lab kept in a day: a first smoke run, the core p
 # (docs/studio-twin.json, 2026-11-25: 147.1 MB). When the twin measures a new figure, update it here and run --write.
 STUDIO_INSTALL_MB = 147
 STUDIO_INSTALL_MEASURED = True
+# Lab 05 at full size (its `smoke=False` data set, the size its deep dive invites) writes about 11 GB of shards
+# (issue 32's audit); the volume holds one such run beside the smoke runs rather than failing midway.
+LAB05_FULL_MB = 11 * 1024
 FREE_FRACTION = 0.2  # kept free: a full volume stops JupyterLab saving notebooks
 MIN_SPACE_GB = 5  # the API's minimum (DefaultEbsStorageSettings)
 MAX_SPACE_GB = 100  # what an attendee may grow their space to (the domain's MaximumEbsVolumeSizeInGb)
 
 
 def space_footprint_mb() -> int:
-    return CLONE_MB + STUDIO_INSTALL_MB + SMOKE_RUN_MB + (LAB_PASSES - 1) * RERUN_MB
+    return CLONE_MB + STUDIO_INSTALL_MB + SMOKE_RUN_MB + (LAB_PASSES - 1) * RERUN_MB + LAB05_FULL_MB
 
 
 def space_storage_gb() -> int:
@@ -56,7 +73,7 @@ def storage_arithmetic() -> str:
     need = space_footprint_mb()
     return (
         f"{CLONE_MB} MB clone + {install} + {SMOKE_RUN_MB} MB first run of the labs + "
-        f"{LAB_PASSES - 1} x {RERUN_MB} MB more runs = {need} MB; "
+        f"{LAB_PASSES - 1} x {RERUN_MB} MB more runs + {LAB05_FULL_MB} MB lab 05 at full size = {need} MB; "
         f"with {FREE_FRACTION:.0%} kept free {need / (1 - FREE_FRACTION) / 1024:.1f} GB, "
         f"at least {MIN_SPACE_GB} (the API's minimum): {space_storage_gb()} GB"
     )
@@ -186,10 +203,321 @@ def studio_attendee_profiles() -> str:
     return "\n".join(blocks)
 
 
+# --- The Studio image: SageMaker Distribution, pinned ---------------------------------------------------------------
+# The version `make studio` and the Studio twin are tested against (tools/studio/sagemaker-distribution-<v>.txt,
+# docs/studio-twin.json); a space gets it whatever the default is on the day.
+STUDIO_IMAGE_VERSION = "4.4.1"
+# The account that publishes the sagemaker-distribution-cpu image in each region (the SageMaker developer guide's
+# table of Code Editor and JupyterLab images, checked 2026-11-25). A region not here is refused by the template's rules.
+STUDIO_IMAGE_ACCOUNTS = {
+    "us-east-1": "885854791233",
+    "us-east-2": "037914896644",
+    "us-west-1": "053634841547",
+    "us-west-2": "542918446943",
+    "ap-northeast-1": "010972774902",
+    "ap-northeast-2": "064688005998",
+    "ap-south-1": "245090515133",
+    "ap-southeast-1": "022667117163",
+    "ap-southeast-2": "648430277019",
+    "ca-central-1": "481561238223",
+    "eu-central-1": "545423591354",
+    "eu-north-1": "175620155138",
+    "eu-west-1": "819792524951",
+    "eu-west-2": "021081402939",
+    "eu-west-3": "856416204555",
+    "sa-east-1": "567556641782",
+}
+
+
+def studio_image_mapping() -> str:
+    rows = "".join(f'    {r}: {{Account: "{a}"}}\n' for r, a in STUDIO_IMAGE_ACCOUNTS.items())
+    return f"  StudioImage:\n{rows}"
+
+
+def studio_image_rule() -> str:
+    regions = ", ".join(STUDIO_IMAGE_ACCOUNTS)
+    why = (
+        f"WithStudio=true pins the SageMaker Distribution image (tested: {STUDIO_IMAGE_VERSION}), whose ARN is known "
+        f"here for {regions}: deploy in one of them, or add the region to STUDIO_IMAGE_ACCOUNTS in "
+        f"infra/workshop_account.py."
+    )
+    return f"""\
+  StudioImageInThisRegion:
+    RuleCondition: !Equals [!Ref WithStudio, "true"]
+    Assertions:
+      - Assert: !Contains [[{regions}], !Ref AWS::Region]
+        AssertDescription: "{why}"
+"""
+
+
+def studio_image_spec() -> str:
+    # CloudFormation's ResourceSpec has no SageMakerImageVersionAlias (the API has): the image is pinned here, its
+    # version by the facilitator's T-1 check (docs/facilitator.md) until CloudFormation takes the alias
+    return """\
+            SageMakerImageArn: !Sub
+              - "arn:${AWS::Partition}:sagemaker:${AWS::Region}:${Account}:image/sagemaker-distribution-cpu"
+              - Account: !FindInMap [StudioImage, !Ref AWS::Region, Account]
+"""
+
+
+# --- The guardrails (helpers/guardrails.py) and the attendees' policy ------------------------------------------------
+def guardrails_setting() -> str:
+    """The lifecycle script's line that tells the preflight this account has the guardrails."""
+    return f'            echo "export {guardrails.GUARDRAILS_ENV}={guardrails.stack_value()}"\n'
+
+
+def guardrails_output() -> str:
+    return f"""\
+  Guardrails:
+    Description: {guardrails.GUARDRAILS_ENV} (the training types and the longest runtime the attendee role may launch)
+    Value: "{guardrails.stack_value()}"
+"""
+
+
+ARN = "arn:${AWS::Partition}"
+SM = f"{ARN}:sagemaker:${{AWS::Region}}:${{AWS::AccountId}}"
+ME = "${!aws:SourceIdentity}"  # the attendee: their Studio user profile name, or their laptop session's source identity
+LOG_GROUP = f"{ARN}:logs:${{AWS::Region}}:${{AWS::AccountId}}:log-group:/aws/sagemaker/TrainingJobs"
+
+
+def sub(text: str) -> dict | str:
+    """``text`` as CloudFormation needs it: through Fn::Sub when it names a template value; the policy variables it
+    escapes (``${!aws:SourceIdentity}``) as IAM reads them."""
+    plain = text.replace("${!", "${")
+    return {"Fn::Sub": text} if re.search(r"\$\{(?!!)", text) else plain
+
+
+def statement(sid: str, actions: list[str], resource, condition: dict | None = None) -> dict:
+    out = {"Sid": sid, "Effect": "Allow", "Action": actions if len(actions) > 1 else actions[0], "Resource": resource}
+    return out | ({"Condition": condition} if condition else {})
+
+
+def attendee_statements() -> list[dict]:
+    """What an attendee may do, wherever they work: their own prefix and jobs, within the guardrails."""
+    mine = {"StringEquals": {"aws:ResourceTag/workshop-attendee": sub(ME)}}
+    return [
+        statement(
+            "OwnPrefixObjects",
+            ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
+            sub(f"${{WorkshopBucket.Arn}}/{ME}/*"),
+        ),
+        statement(
+            "OwnPrefixListing",
+            ["s3:ListBucket"],
+            sub("${WorkshopBucket.Arn}"),
+            {"StringLike": {"s3:prefix": [sub(ME), sub(f"{ME}/*")]}},
+        ),
+        statement("BucketLookup", ["s3:ListAllMyBuckets"], "*"),
+        statement(
+            "CreateOwnJobsWithinTheGuardrails",
+            ["sagemaker:CreateTrainingJob"],
+            sub(f"{SM}:training-job/{ME}-*"),
+            {
+                "StringEquals": {"aws:RequestTag/workshop-attendee": sub(ME)},
+                "ForAllValues:StringEquals": {"sagemaker:InstanceTypes": list(guardrails.TRAINING_INSTANCE_TYPES)},
+                "Null": {"sagemaker:InstanceTypes": "false", "sagemaker:MaxRuntimeInSeconds": "false"},
+                "NumericLessThanEquals": {"sagemaker:MaxRuntimeInSeconds": str(guardrails.EVENT_MAX_RUNTIME_S)},
+            },
+        ),
+        statement(
+            "TagOwnJobsOnCreate",
+            ["sagemaker:AddTags"],
+            sub(f"{SM}:training-job/{ME}-*"),
+            {"Null": {"sagemaker:TaggingAction": "false"}},
+        ),
+        statement(
+            "FollowAndStopOwnJobs",
+            ["sagemaker:DescribeTrainingJob", "sagemaker:StopTrainingJob"],
+            sub(f"{SM}:training-job/*"),
+            mine,
+        ),
+        statement("ListJobs", ["sagemaker:ListTrainingJobs"], "*"),
+        statement("JobTags", ["sagemaker:ListTags"], sub(f"{SM}:training-job/*")),
+        statement(
+            "PassOnlyTheJobRole",
+            ["iam:PassRole"],
+            sub("${ExecutionRole.Arn}"),
+            {"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}},
+        ),
+        statement("SdkChecks", ["iam:GetRole", "iam:SimulatePrincipalPolicy"], sub("${ExecutionRole.Arn}")),
+        statement("OwnJobLogs", ["logs:GetLogEvents"], sub(f"{LOG_GROUP}:log-stream:{ME}-*")),
+        statement("JobLogStreams", ["logs:DescribeLogStreams"], sub(f"{LOG_GROUP}:*")),
+        statement(
+            "MetricsAndQuotas",
+            [
+                "cloudwatch:GetMetricData",
+                "cloudwatch:ListMetrics",
+                "servicequotas:GetServiceQuota",
+                "servicequotas:GetAWSDefaultServiceQuota",
+                "servicequotas:ListAWSDefaultServiceQuotas",
+                "servicequotas:ListServiceQuotas",
+            ],
+            "*",
+        ),
+    ]
+
+
+def studio_statements() -> list[dict]:
+    """What Studio needs to let each attendee run their own private space (AWS's policy for private spaces, limited
+    to the space's owner by the variables Studio sets), on the JupyterLab types the template offers."""
+    types = {"ForAllValues:StringEquals": {"sagemaker:InstanceTypes": [t.name for t in JUPYTERLAB_TYPES]}}
+    owner = sub(f"{SM}:user-profile/${{!sagemaker:DomainId}}/${{!sagemaker:UserProfileName}}")
+    own = {
+        "ArnLike": {"sagemaker:OwnerUserProfileArn": owner},
+        "StringEquals": {"sagemaker:SpaceSharingType": "Private"},
+    }
+    return [
+        statement(
+            "StudioListAndDescribe",
+            [
+                "sagemaker:ListApps",
+                "sagemaker:ListDomains",
+                "sagemaker:ListUserProfiles",
+                "sagemaker:ListSpaces",
+                "sagemaker:DescribeApp",
+                "sagemaker:DescribeDomain",
+                "sagemaker:DescribeUserProfile",
+                "sagemaker:DescribeSpace",
+            ],
+            "*",
+        ),
+        statement(
+            "StudioTagOnCreate",
+            ["sagemaker:AddTags"],
+            sub(f"{SM}:*/*"),
+            {"Null": {"sagemaker:TaggingAction": "false"}},
+        ),
+        statement(
+            "StudioAppsWithoutOwner",
+            ["sagemaker:CreateApp", "sagemaker:DeleteApp"],
+            sub(f"{SM}:app/*"),
+            {"Null": {"sagemaker:OwnerUserProfileArn": "true"}} | types,
+        ),
+        statement(
+            "StudioOwnPrivateSpaces",
+            ["sagemaker:CreateSpace", "sagemaker:UpdateSpace", "sagemaker:DeleteSpace"],
+            sub(f"{SM}:space/${{!sagemaker:DomainId}}/*"),
+            own,
+        ),
+        statement(
+            "StudioOwnPrivateSpaceApps",
+            ["sagemaker:CreateApp", "sagemaker:DeleteApp"],
+            sub(f"{SM}:app/${{!sagemaker:DomainId}}/*"),
+            own | types,
+        ),
+    ]
+
+
+class _NoAliases(yaml.SafeDumper):
+    def ignore_aliases(self, data) -> bool:  # CloudFormation refuses YAML aliases
+        return True
+
+
+def _yaml(node, indent: int) -> str:
+    text = yaml.dump(node, Dumper=_NoAliases, default_flow_style=None, sort_keys=False, width=116)
+    return "".join(" " * indent + line + "\n" for line in text.splitlines())
+
+
+def attendee_policies() -> str:
+    document = {"Version": "2012-10-17", "Statement": attendee_statements()}
+    studio = {"Version": "2012-10-17", "Statement": studio_statements()}
+    return (
+        "      Policies:\n        - PolicyName: workshop-attendee\n          PolicyDocument:\n"
+        + _yaml(document, 12)
+        + "  StudioAttendeePolicy:\n    Type: AWS::IAM::Policy\n    Condition: CreateStudio\n    Properties:\n"
+        + "      PolicyName: workshop-studio-attendee\n      Roles: [!Ref AttendeeRole]\n      PolicyDocument:\n"
+        + _yaml(studio, 8)
+    )
+
+
+# --- AWS Workshop Studio: the same account, provisioned per participant ---------------------------------------------
+# Workshop Studio gives each participant an account of their own and deploys the template in it; the participant
+# role gets the attendee policy. Its policy file cannot name the stack's resources, so the bucket and the job role are
+# matched by the names CloudFormation gives them (<stack>-workshopbucket-<id>, <stack>-ExecutionRole-<id>).
+WS_NAMES = {
+    "${AWS::Partition}": "aws",
+    "${AWS::Region}": "*",
+    "${AWS::AccountId}": "*",
+    "${WorkshopBucket.Arn}": "arn:aws:s3:::*-workshopbucket-*",
+    "${ExecutionRole.Arn}": "arn:aws:iam::*:role/*-ExecutionRole-*",
+}
+WS_PARAMETERS = {"WithStudio": "true", "StudioUsers": "5", "WithFsx": "false"}
+WS_REGION = "us-east-1"
+
+
+def _resolve(node):
+    if isinstance(node, dict) and set(node) == {"Fn::Sub"}:
+        text = node["Fn::Sub"]
+        for name, value in WS_NAMES.items():
+            text = text.replace(name, value)
+        text = text.replace("${!", "${")  # an escaped policy variable
+        assert "${" not in text.replace("${aws:", "").replace("${sagemaker:", ""), text
+        return text
+    if isinstance(node, dict):
+        return {k: _resolve(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_resolve(v) for v in node]
+    return node
+
+
+def participant_policy() -> str:
+    document = {"Version": "2012-10-17", "Statement": _resolve(attendee_statements())}
+    return json.dumps(document, indent=2) + "\n"
+
+
+def contentspec() -> str:
+    params = "".join(
+        f'        - templateParameter: {k}\n          defaultValue: "{v}"\n' for k, v in WS_PARAMETERS.items()
+    )
+    return f"""\
+# AWS Workshop Studio's packaging of the event account: written by `python infra/workshop_account.py --write` from
+# infra/workshop-account.yaml (a copy in static/) and helpers/guardrails.py; tests/test_event_account.py holds it.
+version: 2.0
+defaultLocaleCode: en-US
+localeCodes:
+  - en-US
+awsAccountConfig:
+  accountSources:
+    - WorkshopStudio
+  participantRole:
+    iamPolicies:
+      - static/iam_policy.json
+  regionConfiguration:
+    minAccessibleRegions: 1
+    maxAccessibleRegions: 1
+    accessibleRegions:
+      required:
+        - {WS_REGION}
+    deployableRegions:
+      required:
+        - {WS_REGION}
+infrastructure:
+  cloudformationTemplates:
+    - templateLocation: static/workshop-account.yaml
+      label: The distributed-training workshop's event account
+      parameters:
+{params}"""
+
+
+def packaging() -> dict[Path, str]:
+    """Workshop Studio's files and what they hold."""
+    return {
+        CONTENTSPEC: contentspec(),
+        STATIC / "iam_policy.json": participant_policy(),
+        STATIC / "workshop-account.yaml": render(TEMPLATE.read_text(encoding="utf-8")),
+    }
+
+
 BLOCKS = {
     "studio-parameters": studio_parameters,
     "studio-attendee-conditions": studio_attendee_conditions,
     "studio-attendee-profiles": studio_attendee_profiles,
+    "studio-image-mapping": studio_image_mapping,
+    "studio-image-rule": studio_image_rule,
+    "studio-image-spec": studio_image_spec,
+    "guardrails-setting": guardrails_setting,
+    "guardrails-output": guardrails_output,
+    "attendee-policies": attendee_policies,
 }
 
 
@@ -212,12 +540,16 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     text = TEMPLATE.read_text(encoding="utf-8")
     if a.check:
-        if render(text) != text:
-            print(f"{TEMPLATE.name} is stale: run python infra/workshop_account.py --write", file=sys.stderr)
-            return 1
-        return 0
+        stale = [TEMPLATE] if render(text) != text else []
+        stale += [p for p, body in packaging().items() if not p.exists() or p.read_text(encoding="utf-8") != body]
+        for path in stale:
+            print(f"{path.relative_to(REPO)} is stale: run python infra/workshop_account.py --write", file=sys.stderr)
+        return 1 if stale else 0
     TEMPLATE.write_text(render(text), encoding="utf-8")
-    print(f"wrote {TEMPLATE}")
+    STATIC.mkdir(exist_ok=True)
+    for path, body in packaging().items():
+        path.write_text(body, encoding="utf-8")
+    print(f"wrote {TEMPLATE.relative_to(REPO)}, {CONTENTSPEC.name} and {STATIC.name}/")
     return 0
 
 

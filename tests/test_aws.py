@@ -403,10 +403,19 @@ def test_a_bare_role_name_fails_before_any_call(fake_aws):
 @pytest.mark.parametrize("code, status, says", [("404", 404, "does not exist"), ("403", 403, "no access")])
 def test_a_missing_or_forbidden_bucket(fake_aws, code, status, says):
     fake_aws.respond("HeadBucket", ClientErrorAnswer(code, "nope", status))
+    fake_aws.respond("ListObjectsV2", ClientErrorAnswer(code, "nope", status))  # nor the attendee's own prefix
     with pytest.raises(setup_errors.BucketError, match=says):
         aws.discover(boto_session=fake_aws.boto_session, bucket="someone-elses-bucket")
     # only read-only lookups were made: nothing written, nothing created
-    assert set(fake_aws.summary()) <= {"sts.GetCallerIdentity", "iam.GetRole", "s3.HeadBucket"}
+    assert set(fake_aws.summary()) <= {"sts.GetCallerIdentity", "iam.GetRole", "s3.HeadBucket", "s3.ListObjectsV2"}
+
+
+def test_an_event_account_s_bucket_is_checked_through_the_attendee_s_own_prefix(fake_aws):
+    # the event's attendee role may list only its own prefix, so HeadBucket (the whole listing) is refused
+    fake_aws.respond("HeadBucket", ClientErrorAnswer("403", "nope", 403))
+    ctx = aws.discover(boto_session=fake_aws.boto_session, bucket="event-bucket", attendee="attendee-07")
+    assert ctx.bucket == "event-bucket"
+    assert fake_aws.request("ListObjectsV2")["Prefix"] == "attendee-07/"
 
 
 def test_console_url():

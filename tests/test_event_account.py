@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -34,6 +35,15 @@ def _generator():
 
 account_template = _generator()
 TEMPLATE_DOC = cfn_yaml.loads(TEMPLATE.read_text(encoding="utf-8"))
+
+
+LOGIC = {  # the condition functions, as CloudFormation evaluates them
+    "Fn::Equals": lambda st, arg: str(st.value(arg[0])) == str(st.value(arg[1])),
+    "Fn::Contains": lambda st, arg: st.value(arg[1]) in st.value(arg[0]),
+    "Fn::Not": lambda st, arg: not st.value(arg[0]),
+    "Fn::And": lambda st, arg: all(st.value(a) for a in arg),
+    "Fn::Or": lambda st, arg: any(st.value(a) for a in arg),
+}
 
 
 class Stack:
@@ -67,14 +77,8 @@ class Stack:
                 return self.value(arg[1])[int(arg[0])]
             if fn == "Fn::GetAZs":
                 return self.ZONES[self.value(arg) or self.region]
-            if fn == "Fn::Equals":
-                return str(self.value(arg[0])) == str(self.value(arg[1]))
-            if fn == "Fn::Not":
-                return not self.value(arg[0])
-            if fn == "Fn::And":
-                return all(self.value(a) for a in arg)
-            if fn == "Fn::Or":
-                return any(self.value(a) for a in arg)
+            if fn in LOGIC:
+                return LOGIC[fn](self, arg)
             if fn == "Condition":
                 return self.condition(arg)
         if isinstance(node, list):
@@ -207,8 +211,8 @@ def test_the_nat_path_is_off_by_default_and_says_what_it_costs():
 # ---- Studio
 
 
-def test_the_defaults_create_only_the_role_and_the_bucket():
-    assert set(Stack().resources) == {"WorkshopBucket", "ExecutionRole"}
+def test_the_defaults_create_only_the_roles_and_the_bucket():
+    assert set(Stack().resources) == {"WorkshopBucket", "WorkshopBucketPolicy", "ExecutionRole", "AttendeeRole"}
 
 
 @pytest.mark.parametrize("users", [5, 10, 40])
@@ -230,23 +234,30 @@ def test_the_domain_s_spaces_set_themselves_up_with_the_workshop_s_role():
     stack = Stack(WithStudio="true", RepositoryUrl=REPOSITORY)
     domain = stack.resources["StudioDomain"]["Properties"]
     user = domain["DefaultUserSettings"]
-    assert stack.value(user["ExecutionRole"]) == ("GetAtt", "ExecutionRole", "Arn")
+    assert stack.value(user["ExecutionRole"]) == ("GetAtt", "AttendeeRole", "Arn")
     lab = user["JupyterLabAppSettings"]
     setup = ("GetAtt", "StudioSetup", "StudioLifecycleConfigArn")
-    assert stack.value(lab["DefaultResourceSpec"]["LifecycleConfigArn"]) == setup
-    assert setup in stack.value(lab["LifecycleConfigArns"])
+    # built in: every space runs it, and an attendee cannot deselect it (a default in LifecycleConfigArns they could)
+    assert stack.value(lab["BuiltInLifecycleConfigArn"]) == setup
+    assert (
+        "BuiltInLifecycleConfigArn"
+        in botocore.session.get_session().get_service_model("sagemaker").shape_for("JupyterLabAppSettings").members
+    )
+    image = lab["DefaultResourceSpec"]["SageMakerImageArn"]["Fn::Sub"]
+    assert image[0].endswith(":image/sagemaker-distribution-cpu")  # pinned, not the day's default
     assert stack.prop("StudioSetup", "StudioLifecycleConfigAppType") == "JupyterLab"
     # `make studio` reaches PyPI: through SageMaker's network, or the VPC's NAT path
     assert domain["AppNetworkAccessType"] == "PublicInternetOnly" or stack.condition("CreateNat")
     assert stack.value(lab["DefaultResourceSpec"]["InstanceType"]) == account_template.jupyterlab_instance().name
     storage = user["SpaceStorageSettings"]["DefaultEbsStorageSettings"]
     assert int(stack.value(storage["DefaultEbsVolumeSizeInGb"])) == account_template.space_storage_gb()
-    # the role the spaces run as launches and follows the labs' jobs, passes itself to them, and is no admin
+    # the role the spaces run as launches and follows the labs' jobs, passes the jobs' role to them, and is no admin
     policy = stack.resources["StudioAttendeePolicy"]["Properties"]
-    assert policy["Roles"] == [{"Ref": "ExecutionRole"}]
+    assert policy["Roles"] == [{"Ref": "AttendeeRole"}]
+    own = stack.resources["AttendeeRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
     granted = {
         a
-        for s in policy["PolicyDocument"]["Statement"]
+        for s in policy["PolicyDocument"]["Statement"] + own
         for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
     }
     assert {
@@ -271,6 +282,51 @@ def test_the_default_instance_runs_two_training_processes_side_by_side():
 def test_the_template_s_generated_blocks_are_what_the_generator_writes():
     text = TEMPLATE.read_text(encoding="utf-8")
     assert text == account_template.render(text), "run: python infra/workshop_account.py --write"
+    for path, body in account_template.packaging().items():  # Workshop Studio's contentspec.yaml and static/
+        assert path.read_text(encoding="utf-8") == body, f"{path.name}: run python infra/workshop_account.py --write"
+
+
+def test_workshop_studio_runs_the_same_template_with_the_attendee_policy():
+    spec = cfn_yaml.loads((REPO / "contentspec.yaml").read_text(encoding="utf-8"))
+    role = spec["awsAccountConfig"]["participantRole"]
+    assert role["iamPolicies"] == ["static/iam_policy.json"] and "managedPolicies" not in role  # exactly, no more
+    template = spec["infrastructure"]["cloudformationTemplates"][0]
+    assert (REPO / template["templateLocation"]).read_text(encoding="utf-8") == TEMPLATE.read_text(encoding="utf-8")
+    declared = TEMPLATE_DOC["Parameters"]
+    given = {p["templateParameter"]: p["defaultValue"] for p in template["parameters"]}
+    assert set(given) <= set(declared) and not Stack(**given, RepositoryUrl=REPOSITORY).refused()
+    policy = json.loads((REPO / "static" / "iam_policy.json").read_text(encoding="utf-8"))
+    sids = [
+        s["Sid"]
+        for s in TEMPLATE_DOC["Resources"]["AttendeeRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+    ]
+    assert [s["Sid"] for s in policy["Statement"]] == sids
+
+
+def test_a_stack_name_of_any_case_or_length_makes_valid_names():
+    # nothing is named after the stack: S3 refuses upper case and >63 characters, Studio >63
+    r = TEMPLATE_DOC["Resources"]
+    assert Stack().prop("WorkshopBucket", "BucketName") == ("Ref", "AWS::NoValue")
+    for name, key in (("StudioSetup", "StudioLifecycleConfigName"), ("StudioDomain", "DomainName")):
+        assert "AWS::StackName" not in json.dumps(r[name]["Properties"][key]), name
+
+
+def test_bad_input_is_refused_by_the_template_s_rules():
+    assert any(
+        "SageMaker Distribution" in r
+        for r in Stack("af-south-1", WithStudio="true", RepositoryUrl=REPOSITORY).refused()
+    )
+    assert not Stack("eu-west-1", WithStudio="true", RepositoryUrl=REPOSITORY).refused()
+    assert not re.fullmatch(TEMPLATE_DOC["Parameters"]["BudgetEmail"]["AllowedPattern"], "not an address")
+
+
+def test_the_bucket_takes_only_tls_and_the_budget_alerts_by_email():
+    tls = Stack().prop("WorkshopBucketPolicy", "PolicyDocument")["Statement"][0]
+    assert tls["Effect"] == "Deny" and tls["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    assert "EventBudget" not in Stack().resources  # no address, no budget
+    budget = Stack(BudgetEmail="facilitator@example.com").resources["EventBudget"]["Properties"]
+    thresholds = sorted(n["Notification"]["Threshold"] for n in budget["NotificationsWithSubscribers"])
+    assert thresholds == [50, 80, 100, 100]
 
 
 def test_the_template_fits_a_deploy_without_an_s3_upload():

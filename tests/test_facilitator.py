@@ -77,7 +77,8 @@ def test_the_template_makes_what_the_labs_need():
     }
     assert {(988, 988), (1018, 1023)} <= ports  # Lustre
     assert r["S3Endpoint"]["Properties"]["VpcEndpointType"] == "Gateway"
-    assert all("Condition" in v for k, v in r.items() if k not in ("WorkshopBucket", "ExecutionRole"))  # options
+    always = ("WorkshopBucket", "WorkshopBucketPolicy", "ExecutionRole", "AttendeeRole")
+    assert all("Condition" in v for k, v in r.items() if k not in always)  # options
     assert set(t["Outputs"]) == set(settings.STACK_OUTPUTS)
 
 

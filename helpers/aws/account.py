@@ -178,17 +178,10 @@ def discover(
         role = _role_from_caller(session, identity["Arn"], account)
 
     bucket = require_bucket_name(bucket or os.environ.get(BUCKET_ENV) or f"sagemaker-{region}-{account}")
+    who = resolve_attendee(attendee, metadata or {})
     if check_bucket:
-        _check_bucket(session, bucket, region)
-    return AwsContext(
-        session,
-        region,
-        account,
-        role,
-        bucket,
-        resolve_attendee(attendee, metadata or {}),
-        "SageMaker Studio" if metadata else "laptop",
-    )
+        _check_bucket(session, bucket, region, f"{who.name}/")
+    return AwsContext(session, region, account, role, bucket, who, "SageMaker Studio" if metadata else "laptop")
 
 
 def _region_from_arn(arn: str) -> str | None:
@@ -228,11 +221,18 @@ def _role_from_caller(session, caller_arn: str, account: str) -> str:
     return role["Arn"]
 
 
-def _check_bucket(session, bucket: str, region: str) -> None:
+def _check_bucket(session, bucket: str, region: str, prefix: str) -> None:
     from botocore.exceptions import ClientError
 
+    s3 = session.client("s3", region_name=region)
     try:
-        session.client("s3", region_name=region).head_bucket(Bucket=bucket)
+        try:
+            s3.head_bucket(Bucket=bucket)
+        except ClientError as err:
+            if client_error_code(err) not in ("403", "AccessDenied", "Forbidden"):
+                raise
+            # an event account lets an attendee list only their own prefix (HeadBucket needs the whole listing)
+            s3.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1)
     except ClientError as err:
         code = client_error_code(err)
         if code in ("404", "NoSuchBucket", "NotFound"):

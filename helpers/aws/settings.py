@@ -12,6 +12,7 @@ import urllib.parse
 from dataclasses import dataclass
 
 from helpers.aws.setup_errors import AwsSetupError, BucketError, RoleError
+from helpers.guardrails import GUARDRAILS_ENV
 
 ROLE_ENV = ("WORKSHOP_ROLE_ARN", "SAGEMAKER_ROLE_ARN")
 BUCKET_ENV = "WORKSHOP_BUCKET"
@@ -151,8 +152,10 @@ def require_bucket_name(bucket: str) -> str:
 
 # The event stack's outputs (infra/workshop-account.yaml) and what each one sets for the helpers and the labs
 STACK_OUTPUTS = {
-    "RoleArn": ROLE_ENV[0],
+    "RoleArn": ROLE_ENV[0],  # the jobs' role: what every training job runs as
     "BucketName": BUCKET_ENV,
+    "Guardrails": GUARDRAILS_ENV,  # turns on the preflight's check of the guardrails (helpers.guardrails)
+    "AttendeeRoleArn": "attendees: the role Studio spaces and laptop sessions run as (not passed to jobs)",
     "SubnetIds": "lab 05: subnets",
     "SecurityGroupIds": "lab 05: security_groups",
     "FileSystemId": "lab 05: fsx_id",

@@ -33,6 +33,10 @@ class FSxConfigError(ChannelError):
     """An FSx for Lustre channel without what the service needs to mount it."""
 
 
+class GuardrailError(JobCheckError):
+    """A job the event account's guardrails (helpers.guardrails) would refuse: its instance type or its runtime."""
+
+
 @dataclass(frozen=True)
 class Where:
     """Where a job is checked for: the target, its catalogue entry (SageMaker; None here), the processes per host

@@ -3,14 +3,16 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from helpers import input_mode
+from helpers import guardrails, input_mode
 from helpers.checks.findings import (
     ChannelError,
     Finding,
     FSxConfigError,
+    GuardrailError,
     ProcessCountError,
     Rule,
     UnsupportedFeature,
@@ -233,9 +235,18 @@ def multi_node_network(job: Job, where: Where) -> Iterator[Finding]:
         )
 
 
+def event_guardrails(job: Job, where: Where) -> Iterator[Finding]:
+    """In an event account (its settings set WORKSHOP_GUARDRAILS) IAM lets an attendee launch only the guardrails'
+    instance types and runtime: a job outside them is refused here, naming the limit, instead of by AccessDenied."""
+    if os.environ.get(guardrails.GUARDRAILS_ENV) and (
+        problem := guardrails.refusal(where.target.name, job.max_runtime_s)
+    ):
+        yield fail(problem, GuardrailError)
+
+
 # what only one kind of target needs, after helpers.checks.common_rules.COMMON (Target.kind is the key)
 ONLY: dict[str, tuple[Rule, ...]] = {
     "local": (no_hub_downloads, local_channel_modes),
     "local_container": (local_mode_limits,),
-    "sagemaker": (instance_runs_the_script, launcher, smddp, smp, fsx, multi_node_network),
+    "sagemaker": (instance_runs_the_script, launcher, smddp, smp, fsx, multi_node_network, event_guardrails),
 }
