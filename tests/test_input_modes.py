@@ -384,7 +384,6 @@ def test_startup_cost_reads_the_secondary_status_transitions():
 FSX = {
     "file_system_id": "fs-0123456789abcdef0",
     "mount_name": "abcdef12",
-    "path": "lab05/shards",
     "subnets": ["subnet-0a1b2c3d"],
     "security_group_ids": ["sg-0a1b2c3d"],
 }
@@ -393,8 +392,8 @@ FSX = {
 def test_real_channel_definitions_per_mode_in_the_dry_run(small_catalog):
 
     base = Job("lab05", {"epochs": 1})
-    data = {"train": "s3://my-bucket/lab05/shards/train/", "validation": str(small_catalog / "validation")}
-    jobs = aws_input_modes.sagemaker_jobs_per_mode(base, data, FSX)
+    data = {"train": "s3://my-bucket/lab05/shards/train/", "validation": "s3://my-bucket/lab05/shards/validation/"}
+    jobs = aws_input_modes.sagemaker_jobs_per_mode(base, data, {**FSX, "import_path": "s3://my-bucket"})
     requests = {m: on_sagemaker(j, "ml.g5.2xlarge", echo=False).request for m, j in jobs.items()}
     rows = {m: aws_input_modes.channel_definitions(r) for m, r in requests.items()}
     assert {r["InputMode"] for r in rows["File"]} == {"File"}
@@ -414,6 +413,49 @@ def test_real_channel_definitions_per_mode_in_the_dry_run(small_catalog):
     assert "VpcConfig" not in requests["FastFile"]
 
 
+def _channel_sources(request: dict) -> dict[str, str]:
+    out = {}
+    for c in request["InputDataConfig"]:
+        s3, fs = c["DataSource"].get("S3DataSource"), c["DataSource"].get("FileSystemDataSource")
+        out[c["ChannelName"]] = s3["S3Uri"] if s3 else fs["DirectoryPath"]
+    return out
+
+
+def test_the_fsx_job_mounts_where_the_file_system_shows_what_the_file_and_fastfile_jobs_read(small_catalog):
+    """Lab 05's three jobs on local data, as the lab builds them: File and FastFile read the prefix the data is
+    uploaded to; the FSx job mounts /<mount name>/<that prefix's key>, which a file system linked to the bucket
+    (infra/workshop-account.yaml: ImportPath s3://<bucket>) shows. The lab once mounted a fixed 'lab05/shards' that
+    nothing wrote."""
+    data = {split: str(small_catalog / split) for split in ("train", "validation")}
+    jobs = aws_input_modes.sagemaker_jobs_per_mode(Job("lab05", {"epochs": 1}), data, FSX)
+    dry = {m: on_sagemaker(j, "ml.g6.xlarge", echo=False) for m, j in jobs.items()}
+    sources = {m: _channel_sources(d.request) for m, d in dry.items()}
+    bucket = sources["File"]["train"].removeprefix("s3://").split("/")[0]
+    for split in data:
+        uploaded = sources["File"][split]
+        assert uploaded == sources["FastFile"][split] and split in uploaded and uploaded.endswith("/")
+        key = uploaded.removeprefix(f"s3://{bucket}/").rstrip("/")
+        assert sources["FSx"][split] == f"/abcdef12/{key}", "the FSx directory is the uploaded prefix, under the mount"
+        assert "/inputs/" in key  # the attendee's own prefix, as the File job's upload
+    fsx_uploads = [prefix for prefix, _, _ in dry["FSx"].uploads]  # the FSx job uploads what it mounts, if not there
+    assert {sources["File"][split] for split in data} <= {u.rstrip("/") + "/" for u in fsx_uploads}
+
+
+def test_an_fsx_channel_outside_the_file_system_s_link_is_refused_before_anything_is_uploaded(small_catalog):
+    data = {"train": "s3://other-bucket/shards/train/"}
+    linked = {**FSX, "import_path": "s3://workshop-bucket"}
+    with pytest.raises(findings.FSxConfigError, match="not under s3://workshop-bucket.*never show"):
+        jobs.preflight(aws_input_modes.sagemaker_jobs_per_mode(Job("lab05"), data, linked)["FSx"], "ml.g6.xlarge")
+    local = {"train": str(small_catalog / "train")}  # uploaded to the workshop bucket, not to other-bucket
+    fsx_job = aws_input_modes.sagemaker_jobs_per_mode(Job("lab05"), local, {**FSX, "import_path": "s3://other"})
+    with pytest.raises(findings.FSxConfigError, match="is not under s3://other"):
+        on_sagemaker(fsx_job["FSx"], "ml.g6.xlarge", echo=False)
+    with pytest.raises(findings.FSxConfigError, match="neither an s3:// prefix nor a local directory"):
+        jobs.preflight(
+            aws_input_modes.sagemaker_jobs_per_mode(Job("lab05"), {"train": "lab05/shards"}, FSX)["FSx"], "ml.g6.xlarge"
+        )
+
+
 def test_fsx_preflight_wants_networking_and_a_mount_name():
 
     no_network = {k: v for k, v in FSX.items() if k not in ("subnets", "security_group_ids")}
@@ -425,8 +467,12 @@ def test_fsx_preflight_wants_networking_and_a_mount_name():
     aws_input_modes.fsx_preflight(
         aws_input_modes.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, FSX)["FSx"]
     )
-    with pytest.raises(InputModeError, match="mount name '/fsx'"):
-        aws_input_modes.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, {**FSX, "mount_name": "/fsx"})
+    with pytest.raises(findings.FSxConfigError, match="mount name '/fsx'"):
+        aws_input_modes.fsx_preflight(
+            aws_input_modes.sagemaker_jobs_per_mode(
+                Job("lab05"), {"train": "s3://b/t/"}, {**FSX, "mount_name": "/fsx"}
+            )["FSx"]
+        )
 
 
 def test_the_fsx_job_is_told_its_vpc_needs_s3_for_its_code_too():

@@ -97,10 +97,15 @@ def _lab05(requests: list[dict]) -> None:
     assert fsx, "the FSx job runs in the file system's VPC"
     r = fsx[0]
     assert r["VpcConfig"]["Subnets"] and r["VpcConfig"]["SecurityGroupIds"]
+    file_job = next(one["request"] for one in requests if _channels(one["request"]).get("train") == "File")
+    uploaded = {c["ChannelName"]: c["DataSource"]["S3DataSource"]["S3Uri"] for c in file_job["InputDataConfig"]}
     for c in r["InputDataConfig"]:
         if c["ChannelName"] in data:
             source = c["DataSource"]["FileSystemDataSource"]
-            assert source["FileSystemType"] == "FSxLustre" and source["DirectoryPath"].startswith("/")
+            assert source["FileSystemType"] == "FSxLustre"
+            # the file system is linked to the bucket's root: it shows s3://<bucket>/<key> as /<mount name>/<key>
+            mount, key = source["DirectoryPath"].strip("/").split("/", 1)
+            assert uploaded[c["ChannelName"]] == f"s3://{BUCKET}/{key}/", "FSx mounts what the File job reads"
 
 
 def _lab06(requests: list[dict]) -> None:

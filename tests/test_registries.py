@@ -118,7 +118,7 @@ def test_every_input_mode_has_a_local_stand_in():
 
 def test_every_input_mode_is_a_lab_05_job_and_an_answer_its_exercise_knows():
     base = Job("lab05", {"epochs": 1})
-    fsx = {"file_system_id": "fs-0123456789abcdef0", "mount_name": "abcdef12", "path": "catalog"}
+    fsx = {"file_system_id": "fs-0123456789abcdef0", "mount_name": "abcdef12"}
     per_mode = aws_input_modes.sagemaker_jobs_per_mode(base, {"train": "s3://bucket/train/"}, fsx)
     assert list(per_mode) == list(input_mode.MODES)
     assert {want for want, _ in lab05.REASONS.values()} <= set(input_mode.MODES)
@@ -131,7 +131,6 @@ def test_every_input_mode_is_carried_by_the_request(mode):
     fsx = {
         "file_system_id": "fs-0123456789abcdef0",
         "mount_name": "abcdef12",
-        "path": "catalog",
         "subnets": ["subnet-0123456789abcdef0"],
         "security_group_ids": ["sg-0123456789abcdef0"],
     }

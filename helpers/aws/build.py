@@ -35,6 +35,7 @@ from pathlib import Path
 from helpers import input_mode
 from helpers.aws import account as aws
 from helpers.aws import sdk_compat
+from helpers.aws.channels import fsx_directory_of
 from helpers.aws.preflight import TENSORBOARD_DIR, Plan
 from helpers.job import METRIC_DEFINITIONS, REPO, Job
 
@@ -85,6 +86,11 @@ class Locations:
             rel = f"{path.name}-{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:8]}"
         return f"{self.attendee}/inputs/{rel}"  # S3Prefix takes it with a "/" (see build_trainer)
 
+    def uri_of(self, local_dir: str) -> str:
+        """Where a local channel directory is uploaded at launch: the File and FastFile jobs read it there, and an
+        FSx file system linked to the bucket shows it."""
+        return f"s3://{self.bucket}/{self.channel_prefix(local_dir)}/"
+
 
 def build_trainer(
     plan: Plan, sagemaker_session, role_arn: str, bucket: str, attendee: str, checkpoint_s3_uri: str | None = None
@@ -117,23 +123,29 @@ def _channels(plan: Plan, sagemaker_session, bucket: str, where: Locations) -> l
     from sagemaker.core.training.configs import Channel, DataSource, FileSystemDataSource, S3DataSource
 
     job = plan.job
+    # each FSx channel's directory first: one the file system would never show is refused before any upload
+    directories = {
+        c.name: fsx_directory_of(c, c.source if c.source.startswith("s3://") else where.uri_of(c.source), bucket, job)
+        for c in plan.channels
+        if c.kind == "fsx"
+    }
     channels = []
     for c in plan.channels:
-        if c.kind == "fsx":
+        uri = (
+            sagemaker_session.upload_data(c.source, bucket=bucket, key_prefix=where.channel_prefix(c.source))
+            if c.uploaded
+            else c.source
+        )
+        if c.kind == "fsx":  # a local directory goes where the File and FastFile jobs put it: the file system shows it
             source = DataSource(
                 file_system_data_source=FileSystemDataSource(
                     file_system_id=job.fsx["file_system_id"],
                     file_system_type="FSxLustre",
-                    directory_path=c.source,
+                    directory_path=directories[c.name],
                     file_system_access_mode=job.fsx.get("access_mode", "ro"),
                 )
             )
         else:
-            uri = (
-                c.source
-                if c.kind == "s3"
-                else sagemaker_session.upload_data(c.source, bucket=bucket, key_prefix=where.channel_prefix(c.source))
-            )
             # S3Prefix matches keys by prefix: without the "/", ".../train" would also take ".../train-big/..."
             uri = uri if uri.endswith("/") else uri + "/"
             # an explicit S3DataSource: a plain-string source would silently become File mode

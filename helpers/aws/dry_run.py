@@ -281,7 +281,7 @@ def dry_run(job: Job, target: Target, options: LaunchOptions | None = None) -> D
         request = _capture(plan, recorder, role_arn, bucket_name, who.name, o.checkpoint_s3_uri)
     made = recorder.calls[start:]
     where_inputs = Locations(bucket_name, who.name, job)
-    uploads = _uploads(made, [where_inputs.channel_prefix(c.source) for c in plan.channels if c.kind == "local"])
+    uploads = _uploads(made, [where_inputs.channel_prefix(c.source) for c in plan.channels if c.uploaded])
     dry = DryRun(
         plan,
         request,

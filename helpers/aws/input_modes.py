@@ -6,42 +6,25 @@ The local side of lab 05 (the same modes against the loopback object store) is :
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 
 from helpers import checks, input_mode
 from helpers.checks import findings, target_rules
 from helpers.input_mode import MODES
-from helpers.local.input_modes import InputModeError
 from helpers.targets import Target
-
-_MOUNT_NAME = re.compile(r"^[a-z0-9]{3,8}$")
 
 
 # ---------------------------------------------------------------------------------------------- the jobs
-def fsx_channel_path(mount_name: str, *parts: str) -> str:
-    """An FSx for Lustre channel's directory path: ``/<MountName>/<path in the file system>``.
-
-    SageMaker mounts the file system and hands the job that directory; the path must start with the file system's
-    mount name (FSx console > file system > Attach; ``fsx`` for SCRATCH_1), not with ``/fsx`` out of habit.
-    """
-    if not _MOUNT_NAME.match(mount_name or ""):
-        raise InputModeError(
-            f"FSx mount name {mount_name!r} does not look like one (3-8 lower-case letters and "
-            f"digits, e.g. 'abcdef12'; 'fsx' for SCRATCH_1): copy it from the FSx console "
-            f"(file system > Attach) or `aws fsx describe-file-systems` (LustreConfiguration."
-            f"MountName)."
-        )
-    return "/" + "/".join([mount_name, *(p.strip("/") for p in parts if p.strip("/"))])
-
-
 def sagemaker_jobs_per_mode(base, data: dict[str, str], fsx: dict | None = None) -> dict[str, object]:
     """``base`` (a :class:`~helpers.job.Job`) once per input mode, for SageMaker.
 
     ``data``: channel -> S3 URI or local directory (the latter is uploaded at launch). File and FastFile name the
     mode per channel explicitly (the SDK would otherwise send File). ``fsx`` (``file_system_id``, ``mount_name``,
-    ``path``, ``subnets``, ``security_group_ids``) adds the FSx job: its channels are the same names under
-    ``/<mount_name>/<path>/``, and its networking puts the job in the file system's VPC. There the job reaches S3
+    ``import_path``, ``subnets``, ``security_group_ids``) adds the FSx job. Its channels are the same ``data``: each
+    mounts the directory where the file system shows that prefix, ``/<mount_name>/<key below import_path>`` (a local
+    directory is uploaded first, to the prefix File and FastFile use), so all three jobs read the same bytes.
+    ``import_path`` is the S3 location the file system is linked to; '' is the workshop bucket's root, as
+    infra/workshop-account.yaml links it. Its networking puts the job in the file system's VPC. There the job reaches S3
     only through an S3 VPC endpoint or a NAT gateway, and it needs S3 for more than data: its code channels (``code``,
     the source, and ``sm_drivers``, the SDK's drivers) come from there, as do any S3 channels, and its model, output
     and checkpoints go there; pip needs NAT (or a mirror) for requirements.txt. ``sagemaker_jobs.preflight`` notes it.
@@ -51,9 +34,9 @@ def sagemaker_jobs_per_mode(base, data: dict[str, str], fsx: dict | None = None)
         if mode.reads_s3:
             channels, networking = dict(data), {}
         elif fsx is not None:
-            channels = {n: fsx_channel_path(fsx.get("mount_name", ""), fsx.get("path", ""), n) for n in names}
-            keys = ("file_system_id", "subnets", "security_group_ids", "access_mode")
-            networking = {"fsx": {k: fsx[k] for k in keys if fsx.get(k)}}
+            channels = dict(data)
+            keys = ("file_system_id", "import_path", "subnets", "security_group_ids", "access_mode")
+            networking = {"fsx": {"mount_name": fsx.get("mount_name", ""), **{k: fsx[k] for k in keys if fsx.get(k)}}}
         else:
             continue  # no file system to name
         jobs[mode.name] = replace(

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -39,6 +40,9 @@ def local_channel_modes(job: Job, where: Where) -> Iterator[Finding]:
             )
 
 
+MOUNT_NAME = re.compile(r"^[a-z0-9]{3,8}$")  # LustreConfiguration.MountName: 'fsx' for SCRATCH_1
+
+
 def fsx(job: Job, where: Where) -> Iterator[Finding]:
     """What the service needs to mount an FSx for Lustre file system, and what a job in a VPC needs besides."""
     fsx_channels = [n for n in job.channels if not input_mode.reads_s3(job.mode_of(n))]
@@ -65,6 +69,9 @@ def fsx(job: Job, where: Where) -> Iterator[Finding]:
         )
     elif job.fsx.get("access_mode", "ro") not in ("ro", "rw"):
         yield fail(f"Job.fsx['access_mode'] must be 'ro' or 'rw', not {job.fsx['access_mode']!r}.", FSxConfigError)
+    elif job.fsx.get("mount_name") is not None:
+        yield from _linked(job, fsx_channels)
+        yield from _in_a_vpc(job, where)
     else:
         for name in fsx_channels:
             path = fsx_directory(job, str(job.channels[name]))
@@ -93,6 +100,59 @@ def _in_a_vpc(job: Job, where: Where) -> Iterator[Finding]:
             "the job runs in your VPC: pip installs requirements.txt from PyPI there, so the subnets need a NAT "
             "gateway (or a PyPI mirror); an S3 endpoint alone does not reach PyPI"
         )
+
+
+def _linked(job: Job, fsx_channels: list[str]) -> Iterator[Finding]:
+    """A file system linked to S3 (``Job.fsx['mount_name']`` set): each channel names its data as the File and
+    FastFile jobs do (an s3:// prefix, or a local directory uploaded at launch), and the job mounts where the file
+    system shows it."""
+    mount, link = str(job.fsx["mount_name"]), str(job.fsx.get("import_path", ""))
+    if not MOUNT_NAME.match(mount):
+        yield fail(
+            f"FSx mount name {mount!r} does not look like one (3-8 lower-case letters and digits, e.g. 'abcdef12'; "
+            f"'fsx' for SCRATCH_1): copy it from the FSx console (file system > Attach) or `aws fsx "
+            f"describe-file-systems` (LustreConfiguration.MountName).",
+            FSxConfigError,
+        )
+    if link and not link.startswith("s3://"):
+        yield fail(
+            f"Job.fsx['import_path'] {link!r} must be the S3 location the file system is linked to (its ImportPath, "
+            f"e.g. 's3://my-bucket'), or '' for the workshop bucket.",
+            FSxConfigError,
+        )
+    for name in fsx_channels:
+        value = str(job.channels[name])
+        if value.startswith("s3://"):
+            if link.startswith("s3://") and not _under(value, link):
+                yield fail(
+                    f"channel {name!r}: {value} is not under {link}, the S3 location the file system is linked to: "
+                    f"it would never show there. Put the data under {link}, or link the file system to it.",
+                    FSxConfigError,
+                )
+        elif not Path(value).is_dir():
+            yield fail(
+                f"channel {name!r}: {value!r} is neither an s3:// prefix nor a local directory (with "
+                f"Job.fsx['mount_name'] set, FSx channels name their data as File and FastFile do; the directory "
+                f"on the file system follows from it).",
+                FSxConfigError,
+            )
+
+
+def _under(uri: str, link: str) -> bool:
+    return (uri.rstrip("/") + "/").startswith(link.rstrip("/") + "/")
+
+
+def linked_directory(s3_uri: str, import_path: str, mount_name: str) -> str:
+    """Where a file system linked to ``import_path`` (its ImportPath, or a data repository association's S3 path)
+    shows the objects under ``s3_uri``: ``/<mount_name>/<their key below the link>``. The File and FastFile jobs read
+    that prefix itself, so all three read the same bytes."""
+    if not _under(s3_uri, import_path):
+        raise FSxConfigError(
+            f"{s3_uri} is not under {import_path}, the S3 location the file system is linked to: it would never "
+            f"show there. Put the data under {import_path}, or link the file system to it."
+        )
+    below = (s3_uri.rstrip("/") + "/")[len(import_path.rstrip("/") + "/") :].strip("/")
+    return "/" + "/".join(part for part in (mount_name, below) if part)
 
 
 def fsx_directory(job: Job, value: str) -> str:
