@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from helpers.job import SOURCE_DIR
+from helpers.results import PairedRatio
 
 FIGURES_ENV = "WORKSHOP_FIGURES_FILE"  # set by the headless lab runner: where a lab's key figures go
 
@@ -85,6 +86,30 @@ def says(template: str, **figures: Any) -> Says:
     sentence shows)."""
     record(**figures)
     return Says(template.format(**figures))
+
+
+def paired(name: str, ratio: PairedRatio, what: str, shown: str) -> Says:
+    """The sentence for an A/B run in turn (:func:`helpers.local.monitor.run_in_turn`): every pair's ratio, their
+    range, which pair ``shown`` figures belong to, and whether the pairs agree; recorded as ``<name>_pairs``,
+    ``<name>_low``, ``<name>_high``, ``<name>_first``, ``<name>_middle`` and ``pairs``."""
+    verdict = (
+        "Every pair agrees on which is faster."
+        if ratio.settled
+        else "The pairs disagree on which is faster: the machine's other work moved more than the change did. Run "
+        "them again (or raise trials) when the machine is quieter."
+    )
+    record(**{f"{name}_middle": ratio.middle})
+    return says(
+        f"Run in turn ({{pairs}} pairs, the order swapped each time), {what} gave {{{name}_pairs}}: from "
+        f"{{{name}_low:.2f}}x to {{{name}_high:.2f}}x. {shown} the first pair, {{{name}_first:.2f}}x. {verdict}",
+        pairs=len(ratio.each),
+        **{
+            f"{name}_pairs": str(ratio),
+            f"{name}_low": ratio.low,
+            f"{name}_high": ratio.high,
+            f"{name}_first": ratio.each[0],
+        },
+    )
 
 
 class Code:
