@@ -80,6 +80,8 @@ class Job:
     max_wait_s: int | None = None  # spot only: runtime plus time waiting for capacity
     fsx: dict[str, Any] = field(default_factory=dict)  # file_system_id, directory_path, subnets, security_group_ids
     image_uri: str | None = None  # None: the helpers pick the framework image for the distribution
+    # several instances: encrypt what they send each other (IPsec); no charge of its own, slower collectives
+    encrypt_traffic: bool = False
     tags: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self):

@@ -374,6 +374,21 @@ def test_secret_looking_hyperparameters_are_refused_before_any_call(offline, dat
     assert offline.calls == []
 
 
+def test_secret_looking_environment_variables_are_refused_before_any_call(offline, data):
+    with pytest.raises(JobCheckError, match="environment variable.*HF_TOKEN look like secrets"):
+        dry(Job("lab01-single", {}, data, environment={"HF_TOKEN": "hf_abc123"}), "ml.g5.2xlarge")
+    assert offline.calls == []
+
+
+def test_traffic_encryption_between_instances_is_in_the_request_and_its_cost_is_said(offline, data):
+    job = Job("lab02-ddp", {"epochs": 1}, data, instance_count=2, distribution="torchrun", encrypt_traffic=True)
+    shown = dry(job, "ml.g5.12xlarge")
+    assert shown.request["EnableInterContainerTrafficEncryption"] is True
+    assert any("IPsec" in n and "increase training time" in n for n in shown.plan.notes)
+    plain = dry(replace(job, encrypt_traffic=False), "ml.g5.12xlarge")
+    assert not plain.request.get("EnableInterContainerTrafficEncryption")
+
+
 def test_the_dry_run_shows_request_cost_and_uploads(offline, data, capsys):
     job = Job(
         "lab01-single",

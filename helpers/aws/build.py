@@ -194,11 +194,11 @@ def _common_arguments(
         Tag(key="workshop-lab", value=job.name),
         *(Tag(key=str(k), value=str(v)) for k, v in job.tags.items()),
     ]
-    fsx_networking = None
+    networking = {}
     if any(c.kind == "fsx" for c in plan.channels):
-        fsx_networking = Networking(
-            subnets=list(job.fsx["subnets"]), security_group_ids=list(job.fsx["security_group_ids"])
-        )
+        networking = {"subnets": list(job.fsx["subnets"]), "security_group_ids": list(job.fsx["security_group_ids"])}
+    if job.encrypt_traffic:
+        networking["enable_inter_container_traffic_encryption"] = True
     return dict(
         sagemaker_session=sagemaker_session,
         role=role_arn,
@@ -207,7 +207,7 @@ def _common_arguments(
         input_s3_key_prefix=attendee,
         compute=compute,
         stopping_condition=stopping,
-        networking=fsx_networking,
+        networking=Networking(**networking) if networking else None,
         output_data_config=OutputDataConfig(s3_output_path=where.output),
         input_data_config=channels or None,
         environment=dict(job.environment),

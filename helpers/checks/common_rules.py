@@ -63,13 +63,33 @@ def hyperparameter_values(job: Job, where: Where) -> Iterator[Finding]:
 
 
 def secrets(job: Job, where: Where) -> Iterator[Finding]:
-    """A secret-looking name with a text value ("generate_tokens": 20 is a count, "hf_token": "hf_..." is not)."""
-    found = [k for k, v in job.hyperparameters.items() if secret(k) and _text(v)]
-    if found:
-        yield fail(
-            f"hyperparameter(s) {', '.join(found)} look like secrets: hyperparameters are stored with the job and "
-            f"shown by DescribeTrainingJob. Keep secrets out of the job (read them from AWS Secrets Manager in the "
-            f"script, with the execution role's permission)."
+    """A secret-looking name with a text value ("generate_tokens": 20 is a count, "hf_token": "hf_..." is not), as
+    a hyperparameter or an environment variable: both are stored with the job and shown by DescribeTrainingJob."""
+    for kind, found in (
+        ("hyperparameter", [k for k, v in job.hyperparameters.items() if secret(k) and _text(v)]),
+        ("environment variable", [k for k, v in job.environment.items() if secret(k) and _text(v)]),
+    ):
+        if found:
+            yield fail(
+                f"{kind}(s) {', '.join(found)} look like secrets: a job's hyperparameters and environment are stored "
+                f"with it and shown by DescribeTrainingJob to anyone who may describe it. Keep secrets out of the job "
+                f"(read them from AWS Secrets Manager in the script, with the execution role's permission)."
+            )
+
+
+def traffic_encryption(job: Job, where: Where) -> Iterator[Finding]:
+    """What encrypting the traffic between instances does, and costs."""
+    if not job.encrypt_traffic:
+        return
+    if job.instance_count == 1:
+        yield note("encrypt_traffic has nothing to encrypt on one instance: its processes talk over loopback")
+    elif where.target.is_local:
+        yield note("encrypt_traffic: local 'nodes' talk over loopback, unencrypted; on SageMaker it applies")
+    else:
+        yield note(
+            "inter-container traffic encryption is on: no charge of its own, but every byte between the instances "
+            "(the gradient all-reduce included) goes through IPsec, which AWS says can increase training time; the "
+            "cost above assumes none"
         )
 
 
@@ -219,6 +239,7 @@ COMMON: tuple[Rule, ...] = (
     hyperparameter_names,
     hyperparameter_values,
     secrets,
+    traffic_encryption,
     tags,
     stopping,
     processes_fit_the_gpus,
