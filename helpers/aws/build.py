@@ -194,7 +194,7 @@ def _common_arguments(
         Tag(key="workshop-lab", value=job.name),
         *(Tag(key=str(k), value=str(v)) for k, v in job.tags.items()),
     ]
-    networking = {}
+    networking: dict[str, object] = {}
     if any(c.kind == "fsx" for c in plan.channels):
         networking = {"subnets": list(job.fsx["subnets"]), "security_group_ids": list(job.fsx["security_group_ids"])}
     if job.encrypt_traffic:
