@@ -521,6 +521,41 @@ def test_instances_held_by_running_jobs_count_against_the_quota(fake_aws):
     assert aws.check_quota(fake_aws.boto_session, "ml.p4d.24xlarge", 4, spot=True).in_use == 4
 
 
+def test_the_studio_app_quota_counts_the_jupyterlab_apps_already_running(fake_aws):
+    """Each attendee's space runs one JupyterLab app on the space type: the guide's T-1 check asks for one each."""
+    name = quotas.app_quota_name("ml.m5.xlarge")
+    assert name == "Studio JupyterLab Apps running on ml.m5.xlarge instance"
+    codes = _script_quotas(fake_aws, {name: 2.0}, applied={name: 30.0})
+
+    def app(n: int, status: str, kind: str = "JupyterLab", instance_type: str = "ml.m5.xlarge") -> dict:
+        spec = {"InstanceType": instance_type}
+        return {
+            "DomainId": "d-1",
+            "SpaceName": f"s{n}",
+            "AppType": kind,
+            "AppName": "default",
+            "Status": status,
+            "ResourceSpec": spec,
+        }
+
+    running = [
+        app(1, "InService"),
+        app(2, "Pending"),
+        app(3, "Deleted"),
+        app(4, "InService", "CodeEditor"),
+        app(5, "InService", instance_type="ml.t3.medium"),
+    ]
+    fake_aws.respond("ListApps", lambda params: {"Apps": running})
+    check = aws.check_app_quota(fake_aws.boto_session, "ml.m5.xlarge", 28)
+    assert (check.ok, check.limit, check.in_use, check.quota_code) == (True, 30, 2, codes[name])
+    with pytest.raises(setup_errors.QuotaError) as err:
+        aws.check_app_quota(fake_aws.boto_session, "ml.m5.xlarge", 29)
+    msg = str(err.value)
+    assert f"quota '{name}' is 30, 2 of them running in this account's spaces, and the event needs 29 more" in msg
+    assert "at least 31" in msg and codes[name] in msg and "StudioInstanceType" in msg
+    assert aws.check_app_quota(fake_aws.boto_session, "ml.g5.2xlarge", 1) is None  # a name Service Quotas lacks
+
+
 def test_the_account_wide_instance_quota_counts_every_type_of_running_job(fake_aws):
     """Lab 05 alone asks for 3 instances per attendee: at an event the account-wide quota is hit first."""
     every = quotas.ACCOUNT_WIDE[False]

@@ -17,7 +17,9 @@ from conftest import REPO
 from helpers.aws import account, offline_sandbox, settings, setup_errors
 from helpers.aws import offline as aws_offline
 from helpers.facilitator import lab_targets, studio_sizing, workshop
+from helpers.facilitator.tables import money
 from helpers.lab import registered
+from helpers.planning import instances
 
 GUIDE = REPO / "docs" / "facilitator.md"
 TEMPLATE = REPO / "infra" / "workshop-account.yaml"
@@ -40,6 +42,37 @@ def _parameters(notebook) -> dict:
 def test_the_guide_s_generated_blocks_are_what_the_helpers_compute():
     text = GUIDE.read_text(encoding="utf-8")
     assert text == workshop.render(text), "run: python -m helpers.facilitator.workshop --write docs/facilitator.md"
+
+
+def test_the_agenda_s_quotas_hold_what_the_agendas_launch(monkeypatch):
+    """As written, no lab launches (each is local and dry): the facilitator's demo job is the agendas' only job, and
+    each attendee's space needs a JupyterLab app; a lab whose parameters launched would add every attendee's job."""
+    demo = workshop.demo_target()
+    rows = workshop.agenda_needs(30)
+    assert [(name, n) for name, _, n, _, _, _ in rows] == [
+        (f"{demo.instance_type} for training job usage", demo.count),
+        ("Number of instances across all training jobs", demo.count),
+    ]
+    app = f"Studio JupyterLab Apps running on {workshop.space_type()} instance"
+    for table in (workshop.agenda_quota_rows(30), workshop.quota_rows(30)):
+        assert table[-1]["Service Quotas name (SageMaker)"] == app and table[-1]["value for 30 attendees"] == 30
+    assert f'account.check_app_quota(session, "{workshop.space_type()}", attendees)' in workshop.quota_check_code()
+    monkeypatch.setattr(workshop, "attendee_launches", lambda lab: lab == "02")  # lab 02 is in every agenda
+    lab02 = next(t for t in lab_targets.TARGETS if t.lab == "02")
+    launched = {name: n for name, _, n, _, _, _ in workshop.agenda_needs(30)}
+    assert launched[f"{lab02.instance_type} for training job usage"] == lab02.count * 30
+    assert launched["Number of instances across all training jobs"] == demo.count + lab02.count * 30
+
+
+def test_the_quota_ceiling_fills_the_dearest_types_up_to_the_account_wide_quota():
+    g1, g12 = (lab_targets.hourly(instances.lookup(n)) for n in ("ml.g6.xlarge", "ml.g6.12xlarge"))
+    # 30 attendees, every one launching: 90 + 60 type quotas, 90 account-wide; the 60 dearest first, then 30 of 90
+    assert workshop.ceiling_usd_per_h({"ml.g6.xlarge": 90, "ml.g6.12xlarge": 60}, 90) == pytest.approx(
+        60 * g12 + 30 * g1
+    )
+    assert workshop.ceiling_usd_per_h({"ml.g6.xlarge": 1}, 1) == pytest.approx(g1)
+    text = workshop.agenda_quotas_markdown(30)
+    assert f"On-demand ceiling: {money(g1)}/h of training instances" in text
 
 
 @pytest.mark.parametrize("target", lab_targets.TARGETS, ids=lambda t: f"{t.lab}-{t.parameter}")

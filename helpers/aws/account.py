@@ -25,6 +25,8 @@ from typing import Any
 from helpers.aws.quotas import (
     ACCOUNT_WIDE,
     QuotaCheck,
+    app_quota_name,
+    apps_in_use,
     instances_in_use,
     quota_message,
     quota_name,
@@ -289,6 +291,27 @@ def check_quota(
     for c in (check, overall):
         if c is not None and not c.ok:
             raise QuotaError(quota_message(c))
+    return check
+
+
+def check_app_quota(boto_session, instance_type: str, apps: int, region: str | None = None) -> QuotaCheck | None:
+    """Compare the account's quota of Studio JupyterLab apps on ``instance_type`` with ``apps`` more (one per
+    attendee's space) plus those already running. :class:`QuotaError` when too low; None when it cannot be read."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    region = region or boto_session.region_name
+    try:
+        check = _check(boto_session.client("service-quotas", region_name=region), app_quota_name(instance_type), apps)
+    except (ClientError, BotoCoreError):
+        return None
+    if check is None:
+        return None
+    try:
+        check = replace(check, in_use=apps_in_use(boto_session.client("sagemaker", region_name=region), instance_type))
+    except (ClientError, BotoCoreError):
+        pass  # cannot list apps: the quota alone is still a useful check
+    if not check.ok:
+        raise QuotaError(quota_message(check))
     return check
 
 

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from helpers import lab_time
 from helpers.aws.launch import LOG_GROUP
-from helpers.aws.quotas import ACCOUNT_WIDE, quota_name
-from helpers.facilitator.agenda import agendas
+from helpers.aws.quotas import ACCOUNT_WIDE, app_quota_name, quota_name
+from helpers.facilitator.agenda import DEMO, agendas
 from helpers.facilitator.lab_targets import LIBRARIES, TARGETS, RealTarget, gpus_of, hourly
 from helpers.facilitator.map_2026 import answers_markdown, map_markdown
 from helpers.facilitator.studio_sizing import (
@@ -179,8 +179,23 @@ def quota_needs() -> list[tuple[str, str, int, list[str], str | None, bool]]:
     return out
 
 
+def space_type() -> str:
+    """The attendees' JupyterLab type: the template's default (``StudioInstanceType``)."""
+    return account_generator().jupyterlab_instance().name
+
+
+def space_row(attendees: int) -> dict:
+    """The Studio app quota: one JupyterLab app per attendee's space, whatever the agenda launches."""
+    return {
+        "Service Quotas name (SageMaker)": app_quota_name(space_type()),
+        "code": "–",
+        "per attendee": "1 (their space)",
+        f"value for {attendees} attendees": attendees,
+    }
+
+
 def quota_rows(attendees: int) -> list[dict]:
-    """Each quota's value for ``attendees`` all running the same lab at once."""
+    """Each quota's value for ``attendees`` all running the same lab at once, and their spaces."""
     return [
         {
             "Service Quotas name (SageMaker)": name,
@@ -189,7 +204,89 @@ def quota_rows(attendees: int) -> list[dict]:
             f"value for {attendees} attendees": n * attendees,
         }
         for name, code, n, labs, _, _ in quota_needs()
+    ] + [space_row(attendees)]
+
+
+def agenda_labs() -> set[str]:
+    """The labs some agenda runs (its blocks name them by notebook stem)."""
+    blocks = [b.what for _, bs in agendas().values() for b in bs]
+    return {lab.number for lab in LABS if any(w.startswith(f"`{lab.stem}`") for w in blocks)}
+
+
+def attendee_launches(lab: str) -> bool:
+    """Whether the lab, run as its parameters cell stands, launches a real job (no lab does: each is local, dry)."""
+    p = lab_parameters(lab)
+    return bool(p.get("launch")) and p.get("target") != "local"
+
+
+def demo_jobs() -> int:
+    """The pre-launched jobs the longest-running agenda shows (one demo block each)."""
+    return max(sum(b.what == DEMO for b in blocks) for _, blocks in agendas().values())
+
+
+def agenda_needs(attendees: int) -> list[tuple[str, str, int, str, str, bool]]:
+    """(quota name, code, instances, what holds them, instance type, spot) for the agendas as written: the
+    facilitator's demo job(s), and every attendee's job in the labs whose parameters launch one."""
+    t = demo_target()
+    held = [(t.instance_type, t.spot, t.count * demo_jobs(), f"the facilitator's demo job (lab {t.lab})")]
+    for t in TARGETS:
+        if t.lab in agenda_labs() and attendee_launches(t.lab):
+            held.append((t.instance_type, t.spot, t.count * attendees, f"lab {t.lab}, every attendee"))
+    out = [(quota_name(i, s), "", n, why, i, s) for i, s, n, why in held]
+    for spot in (False, True):
+        n = sum(h[2] for h in held if h[1] == spot)
+        if n:
+            out.append((ACCOUNT_WIDE[spot], ACCOUNT_WIDE_CODES[spot], n, "all of the above", "", spot))
+    return out
+
+
+def agenda_quota_rows(attendees: int) -> list[dict]:
+    needs = [(name, code, why, n) for name, code, n, why, _, _ in agenda_needs(attendees)]
+    space = (app_quota_name(space_type()), "", "1 per attendee: their space", attendees)
+    return [
+        {
+            "Service Quotas name (SageMaker)": name,
+            "code": code or "–",
+            "what needs it": why,
+            f"value for {attendees} attendees": n,
+        }
+        for name, code, why, n in [*needs, space]
     ]
+
+
+def ceiling_usd_per_h(per_type: dict[str, int], cap: int) -> float:
+    """The most the quotas let training jobs cost an hour on demand: the dearest types first, up to each type's
+    quota, until the account-wide quota (``cap``) is reached."""
+    total, left = 0.0, cap
+    for name in sorted(per_type, key=lambda n: -hourly(instances.lookup(n))):
+        n = min(per_type[name], left)
+        total, left = total + n * hourly(instances.lookup(name)), left - n
+    return total
+
+
+def ceiling_sentence(needs: list[tuple[str, int, str | None, bool]], attendees: int) -> str:
+    """The on-demand $/h ceiling of a table's quotas: (quota name, value, instance type or None, spot) each."""
+    on_demand = {i: n for _, n, i, spot in needs if i and not spot}
+    cap = next((n for name, n, i, spot in needs if not i and not spot), 0)
+    jobs = ceiling_usd_per_h(on_demand, cap)
+    spaces = attendees * hourly(instances.lookup(space_type()))
+    spot = sum(n for _, n, i, s in needs if i and s)
+    return (
+        f"On-demand ceiling: {money(jobs)}/h of training instances (the dearest types first, up to each quota, until "
+        f"the account-wide one) + {money(spaces)}/h for {attendees} spaces on {space_type()} (the helpers' "
+        f"training price for the type) = {money(jobs + spaces)}/h"
+        + (f"; spot adds at most {spot} instances, billed below on-demand." if spot else ".")
+    )
+
+
+def agenda_quotas_markdown(attendees: int) -> str:
+    needs = [(name, n, i or None, s) for name, _, n, _, i, s in agenda_needs(attendees)]
+    return markdown(agenda_quota_rows(attendees)) + "\n\n" + ceiling_sentence(needs, attendees)
+
+
+def every_attendee_quotas_markdown(attendees: int) -> str:
+    needs = [(name, n * attendees, i, s) for name, _, n, _, i, s in quota_needs()]
+    return markdown(quota_rows(attendees)) + "\n\n" + ceiling_sentence(needs, attendees)
 
 
 def quota_check_code() -> str:
@@ -200,6 +297,7 @@ def quota_check_code() -> str:
             lines.append(
                 f'account.check_quota(session, "{instance_type}", {n} * attendees{", spot=True" if spot else ""})'
             )
+    lines.append(f'account.check_app_quota(session, "{space_type()}", attendees)  # a JupyterLab app per space')
     return "\n".join(lines)
 
 
@@ -324,8 +422,9 @@ def checklist_markdown() -> str:
             "- **T-1: the environment.** Deploy the stack with the event's options (a Studio domain takes minutes), "
             "`python -m helpers.aws.account env --stack workshop`, set `WORKSHOP_BUDGET_USD`, open one attendee "
             "space and wait for `== set-up done` in `~/workshop-setup.log`. Then check the quotas now allow the "
-            "event; each call raises `QuotaError` naming the quota and the value to request, for the type's quota "
-            "and the account-wide one, and returns None where it cannot read them:",
+            "event; each call raises `QuotaError` naming the quota and the value to request (for a training type: its "
+            "quota and the account-wide one; for the spaces: their JupyterLab apps), and returns None where it cannot "
+            "read them:",
             "",
             "  ```python",
             *("  " + line if line else "" for line in quota_check_code().splitlines()),
@@ -345,8 +444,10 @@ BLOCKS = {
     "costs": lambda: markdown(cost_rows()),
     "cheapest": cheapest_markdown,
     "instances-per-lab": instances_per_lab_markdown,
-    "quotas-10": lambda: markdown(quota_rows(10)),
-    "quotas-30": lambda: markdown(quota_rows(30)),
+    "quotas-agenda-10": lambda: agenda_quotas_markdown(10),
+    "quotas-agenda-30": lambda: agenda_quotas_markdown(30),
+    "quotas-10": lambda: every_attendee_quotas_markdown(10),
+    "quotas-30": lambda: every_attendee_quotas_markdown(30),
     "answers": answers_markdown,
     "lab-time": lab_time_markdown,
     "studio-sizing": studio_sizing_markdown,
