@@ -350,13 +350,37 @@ def test_an_older_core_s_single_client_is_the_trainer_s_own_for_the_call(monkeyp
     class Session:
         region_name = "us-east-1"
 
+        def client(self, service, **options):
+            return (self, service)
+
     monkeypatch.setattr(core_utils, "SageMakerClient", OneClient)
     assert sdk_compat._one_client_per_process()
     first, mine = OneClient(session="the first session ever"), Session()
     assert OneClient(session=mine) is first  # the hazard: the first session wins
     with sdk_compat._client_of(mine):
-        assert OneClient().session is mine
+        assert OneClient().session is mine and OneClient().sagemaker_client == (mine, "sagemaker")
     assert OneClient not in core_utils.SingletonMeta._instances  # dropped: a later call builds its own
+
+
+def test_a_core_that_builds_its_own_botocore_session_calls_through_the_trainer_s_session(monkeypatch):
+    """sagemaker-core 2.13.1 to 2.17.0 (SageMaker Distribution 4.0.9: sagemaker 3.7.1, core 2.17.0) build the SageMaker
+    client from a fresh botocore session whatever session they are given: every lab's dry run reached for AWS and
+    failed. Inside the trainer's call the client is one of the trainer's session: here, the offline recorder's."""
+    import boto3
+    from sagemaker.core.utils import utils as core_utils
+
+    from helpers.aws.offline import OfflineAWS
+
+    class OwnSession(metaclass=core_utils.SingletonMeta):  # as 2.13.1-2.17.0's SageMakerClient.__init__ does
+        def __init__(self, session=None, region_name=None):
+            self.session = session
+            self.sagemaker_client = boto3.Session(region_name="us-east-1").client("sagemaker")
+
+    monkeypatch.setattr(core_utils, "SageMakerClient", OwnSession)
+    offline = OfflineAWS()
+    with sdk_compat._client_of(offline.boto_session):
+        OwnSession().sagemaker_client.list_training_jobs(MaxResults=1)
+    assert [c.name for c in offline.calls] == ["sagemaker.ListTrainingJobs"]
 
 
 def test_an_older_sdk_gets_the_2_10_dlc_with_the_sdk_s_own_uri(monkeypatch):

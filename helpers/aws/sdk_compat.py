@@ -15,7 +15,9 @@ on the Studio twin with the one from ``make``'s environment):
 * one SageMaker client per boto session (sagemaker-core 2.24.0): before, ``TrainingJob.create(session=...)`` used the
   client of the first session the process ever gave it, so a launch after an offline dry run would have gone to the
   dry run's recorder, and a dry run after a launch to AWS. The subclass's ``train`` gives the SDK a client of the
-  trainer's own session for the call and drops it afterwards.
+  trainer's own session for the call and drops it afterwards. sagemaker-core 2.13.1 to 2.17.0 (in 4.x images from
+  4.0.x on) go further: they build that client from a botocore session of their own, whatever session is given, so
+  the subclass builds it from the trainer's session itself.
 * the PyTorch 2.10.0 training DLC in ``image_uris`` (sagemaker-core 2.22.0): older releases get its entry (the one
   sagemaker-core 2.27.0 bundles: repository, Python versions and ECR account per region) added to the config that
   ``image_uris.retrieve`` reads, so the URI is still built by the SDK's own code.
@@ -30,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import os
 from collections.abc import Iterator
 
 INPUT_PREFIX_FIELD = "input_s3_key_prefix"
@@ -145,7 +148,15 @@ def _client_of(boto_session) -> Iterator[None]:
 
     instances = core_utils.SingletonMeta._instances
     instances.pop(core_utils.SageMakerClient, None)
-    core_utils.SageMakerClient(session=boto_session, region_name=boto_session.region_name)
+    pinned = core_utils.SageMakerClient(session=boto_session, region_name=boto_session.region_name)
+    # sagemaker-core 2.13.1 to 2.17.0 build this client from a botocore session of their own, not the one given: a
+    # dry run would reach AWS (or fail without credentials) and a launch would skip the session's credentials
+    pinned.sagemaker_client = boto_session.client(
+        "sagemaker",
+        region_name=os.environ.get("SAGEMAKER_REGION", boto_session.region_name),
+        endpoint_url=os.environ.get("SAGEMAKER_ENDPOINT"),
+        config=getattr(pinned, "config", None),
+    )
     try:
         yield
     finally:
