@@ -431,9 +431,12 @@ def attendee_policies() -> str:
 
 
 # --- AWS Workshop Studio: the same account, provisioned per participant ---------------------------------------------
-# Workshop Studio gives each participant an account of their own and deploys the template in it; the participant
-# role gets the attendee policy. Its policy file cannot name the stack's resources, so the bucket and the job role are
-# matched by the names CloudFormation gives them (<stack>-workshopbucket-<id>, <stack>-ExecutionRole-<id>).
+# Workshop Studio gives each participant an account of their own and deploys the template in it: the account is the
+# isolation. Its participant role signs in to the console with no source identity, so the attendee policy (keyed on
+# it) would refuse it everything; instead the participant opens Studio as a profile of the domain and works there, as
+# the attendee role with that profile's source identity, within the guardrails. The participant role itself only
+# opens Studio and follows jobs and logs: it creates no job and passes no role, so nothing gets round the guardrails.
+# Its policy file cannot name the stack's resources, so they are matched by the names CloudFormation gives them.
 WS_NAMES = {
     "${AWS::Partition}": "aws",
     "${AWS::Region}": "*",
@@ -460,8 +463,19 @@ def _resolve(node):
     return node
 
 
+def participant_statements() -> list[dict]:
+    """What a Workshop Studio participant's console role needs: open Studio as a profile, follow jobs and logs."""
+    return [
+        studio_statements()[0],  # the console's Studio pages list and describe the domain, profiles, spaces and apps
+        statement("OpenStudioAsAProfile", ["sagemaker:CreatePresignedDomainUrl"], sub(f"{SM}:user-profile/*/*")),
+        statement("FollowJobs", ["sagemaker:DescribeTrainingJob", "sagemaker:ListTags"], sub(f"{SM}:training-job/*")),
+        statement("ListJobs", ["sagemaker:ListTrainingJobs"], "*"),
+        statement("JobLogs", ["logs:GetLogEvents", "logs:DescribeLogStreams"], sub(f"{LOG_GROUP}:*")),
+    ]
+
+
 def participant_policy() -> str:
-    document = {"Version": "2012-10-17", "Statement": _resolve(attendee_statements())}
+    document = {"Version": "2012-10-17", "Statement": _resolve(participant_statements())}
     return json.dumps(document, indent=2) + "\n"
 
 

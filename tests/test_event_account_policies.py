@@ -5,6 +5,7 @@ only the jobs' role; the preflight refuses what the guardrails would, first, nam
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import replace
 
@@ -414,3 +415,45 @@ def test_the_preflight_refuses_a_job_outside_the_guardrails_naming_the_limit(mon
         assert not found
     else:
         assert found[0].error is findings.GuardrailError and says in found[0].message
+
+
+# Workshop Studio: a participant's console role, in an account of their own (static/iam_policy.json)
+PARTICIPANT = json.loads((REPO / "static" / "iam_policy.json").read_text(encoding="utf-8"))["Statement"]
+PARTICIPANT_CASES = [
+    (
+        "opens Studio as the domain's profile",
+        Request("sagemaker:CreatePresignedDomainUrl", f"{SM}:user-profile/d-1/{A}"),
+        "allowed",
+    ),
+    ("lists the domains and profiles", Request("sagemaker:ListUserProfiles", "*"), "allowed"),
+    ("follows a job", Request("sagemaker:DescribeTrainingJob", f"{SM}:training-job/{A}-lab01-x"), "allowed"),
+    ("reads a job's log", Request("logs:GetLogEvents", f"{LOGS}:log-stream:{A}-lab01-x/algo-1"), "allowed"),
+    (
+        "creates a job itself, round the guardrails",
+        Request("sagemaker:CreateTrainingJob", f"{SM}:training-job/x", OK_JOB),
+        "implicitly denied",
+    ),
+    (
+        "passes the jobs' role",
+        Request("iam:PassRole", JOB_ROLE, {"iam:PassedToService": "sagemaker.amazonaws.com"}),
+        "implicitly denied",
+    ),
+    ("stops a job", Request("sagemaker:StopTrainingJob", f"{SM}:training-job/{A}-lab01-x"), "implicitly denied"),
+    ("writes the bucket", Request("s3:PutObject", f"arn:aws:s3:::{BUCKET}/{A}/code.tar.gz"), "implicitly denied"),
+]
+
+
+@pytest.mark.parametrize("what, request_, expected", PARTICIPANT_CASES, ids=[c[0] for c in PARTICIPANT_CASES])
+def test_the_workshop_studio_participant_opens_studio_and_follows_jobs_only(what, request_, expected):
+    assert decide(PARTICIPANT, request_) == expected, what
+
+
+def test_a_console_participant_without_a_source_identity_gets_nothing_from_the_attendee_policy():
+    """Why the participant role does not hold the attendee policy: the console sets no source identity, so every
+    per-attendee statement fails to apply; in Studio the same person is attendee-01 and gets their jobs."""
+    statements = attendee_statements(TEMPLATE_DOC)
+    create = Request("sagemaker:CreateTrainingJob", f"{SM}:training-job/{A}-lab01-x", OK_JOB)
+    read = Request("s3:GetObject", f"arn:aws:s3:::{BUCKET}/{A}/code.tar.gz")
+    assert decide(statements, create) == decide(statements, read) == "implicitly denied"
+    assert decide(statements, replace(create, context=me(**OK_JOB))) == "allowed"
+    assert decide(statements, replace(read, context=me())) == "allowed"
