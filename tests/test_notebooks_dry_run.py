@@ -21,7 +21,7 @@ from helpers import lab, run_labs
 TARGET = "ml.p4d.24xlarge"
 ATTENDEE = "ci"
 LABS = [one.notebook for one in lab.LABS]  # every registered lab (tests/test_registries.py)
-DLC = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.10.0-gpu-py313"
+DLC = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch:2.13-cu133-amzn2023-sagemaker"  # the newest patched DLC
 BUCKET = "sagemaker-us-east-1-111122223333"  # the offline placeholder account's default bucket
 
 

@@ -28,7 +28,7 @@ IMAGES = [
     ("pytorch-training:2.4.0-gpu-py311", "3.11", "2.4.0", None),
     ("pytorch-training:2.5.1-gpu-py311", "3.11", "2.5.1", None),
     ("smdistributed-modelparallel:2.5.1-gpu-py311-cu124 (SMP)", "3.11", "2.5.1", "4.44.2"),
-    ("pytorch-training:2.10.0-gpu-py313", "3.13", "2.10.0", None),
+    ("pytorch:2.13-cu133-amzn2023-sagemaker (the default)", "3.12", "2.13.0", None),
 ]
 RELEASES = ["4.30.2", "4.44.2", "4.46.0", "4.57.6", "5.0.0", "5.23.0"]  # some of transformers' releases on PyPI
 OLDEST_THE_SCRIPTS_RUN_ON = "4.44.2"  # train_lm.py as is, train.py with attn_implementation='eager' (checked on CPU)

@@ -383,45 +383,6 @@ def test_a_core_that_builds_its_own_botocore_session_calls_through_the_trainer_s
     assert [c.name for c in offline.calls] == ["sagemaker.ListTrainingJobs"]
 
 
-def test_an_older_sdk_gets_the_2_10_dlc_with_the_sdk_s_own_uri(monkeypatch):
-    from sagemaker.core import image_uris
-
-    native = image_uris.config_for_framework("pytorch")["training"]["versions"].get("2.10.0")
-    if native:  # the bundled entry is the SDK's own (every region the SDK knows, the same account)
-        for key in ("py_versions", "repository"):
-            assert sdk_compat.PYTORCH_DLC_ENTRIES["2.10.0"][key] == native[key]
-        assert native["registries"].items() <= sdk_compat.PYTORCH_DLC_ENTRIES["2.10.0"]["registries"].items()
-    # each kind of region: a DLC account of its own, the shared one, China's and GovCloud's domains, an isolated one
-    regions = ["af-south-1", "us-east-1", "cn-north-1", "us-gov-west-1", "eu-isoe-west-1"]
-    queries = [
-        dict(framework="pytorch", version="2.10.0", py_version="py313", region=r, instance_type=t)
-        for r in regions
-        for t in ("ml.p4d.24xlarge", "ml.m5.xlarge")
-    ]
-    expected = [image_uris.retrieve(image_scope="training", **q) for q in queries] if native else None
-    load = image_uris.config_for_framework
-
-    def without_2_10(name):  # an SDK before sagemaker-core 2.22.0
-        config = load(name)
-        if name == "pytorch":
-            config["training"]["versions"].pop("2.10.0", None)
-            config["training"].get("version_aliases", {}).pop("2.10", None)
-        return config
-
-    monkeypatch.setattr(image_uris, "config_for_framework", without_2_10)
-    with pytest.raises(ValueError):
-        image_uris.retrieve(image_scope="training", **queries[0])
-    got = [sdk_compat.training_image_uri(**q) for q in queries]
-    account = sdk_compat.PYTORCH_DLC_ENTRIES["2.10.0"]["registries"]["af-south-1"]
-    assert got[0] == f"{account}.dkr.ecr.af-south-1.amazonaws.com/pytorch-training:2.10.0-gpu-py313"
-    if expected:
-        assert got == expected
-    assert image_uris.config_for_framework is without_2_10  # put back as it was
-
-
-# ---- the comparison of the labs' requests
-
-
 def _saved(tmp: Path, lab: str, job: str, launch: str, **changes) -> None:
     name = f"ci-{job}-{launch}"
     request = {

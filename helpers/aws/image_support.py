@@ -80,6 +80,13 @@ def refresh(dlc: Path) -> dict:
     for path in sorted((dlc / "docs/src/data/pytorch-training").glob("*-gpu-sagemaker.yml")):
         entry = yaml.safe_load(path.read_text())
         versions[str(entry["version"])] = {"ga": str(entry["ga"]), "eop": str(entry["eop"])}
+    images: dict[str, dict] = {}  # 2.11 on: repository "pytorch", Amazon Linux 2023, tags the SDK does not know
+    for path in sorted((dlc / "docs/src/data/pytorch").glob("*-sagemaker.yml")):
+        entry = yaml.safe_load(path.read_text())
+        version = str(entry["version"])
+        versions[version] = {"ga": str(entry["ga"]), "eop": str(entry["eop"])}
+        short = min(entry["tags"], key=len)  # "2.13-cu133-amzn2023-sagemaker", not "2.13.0-..."
+        images.setdefault(version, {"python": entry["python"]})[entry["accelerator"]] = f"pytorch:{short}"
     newer = []  # released images the support data does not list yet (a new build and naming)
     for path in sorted((dlc / ".github/config/image/pytorch").glob("*-sagemaker-cuda.yml")):
         meta = yaml.safe_load(path.read_text())["metadata"]
@@ -90,12 +97,20 @@ def refresh(dlc: Path) -> dict:
     ).stdout.split()
     return {
         "source": "aws/deep-learning-containers support data (docs/src/legacy/legacy_support.yml, "
-        "docs/src/data/pytorch-training)",
+        "docs/src/data/pytorch-training, docs/src/data/pytorch, docs/reference/region_availability.md)",
         "snapshot": head[0] if head else "",
         "snapshot_date": head[1] if len(head) > 1 else dt.date.today().isoformat(),
         "pytorch": dict(sorted(versions.items(), key=lambda kv: tuple(int(x) for x in kv[0].split(".")))),
+        "images": images,
+        "accounts": _accounts((dlc / "docs/reference/region_availability.md").read_text()),
         "released_without_dates": newer,
     }
+
+
+def _accounts(markdown: str) -> dict[str, str]:
+    """Region -> the ECR account of the DLCs, from the first table of region_availability.md."""
+    table = markdown.split("## Deep Learning Containers", 1)[1].split("\n## ", 1)[0]
+    return dict(re.findall(r"^\|[^|]+\| ([a-z]{2}(?:-[a-z]+)+-\d) \| (\d{12}) \|$", table, re.MULTILINE))
 
 
 def table_rows(table: dict | None = None) -> list[dict]:

@@ -5,12 +5,16 @@ from __future__ import annotations
 import datetime as dt
 import functools
 
-from helpers.aws import image_support, offline_sandbox, sdk_compat
+from helpers.aws import image_support, offline_sandbox
 from helpers.checks.findings import UnsupportedFeature
 from helpers.planning import instances
 
-# The framework image every lab runs on, retrieved through the SDK's image_uris (it knows PyTorch DLCs up to 2.10).
-PYTORCH_DLC = ("2.10.0", "py313")
+# The framework image every torchrun and single-process job runs on: the newest PyTorch DLC AWS patches, the torch of
+# make's .venv. The SDK's image_uris knows DLCs up to 2.10 (repository pytorch-training); from 2.11 they live in the
+# repository "pytorch", named as aws/deep-learning-containers publishes them (dlc_support.json: its tags and accounts).
+PYTORCH_DLC = "2.13"
+# the last DLC built with CUDA 12 (CUDA 13 no longer runs on the V100), through the SDK's image_uris
+CUDA_12_DLC = ("2.3.0", "py311")
 # Which SageMaker images ship SMDDP, which the SDK cannot tell (its own list, fw_utils, stops at the 2.2.0 DLC). Two
 # sources, checked 2026-11-23, disagree: AWS's SMDDP support table lists PyTorch 2.3.0 (SMDDP 2.3.0) as the newest
 # framework DLC with SMDDP preinstalled, while the DLC repository's Dockerfiles for the 2.4 and 2.5 SageMaker GPU images
@@ -30,9 +34,10 @@ def region_for_images(region: str | None) -> str:
 
 @functools.lru_cache(maxsize=64)
 def _image_uri(**query) -> str:
-    """``image_uris.retrieve``, remembered: it reads botocore's endpoint tables (~0.5 s) on every call. An SDK
-    older than the DLC gets its entry from :mod:`helpers.aws.sdk_compat`."""
-    return sdk_compat.training_image_uri(**query)
+    """``image_uris.retrieve``, remembered: it reads botocore's endpoint tables (~0.5 s) on every call."""
+    from sagemaker.core import image_uris
+
+    return image_uris.retrieve(image_scope="training", **query)
 
 
 def default_image(launcher: str, instance: instances.InstanceType, region: str | None = None) -> tuple[str, str]:
@@ -50,17 +55,39 @@ def default_image(launcher: str, instance: instances.InstanceType, region: str |
         )
         return uri, f"SMP v2 image for PyTorch {version} (bundles SMDDP {SMDDP_IN_SMP_IMAGES[version]})"
     volta = bool(instance.gpu and instance.gpu.model == "V100")  # CUDA 13 (the newest DLC's) dropped Volta
-    version, py = SMDDP_DLC if launcher == "smddp" or volta else PYTORCH_DLC
+    if launcher != "smddp" and not volta:
+        return named_dlc(PYTORCH_DLC, instance, region)
+    version, py = SMDDP_DLC if launcher == "smddp" else CUDA_12_DLC
     uri = _image_uri(framework="pytorch", region=region, version=version, py_version=py, instance_type=instance.name)
     why = (
         f"PyTorch {version} DLC: the newest framework image that both AWS's SMDDP table and the DLC Dockerfiles "
         f"list with SMDDP {SMDDP_IN_DLC[minor(version)]}"
         if launcher == "smddp"
         else f"PyTorch {version} DLC (CUDA 12: newer images no longer run on the V100)"
-        if volta
-        else f"PyTorch {version} DLC ({'GPU' if instance.gpus else 'CPU'})"
     )
     return uri, why
+
+
+def named_dlc(version: str, instance: instances.InstanceType, region: str) -> tuple[str, str]:
+    """(image URI, why) of a PyTorch DLC the SDK's catalogue lacks: its tag and its region's ECR account as the DLC
+    repository publishes them (``helpers/aws/dlc_support.json``, refreshed by ``python -m helpers.aws.image_support
+    --refresh``)."""
+    table = image_support.load()
+    kind = "gpu" if instance.gpus else "cpu"
+    image, account = table["images"][version][kind], table["accounts"].get(region)
+    if account is None:
+        raise UnsupportedFeature(
+            f"the PyTorch {version} DLC is not published in {region} (aws/deep-learning-containers, "
+            f"docs/reference/region_availability.md: {', '.join(sorted(table['accounts']))}): choose one of those "
+            f"regions, or pass Job(image_uri=...)."
+        )
+    domain = "amazonaws.com.cn" if region.startswith("cn-") else "amazonaws.com"
+    why = (
+        f"PyTorch {version} DLC ({kind.upper()}, Python {table['images'][version]['python'][2:3]}."
+        f"{table['images'][version]['python'][3:]}): the newest AWS patches, named as aws/deep-learning-containers "
+        f"publishes it (snapshot of {table['snapshot_date']}); the SDK's catalogue stops at 2.10"
+    )
+    return f"{account}.dkr.ecr.{region}.{domain}/{image}", why
 
 
 def minor(version: str) -> str:
@@ -95,8 +122,12 @@ def smddp_images(region: str | None = None) -> list[dict]:
     region = region_for_images(region)
     p4d = instances.lookup("ml.p4d.24xlarge")
     rows = []
-    for version, py in [SMDDP_DLC, ("2.4.0", "py311"), ("2.5.1", "py311"), ("2.6.0", "py312"), PYTORCH_DLC]:
-        uri = _image_uri(framework="pytorch", region=region, version=version, py_version=py, instance_type=p4d.name)
+    uris = [
+        _image_uri(framework="pytorch", region=region, version=version, py_version=py, instance_type=p4d.name)
+        for version, py in [SMDDP_DLC, ("2.4.0", "py311"), ("2.5.1", "py311"), ("2.6.0", "py312")]
+    ]
+    for uri in [*uris, named_dlc(PYTORCH_DLC, p4d, region)[0]]:
+        _, _, version = image_tag(uri)
         table = SMDDP_IN_AWS_TABLE.get(minor(version))
         built = SMDDP_IN_DLC.get(minor(version))
         rows.append(

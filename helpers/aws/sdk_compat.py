@@ -4,7 +4,7 @@ SageMaker Studio's JupyterLab image (SageMaker Distribution) ships its own SDK, 
 Every 4.x release ships ``sagemaker`` 3.7.1 or 3.12.0 with ``sagemaker-core`` 2.7.1 to 2.20.0 and ``sagemaker-train``
 1.7.1 to 1.14.0 (4.0.0: 3.7.1, core 2.7.1, train 1.7.1; 4.4.1: 3.12.0, core 2.20.0, train 1.14.0, read from
 aws/sagemaker-distribution's build_artifacts); ``make`` installs the newest (3.27.0: core 2.27.0, train 1.27.0).
-Three things the helpers rely on came later. Where one is missing it is detected and reached another way, so that
+Two things the helpers rely on came later. Where one is missing it is detected and reached another way, so that
 the ``CreateTrainingJob`` request is the same, field for field (``tools/studio/dry_requests.py`` compares every lab's
 on the Studio twin with the one from ``make``'s environment):
 
@@ -18,9 +18,6 @@ on the Studio twin with the one from ``make``'s environment):
   trainer's own session for the call and drops it afterwards. sagemaker-core 2.13.1 to 2.17.0 (in 4.x images from
   4.0.x on) go further: they build that client from a botocore session of their own, whatever session is given, so
   the subclass builds it from the trainer's session itself.
-* the PyTorch 2.10.0 training DLC in ``image_uris`` (sagemaker-core 2.22.0): older releases get its entry (the one
-  sagemaker-core 2.27.0 bundles: repository, Python versions and ECR account per region) added to the config that
-  ``image_uris.retrieve`` reads, so the URI is still built by the SDK's own code.
 
 One difference no request shows: from sagemaker-train 1.2x, a role that may not write the session's default bucket
 gets its uploads staged under the output path instead. The helpers stage into the workshop's bucket, which the role
@@ -30,66 +27,11 @@ writes in every release.
 from __future__ import annotations
 
 import contextlib
-import copy
 import functools
 import os
 from collections.abc import Iterator
 
 INPUT_PREFIX_FIELD = "input_s3_key_prefix"
-# sagemaker-core 2.27.0's image_uri_config/pytorch.json, training, "2.10.0" (first bundled in 2.22.0)
-PYTORCH_DLC_ENTRIES = {
-    "2.10.0": {
-        "py_versions": ["py313"],
-        "repository": "pytorch-training",
-        "registries": {
-            "af-south-1": "626614931356",
-            "ap-east-1": "871362719292",
-            "ap-east-2": "975050140332",
-            "ap-northeast-1": "763104351884",
-            "ap-northeast-2": "763104351884",
-            "ap-northeast-3": "364406365360",
-            "ap-south-1": "763104351884",
-            "ap-south-2": "772153158452",
-            "ap-southeast-1": "763104351884",
-            "ap-southeast-2": "763104351884",
-            "ap-southeast-3": "907027046896",
-            "ap-southeast-4": "457447274322",
-            "ap-southeast-5": "550225433462",
-            "ap-southeast-6": "633930458069",
-            "ap-southeast-7": "590183813437",
-            "ca-central-1": "763104351884",
-            "ca-west-1": "204538143572",
-            "cn-north-1": "727897471807",
-            "cn-northwest-1": "727897471807",
-            "eu-central-1": "763104351884",
-            "eu-central-2": "380420809688",
-            "eu-isoe-west-1": "371248457586",
-            "eu-north-1": "763104351884",
-            "eu-south-1": "692866216735",
-            "eu-south-2": "503227376785",
-            "eu-west-1": "763104351884",
-            "eu-west-2": "763104351884",
-            "eu-west-3": "763104351884",
-            "eusc-de-east-1": "204133271717",
-            "il-central-1": "780543022126",
-            "me-central-1": "914824155844",
-            "me-south-1": "217643126080",
-            "me-west-1": "124382933778",
-            "mx-central-1": "637423239942",
-            "sa-east-1": "763104351884",
-            "us-east-1": "763104351884",
-            "us-east-2": "763104351884",
-            "us-gov-east-1": "446045086412",
-            "us-gov-west-1": "442386744353",
-            "us-iso-east-1": "886529160074",
-            "us-isob-east-1": "094389454867",
-            "us-isof-east-1": "303241398832",
-            "us-isof-south-1": "454834333376",
-            "us-west-1": "763104351884",
-            "us-west-2": "763104351884",
-        },
-    }
-}
 
 
 def model_trainer_class():
@@ -161,36 +103,3 @@ def _client_of(boto_session) -> Iterator[None]:
         yield
     finally:
         instances.pop(core_utils.SageMakerClient, None)
-
-
-def training_image_uri(**query) -> str:
-    """``image_uris.retrieve(image_scope="training", **query)``, with the DLC entries an older SDK lacks."""
-    from sagemaker.core import image_uris
-
-    with _dlc_entries(image_uris, query.get("framework"), query.get("version")):
-        return image_uris.retrieve(image_scope="training", **query)
-
-
-@contextlib.contextmanager
-def _dlc_entries(image_uris, framework: str | None, version: str | None) -> Iterator[None]:
-    """Inside the block the SDK's PyTorch config knows :data:`PYTORCH_DLC_ENTRIES` (only where it lacks them)."""
-    load = image_uris.config_for_framework
-    if framework != "pytorch" or version not in PYTORCH_DLC_ENTRIES:
-        yield
-        return
-    config = load("pytorch")
-    if version in config["training"]["versions"]:
-        yield
-        return
-    training = config["training"]
-    training["versions"][version] = copy.deepcopy(PYTORCH_DLC_ENTRIES[version])
-    training.setdefault("version_aliases", {})[version.rsplit(".", 1)[0]] = version
-
-    def config_for_framework(name):
-        return copy.deepcopy(config) if name == "pytorch" else load(name)
-
-    image_uris.config_for_framework = config_for_framework
-    try:
-        yield
-    finally:
-        image_uris.config_for_framework = load

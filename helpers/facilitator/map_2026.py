@@ -27,11 +27,11 @@ def support_facts() -> dict:
     table = image_support.load()
     dates = table["pytorch"]
     smddp_pt = max(images.SMDDP_IN_DLC, key=_version)
-    labs_pt = images.minor(images.PYTORCH_DLC[0])
+    labs_pt = images.PYTORCH_DLC
     smp_pt = images.SMP_IMAGE[0]
     return {
         "source": f"DLC support data of {table['snapshot_date']}, `helpers/aws/dlc_support.json`",
-        "labs_image": images.PYTORCH_DLC[0],
+        "labs_image": images.PYTORCH_DLC,
         "labs_eop": dates[labs_pt]["eop"],
         "smddp_pytorch": smddp_pt,
         "smddp_version": images.SMDDP_IN_DLC[smddp_pt],
