@@ -121,14 +121,38 @@ def _image_list(path: Path) -> dict[str, str]:
 
 def test_the_workshop_s_ranges_admit_every_sagemaker_distribution_4_image_s_versions():
     """pyproject.toml's ranges hold what the images ship, so make studio keeps them all: 4.4.1's packages, and the
-    oldest SDK of any 4.x image (4.0.0's)."""
+    SDK packages of every 4.x release (sdk-combinations.json)."""
     requirements = install.project_requirements()
     newest = _image_list(STUDIO / "sagemaker-distribution-4.4.1.txt")
-    oldest_sdk = {**newest, "sagemaker": "3.7.1", "sagemaker-core": "2.7.1", "sagemaker-train": "1.7.1"}
     assert newest["torch"] == "2.8.0" and newest["transformers"] == "4.57.6"
     assert install.out_of_range(requirements, newest) == []
-    assert install.out_of_range(requirements, oldest_sdk) == []
+    for release, sdk in json.loads((STUDIO / "sdk-combinations.json").read_text())["releases"].items():
+        assert install.out_of_range(requirements, {**newest, **sdk}) == [], release
     assert install.out_of_range(requirements, {**newest, "sagemaker": "2.245.0"})  # SageMaker Distribution 3.x
+
+
+def test_the_sdk_table_has_every_4_x_release_and_ci_compares_each_side_of_every_shim(monkeypatch):
+    """Every 4.x release from 4.0.0 to 4.5.0, its SDK packages read from its cpu.env.out; the twin compares the
+    requests on the oldest SDK and on the last and first releases around sagemaker-core 2.13.1-2.17.0 (their own
+    botocore session), beside the twin's own 4.4.1 (core 2.20.0)."""
+    from packaging.version import Version
+
+    monkeypatch.syspath_prepend(str(STUDIO))  # the twin imports its siblings as a script does
+    twin = _load("twin")
+    releases = json.loads(twin.SDK_TABLE.read_text())["releases"]
+    assert {"4.0.0", "4.0.9", "4.4.1", "4.5.0"} <= set(releases) and len(releases) == 39
+    assert releases["4.0.9"] == {
+        "sagemaker": "3.7.1",
+        "sagemaker-core": "2.17.0",
+        "sagemaker-train": "1.14.0",
+        "sagemaker-serve": "1.12.0",
+        "sagemaker-mlops": "1.12.0",
+    }
+    cores = sorted(Version(releases[r]["sagemaker-core"]) for r in twin.COMPARED_SDKS)
+    assert cores[0] == min(Version(v["sagemaker-core"]) for v in releases.values())  # the oldest
+    assert Version("2.13.1") <= Version(releases["4.0.9"]["sagemaker-core"]) <= Version("2.17.0")
+    assert any(Version("2.17.0") < c < Version("2.20.0") for c in cores)  # just past the range
+    assert len(twin.sdk_combinations()) == 19
 
 
 def test_a_plan_that_would_change_an_installed_package_is_refused():

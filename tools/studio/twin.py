@@ -17,8 +17,8 @@ Then, with ``.studio-twin/home`` as the home directory and the PATH and environm
 2. the image's packages checked against what they were: none may have changed version, none may have been added;
 3. every lab headless in smoke size with the image's Python (the learner's kernel), each one's time;
 4. every lab's dry-run ``CreateTrainingJob`` requests compared, field for field, with those of make's ``.venv`` (the
-   newest SDK): on the twin's SDK (3.12.0, SageMaker Distribution 4.4.1) and on SageMaker Distribution 4.0.0's SDK
-   (3.7.1: sagemaker-core 2.7.1, sagemaker-train 1.7.1, the oldest of any 4.x image), laid over the twin's.
+   newest SDK): on the twin's SDK (3.12.0, SageMaker Distribution 4.4.1) and on the SDK packages of other 4.x
+   releases laid over the twin's (:data:`COMPARED_SDKS`; ``--sdk all``: every distinct combination of the table).
 
 The report: ``runs/studio-twin/report.json`` and a table. Exit status 0 only when every check passed. The image is
 built once and kept while its list, torch and Python are unchanged; the home directory starts empty on every run (a
@@ -47,14 +47,12 @@ IMAGE_TORCH = "torch==2.8.0"
 TWIN_TORCH = "torch==2.13.0"  # on this machine's disk, CPU build, Python 3.11
 IMAGE_PIP = "pip==26.2.1"  # aws/sagemaker-distribution build_artifacts/v4/v4.4/v4.4.1/cpu.env.out
 IMAGE_VERSION = "4.4.1-twin"  # what the twin's IMAGE_VERSION says (the image sets IMAGE_VERSION=4.4.1)
-# SageMaker Distribution 4.0.0's SDK: the oldest of any 4.x release (build_artifacts/v4/v4.0/v4.0.0/cpu.env.out)
-OLDEST_SDK = {
-    "sagemaker": "3.7.1",
-    "sagemaker-core": "2.7.1",
-    "sagemaker-train": "1.7.1",
-    "sagemaker-serve": "1.7.1",
-    "sagemaker-mlops": "1.7.1",
-}
+# The SDK packages of every 4.x release (sdk-combinations.json, read from aws/sagemaker-distribution's cpu.env.out
+# files). The requests are compared on the twin's own (4.4.1) and on these, laid over it: the oldest, and the last
+# and first releases on each side of sagemaker-core 2.13.1-2.17.0, which build their SageMaker client from a botocore
+# session of their own (helpers/aws/sdk_compat.py). `--sdk all` compares every distinct combination (by hand).
+SDK_TABLE = HERE / "sdk-combinations.json"
+COMPARED_SDKS = ("4.0.0", "4.0.9", "4.2.5")
 # variables of the shell that runs the twin that a Studio terminal does not have
 NOT_IN_STUDIO = ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "PYTHONNOUSERSITE", "CONDA_PREFIX")
 
@@ -210,18 +208,41 @@ def make_studio(image: Image, report: Path) -> dict:
     return {**json.loads(report.read_text()), "wall_seconds": seconds}
 
 
-def sdk_overlay(image: Image, folder: Path) -> Path:
-    """SageMaker Distribution 4.0.0's SDK, installed apart (``pip --target``) to be laid over the twin's with
-    PYTHONPATH: the same image, the oldest SDK any 4.x release ships."""
+def sdk_combinations() -> dict[tuple[tuple[str, str], ...], list[str]]:
+    """Each distinct set of SDK packages the 4.x releases ship, with the releases that ship it."""
+    releases = json.loads(SDK_TABLE.read_text(encoding="utf-8"))["releases"]
+    found: dict[tuple[tuple[str, str], ...], list[str]] = {}
+    for release, versions in releases.items():
+        found.setdefault(tuple(sorted(versions.items())), []).append(release)
+    return found
+
+
+def sdk_for(release: str) -> dict[str, str]:
+    releases = json.loads(SDK_TABLE.read_text(encoding="utf-8"))["releases"]
+    if release not in releases:
+        raise TwinError(f"no SageMaker Distribution {release} in {SDK_TABLE.name}: one of {', '.join(releases)}")
+    return releases[release]
+
+
+def sdk_overlay(image: Image, folder: Path, versions: dict[str, str]) -> Path:
+    """An SDK installed apart (``pip --target``), to be laid over the twin's with PYTHONPATH: the same image, the
+    SDK packages of another release."""
     stamp = folder / ".installed"
-    wanted = " ".join(f"{k}=={v}" for k, v in OLDEST_SDK.items())
+    wanted = " ".join(f"{k}=={v}" for k, v in sorted(versions.items()))
     if not (stamp.is_file() and stamp.read_text() == wanted):
         shutil.rmtree(folder, ignore_errors=True)
         pip = [str(image.python), "-m", "pip", "--disable-pip-version-check", "install", "--quiet", "--no-deps"]
         pip.append("--root-user-action=ignore")
-        checked([*pip, "--target", str(folder), *wanted.split()], "installing SDK 3.7.1 apart", image.env())
+        checked([*pip, "--target", str(folder), *wanted.split()], f"installing {wanted} apart", image.env())
         stamp.write_text(wanted)
     return folder
+
+
+def sdk_name(versions: dict[str, str], releases: list[str]) -> str:
+    return (
+        f"sdk {versions['sagemaker']}, core {versions['sagemaker-core']}, train {versions['sagemaker-train']} "
+        f"({', '.join(releases)})"
+    )
 
 
 def dry_runs(python: str, out: Path, env: dict) -> dict:
@@ -254,7 +275,7 @@ def labs(image: Image, out: Path) -> list[dict]:
 # ---- the run
 
 
-def twin(root: Path, out: Path, torch: str, base_python: Path, main_python: str) -> dict:
+def twin(root: Path, out: Path, torch: str, base_python: Path, main_python: str, sdks: list[str]) -> dict:
     python, pins = read_list(IMAGE_LIST, torch)
     image = Image(root, base_python)
     report: dict = {
@@ -272,19 +293,33 @@ def twin(root: Path, out: Path, torch: str, base_python: Path, main_python: str)
     report["image_changed"] = install.changed(before, {k: {"version": v} for k, v in after.items()})
     report["image_added"] = sorted(set(after) - set(before))
     report["labs"] = labs(image, out / "labs")
-    requests = {"main": out / "requests-main", "twin": out / "requests-twin", "oldest": out / "requests-sdk-3.7.1"}
-    ran = {"main": dry_runs(main_python, requests["main"], {**os.environ})}
-    ran["twin"] = dry_runs(str(image.python), requests["twin"], image.env())
-    overlay = {**image.env(), "PYTHONPATH": str(sdk_overlay(image, root / "sdk-3.7.1"))}
-    ran["oldest"] = dry_runs(str(image.python), requests["oldest"], overlay)
-    report["requests"] = {"main": {**ran["main"], "sdk": install.installed_versions().get("sagemaker")}}
-    for side, name in (("twin", "sdk 3.12.0 (twin)"), ("oldest", "sdk 3.7.1 (4.0.0)")):
-        compared = dry_requests.compare(requests["main"], requests[side])
-        if ran["main"]["failed"] or ran[side]["failed"]:
-            compared["equal"] = False  # a lab that failed on either side built requests that cannot be compared
-        report["requests"][name] = {**ran[side], **compared}
+    report["requests"] = compare_requests(image, root, out, main_python, sdks)
     report["passed"] = verdict(report)
     return report
+
+
+def compare_requests(image: Image, root: Path, out: Path, main_python: str, sdks: list[str]) -> dict:
+    """Every lab's requests from make's environment, the twin's SDK and each release's SDK in ``sdks`` laid over
+    the twin, compared field for field with make's."""
+    main = dry_runs(main_python, out / "requests-main", {**os.environ})
+    found = {"main": {**main, "sdk": install.installed_versions().get("sagemaker")}}
+    sides = {"sdk 3.12.0, core 2.20.0, train 1.14.0 (the twin's own, 4.4.1)": image.env()}
+    by_release = {r: combo for combo, releases in sdk_combinations().items() for r in releases}
+    for release in sdks:
+        versions = sdk_for(release)
+        folder = root / f"sdk-{release}"
+        releases = sdk_combinations()[by_release[release]]
+        sides[sdk_name(versions, releases)] = {
+            **image.env(),
+            "PYTHONPATH": str(sdk_overlay(image, folder, versions)),
+        }
+    for i, (name, env) in enumerate(sides.items()):
+        ran = dry_runs(str(image.python), out / f"requests-{i}", env)
+        compared = dry_requests.compare(out / "requests-main", out / f"requests-{i}")
+        if main["failed"] or ran["failed"]:
+            compared["equal"] = False  # a lab that failed on either side built requests that cannot be compared
+        found[name] = {**ran, **compared}
+    return found
 
 
 def stand_ins(here: str, image_python: str, torch: str) -> dict[str, str]:
@@ -356,10 +391,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--torch", default=TWIN_TORCH, help=f"the torch pin in place of the image's {IMAGE_TORCH}")
     ap.add_argument("--python", type=Path, default=Path(sys._base_executable), help="the interpreter to copy")
     ap.add_argument("--main-python", default=sys.executable, help="the environment to compare requests with")
+    ap.add_argument(
+        "--sdk",
+        nargs="*",
+        default=list(COMPARED_SDKS),
+        help="the 4.x releases whose SDK the requests are also compared on ('all': one of each distinct combination)",
+    )
     a = ap.parse_args(argv)
+    sdks = [releases[-1] for releases in sdk_combinations().values()] if a.sdk == ["all"] else a.sdk
     a.out.mkdir(parents=True, exist_ok=True)
     try:
-        report = twin(a.root.resolve(), a.out.resolve(), a.torch, a.python, a.main_python)
+        report = twin(a.root.resolve(), a.out.resolve(), a.torch, a.python, a.main_python, sdks)
     except TwinError as err:
         print(f"studio twin: {err}", file=sys.stderr)
         return 1
