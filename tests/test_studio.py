@@ -133,8 +133,8 @@ def test_the_workshop_s_ranges_admit_every_sagemaker_distribution_4_image_s_vers
 
 def test_the_sdk_table_has_every_4_x_release_and_ci_compares_each_side_of_every_shim(monkeypatch):
     """Every 4.x release from 4.0.0 to 4.5.0, its SDK packages read from its cpu.env.out; the twin compares the
-    requests on the oldest SDK and on the last and first releases around sagemaker-core 2.13.1-2.17.0 (their own
-    botocore session), beside the twin's own 4.4.1 (core 2.20.0)."""
+    requests on one SDK before, in and past sagemaker-core 2.13.1-2.17.0 (their own botocore session): the oldest,
+    4.0.9's and the twin's own 4.4.1."""
     from packaging.version import Version
 
     monkeypatch.syspath_prepend(str(STUDIO))  # the twin imports its siblings as a script does
@@ -148,10 +148,10 @@ def test_the_sdk_table_has_every_4_x_release_and_ci_compares_each_side_of_every_
         "sagemaker-serve": "1.12.0",
         "sagemaker-mlops": "1.12.0",
     }
-    cores = sorted(Version(releases[r]["sagemaker-core"]) for r in twin.COMPARED_SDKS)
-    assert cores[0] == min(Version(v["sagemaker-core"]) for v in releases.values())  # the oldest
-    assert Version("2.13.1") <= Version(releases["4.0.9"]["sagemaker-core"]) <= Version("2.17.0")
-    assert any(Version("2.17.0") < c < Version("2.20.0") for c in cores)  # just past the range
+    cores = sorted(Version(releases[r]["sagemaker-core"]) for r in (*twin.COMPARED_SDKS, "4.4.1"))  # 4.4.1: the twin
+    assert cores[0] == min(Version(v["sagemaker-core"]) for v in releases.values()) < Version("2.13.1")  # oldest
+    assert any(Version("2.13.1") <= c <= Version("2.17.0") for c in cores)  # in the range
+    assert cores[-1] > Version("2.17.0")  # past it
     assert len(twin.sdk_combinations()) == 19
 
 

@@ -48,11 +48,12 @@ TWIN_TORCH = "torch==2.13.0"  # on this machine's disk, CPU build, Python 3.11
 IMAGE_PIP = "pip==26.2.1"  # aws/sagemaker-distribution build_artifacts/v4/v4.4/v4.4.1/cpu.env.out
 IMAGE_VERSION = "4.4.1-twin"  # what the twin's IMAGE_VERSION says (the image sets IMAGE_VERSION=4.4.1)
 # The SDK packages of every 4.x release (sdk-combinations.json, read from aws/sagemaker-distribution's cpu.env.out
-# files). The requests are compared on the twin's own (4.4.1) and on these, laid over it: the oldest, and the last
-# and first releases on each side of sagemaker-core 2.13.1-2.17.0, which build their SageMaker client from a botocore
-# session of their own (helpers/aws/sdk_compat.py). `--sdk all` compares every distinct combination (by hand).
+# files). The requests are compared on the twin's own (4.4.1: core 2.20.0, past sagemaker-core 2.13.1-2.17.0, which
+# build their SageMaker client from a botocore session of their own; helpers/aws/sdk_compat.py) and on these, laid
+# over it: the oldest (core 2.7.1, before that range) and 4.0.9 (core 2.17.0, in it). `--sdk all` compares every
+# distinct combination (by hand).
 SDK_TABLE = HERE / "sdk-combinations.json"
-COMPARED_SDKS = ("4.0.0", "4.0.9", "4.2.5")
+COMPARED_SDKS = ("4.0.0", "4.0.9")
 # variables of the shell that runs the twin that a Studio terminal does not have
 NOT_IN_STUDIO = ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "PYTHONNOUSERSITE", "CONDA_PREFIX")
 
