@@ -54,13 +54,30 @@ class Table:
         return "\n".join(out)
 
 
+class Unrounded(float):
+    """A figure :func:`record` keeps at full precision (see :func:`unrounded`)."""
+
+
+def unrounded(value: float) -> Unrounded:
+    """Mark a figure to be recorded as it is, not rounded to 4 decimals: for a figure a claim compares with 0 or
+    with a bound below 1e-4 (a gap of 4.77e-07 would otherwise be recorded as 0.0)."""
+    return Unrounded(value)
+
+
+def _kept(value: Any) -> Any:
+    if isinstance(value, Unrounded):
+        return float(value)
+    return round(value, 4) if isinstance(value, float) else value
+
+
 def record(**figures: Any) -> Table:
-    """Key figures of a lab: shown as a table, and kept for the headless run's summary."""
+    """Key figures of a lab: shown as a table, and kept for the headless run's summary (floats rounded to 4
+    decimals, except those marked with :func:`unrounded`)."""
     path = os.environ.get(FIGURES_ENV)
     if path and figures:
         p = Path(path)
         kept = json.loads(p.read_text()) if p.is_file() else {}
-        kept.update({k: (round(v, 4) if isinstance(v, float) else v) for k, v in figures.items()})
+        kept.update({k: _kept(v) for k, v in figures.items()})
         p.write_text(json.dumps(kept, indent=1))
     return Table([{"figure": k, "value": v} for k, v in figures.items()], title="Key figures")
 

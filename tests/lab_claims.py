@@ -112,7 +112,8 @@ CLAIMS["04_model_parallel"] = {
         _half(f[f"{s}_activation_mb"], f["single_activation_mb"]) for s in ("ddp", "zero", "fsdp")
     ),
     "the planner agrees with the measurement to well under 1%": lambda f: f["planner_worst_error_pct"] < 1,
-    "the reloaded model scores exactly what the sharded one scored": lambda f: f["checkpoint_gap"] == 0,
+    "the reloaded model scores what the sharded one scored, to within summation order (a gap below 1e-6, "
+    "recorded unrounded)": lambda f: f["checkpoint_gap"] < 1e-6,
 }
 
 # ---------------------------------------------------------------------------------------------- lab 05
