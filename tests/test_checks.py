@@ -136,7 +136,13 @@ CASES = [
     (target_rules.smp, dict(smp={"tensor_parallel_degree": 2}), P4D, JobCheckError, "distribution='smp'"),
     (target_rules.fsx, dict(channel_modes={"train": "FSx"}), P4D, findings.FSxConfigError, "file_system_id"),
     (target_rules.fsx, dict(fsx={"file_system_id": "fs-1"}), P4D, findings.FSxConfigError, "no channel uses it"),
-    (target_rules.multi_node_network, dict(instance_count=2), G5_12, None, "go over TCP at up to 40 Gb/s"),
+    (
+        target_rules.multi_node_network,
+        dict(instance_count=2),
+        G5_12,
+        None,
+        "go over TCP sockets ('NET/Socket' in NCCL's log), not EFA: the 40 Gb/s",
+    ),
     (target_rules.multi_node_network, dict(instance_count=2), P4D, None, "NET/OFI Selected Provider is efa"),
     (target_rules.multi_node_network, dict(instance_count=1), P4D, None, None),
 ]

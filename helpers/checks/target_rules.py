@@ -279,8 +279,10 @@ def multi_node_network(job: Job, where: Where) -> Iterator[Finding]:
         enabled = ", ".join(sorted(instances.SAGEMAKER_EFA_NCCL))
         yield note(
             f"{job.instance_count} x {instance.name}: SageMaker enables EFA for NCCL only on {enabled}; here the "
-            f"gradients between instances go over TCP at up to {instance.network_gbps:g} Gb/s, which a multi-node "
-            f"data-parallel job feels on every step"
+            f"gradients between instances go over TCP sockets ('NET/Socket' in NCCL's log), not EFA: the "
+            f"{instance.network_gbps:g} Gb/s listed for the type is its network's peak (its EFA hardware's, where EC2 "
+            f"lists EFA on it), of which TCP sockets reach only a part, and a multi-node data-parallel job feels that "
+            f"on every step"
         )
         return
     yield note(
