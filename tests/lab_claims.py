@@ -81,6 +81,9 @@ CLAIMS["02_ddp"] = {
 CLAIMS["03_smddp"] = {
     "SMDDP's last image is past its end of patch": lambda f: f["smddp_frozen"] is True,
     "the local job is two nodes of one process each": lambda f: f["local_world_size"] == 2 and f["local_hosts"] == 2,
+    "the run here printed no NCCL line: its backend is gloo (its log's [setup] line)": lambda f: (
+        f["local_backend"] == "gloo" and f["local_log_world"] == 2 and f["local_nccl_lines"] == 0
+    ),
     "the same job on SageMaker runs a process per GPU on every instance": lambda f: (
         f["request_world_size"] == f["request_gpus"]
     ),
@@ -139,6 +142,11 @@ CLAIMS["06_spot_checkpoints"] = {
     ),
     "every planned interruption interrupted, and each restart resumed": lambda f: (
         f["interruptions"] == f["planned_interruptions"] and f["launches"] == f["interruptions"] + 1
+    ),
+    "the accuracy is set against always answering the most common category of the rows the job scored": lambda f: (
+        0 < f["majority_accuracy"] < 1
+        and f["beat_majority"]
+        == ("beat that" if f["reference_accuracy"] > f["majority_accuracy"] else "did not beat that")
     ),
 }
 
