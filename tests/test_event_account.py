@@ -407,6 +407,7 @@ def test_a_space_s_set_up_runs_in_the_background_and_once_cloned_stays(tmp_path,
     assert returned < 3  # `make studio` takes 3 s here: the script must not wait for it
     text = _wait_for(log, "== set-up done in")
     assert "open " + str(home / "workshop" / "labs") in text
+    assert "== python: " in text and "image: unknown" in text  # the Python it chose, said in the log
     settings = (home / ".workshop-env").read_text()
     assert "export WORKSHOP_BUCKET=event-bucket\n" in settings and "WORKSHOP_ROLE_ARN=arn:aws:iam::" in settings
     startup = home / ".ipython" / "profile_default" / "startup" / "00-workshop-env.py"
