@@ -155,6 +155,13 @@ def test_the_sdk_table_has_every_4_x_release_and_ci_compares_each_side_of_every_
     assert len(twin.sdk_combinations()) == 19
 
 
+def test_the_last_line_says_to_restart_a_kernel_started_before_the_install(capsys):
+    """A kernel started before make studio finished lacks the user site (Python adds it only if it exists at start)."""
+    install._say_added(install.Outcome("python3", "3.12.13", "4.4.1", {}, 232))
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("next: restart the kernel") and "labs/01_single_gpu.ipynb" in last
+
+
 def test_a_plan_that_would_change_an_installed_package_is_refused():
     image = {"s3fs": "2026.9.0", "transformers": "4.57.6"}
     with pytest.raises(install.StudioError, match=r"s3fs 2026\.9\.0 -> 0\.4\.2"):

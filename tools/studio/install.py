@@ -773,9 +773,11 @@ def _say_added(outcome: Outcome) -> None:
     print(f"  {'total':<42} {'':<14} {outcome.total_mb:>7.1f} MB in {outcome.seconds} s")
     for note in outcome.notes:
         print(f"note: {note}")
+    # Python adds the user site to sys.path only if it existed when the interpreter started
     print(
-        'next: open labs/01_single_gpu.ipynb with the "Python 3 (ipykernel)" kernel, or run every lab headless '
-        "with `make PY=python3`"
+        "next: restart the kernel of any notebook already open (Kernel > Restart Kernel): a kernel started before "
+        'this install does not see the helpers. Then open labs/01_single_gpu.ipynb with the "Python 3 (ipykernel)" '
+        "kernel, or run every lab headless with `make PY=python3`"
     )
 
 
