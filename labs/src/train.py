@@ -232,12 +232,58 @@ def load_datasets(args, labels: list[str], tokenizer):
     return train_set, val_set, collate
 
 
+SHM = "/dev/shm"  # where DataLoader workers hand their batches to the trainer
+SHM_FLOOR = 64 * 2**20  # below this, worker processes are not started at all
+SHM_MARGIN = 2  # the batches' own bytes, doubled: collation's intermediates and other processes' use
+PREFETCH = 2  # DataLoader's default prefetch_factor: batches in flight per worker
+
+
+def shm_free(path: str = SHM) -> int | None:
+    """Free bytes of ``path`` (None where there is no such file system, e.g. macOS)."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def workers_that_fit(free: int | None, workers: int, batch_bytes: int, local_ranks: int = 1) -> int:
+    """The most DataLoader workers, up to ``workers`` per rank, whose batches in flight fit ``free`` bytes of /dev/shm
+    (every rank on the machine shares it): each worker holds ``PREFETCH`` batches, counted ``SHM_MARGIN`` times."""
+    if free is None or workers == 0:
+        return workers
+    per_worker = PREFETCH * batch_bytes * SHM_MARGIN * local_ranks
+    if free < SHM_FLOOR:
+        return 0
+    return min(workers, free // per_worker)
+
+
+def fit_workers_to_shm(args, d: Dist, per_rank_batch: int) -> int:
+    """``--num_workers``, lowered to what /dev/shm holds, said in one line. Both of torch's sharing strategies put
+    a worker's tensors in /dev/shm, so only fewer workers avoid the bus error of a full one (Studio's is small)."""
+    free, asked = shm_free(), args.num_workers
+    if free is None or asked == 0:
+        return asked
+    batch_bytes = per_rank_batch * (2 * args.max_length + 1) * 8  # int64 input_ids and attention_mask, and labels
+    local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    fit = workers_that_fit(free, asked, batch_bytes, local_ranks)
+    need = max(SHM_FLOOR, asked * PREFETCH * batch_bytes * SHM_MARGIN * local_ranks)
+    found = f"[setup] /dev/shm: {free / 2**20:.1f} MB free, {need / 2**20:.1f} MB wanted for {asked} workers' batches"
+    if fit == asked:
+        d.print(f"{found}: enough, {asked} DataLoader workers")
+    else:
+        fallback = "the trainer loads the batches itself" if fit == 0 else "fewer batches in flight"
+        d.print(f"{found}: too small, DataLoader workers {asked} -> {fit} ({fallback}; a larger /dev/shm lifts it)")
+    return fit
+
+
 def make_loader(train_set, collate, args, d: Dist):
     # one global plan of batches per epoch, each rank taking its slice: step i trains on the same rows whatever the
     # world size, and a restart resumes from (epoch, batch) alone
     sampler = GlobalBatchPlan(
         len(train_set), args.batch_size, d.world, d.rank, args.seed, lengths=fastpath.bucket_keys(train_set, args)
     )  # --bucket_by_length
+    args.num_workers = fit_workers_to_shm(args, d, d.per_rank(args.batch_size))  # a small /dev/shm: fewer workers
     # the loader's own generator: starting an iterator must not draw from (and shift) the global torch RNG
     loader = torch.utils.data.DataLoader(
         train_set,
