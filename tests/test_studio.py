@@ -91,6 +91,14 @@ def test_an_sdk_v2_image_is_refused_naming_the_image_to_use():
     install.check_sdk({}, None)  # a laptop without the SDK yet: make studio adds it
 
 
+@pytest.mark.parametrize("image", ["5.1.0", "5.0.0-beta"])
+def test_an_image_newer_than_the_tested_line_is_refused_until_it_is_tested(image):
+    with pytest.raises(install.StudioError, match=f"SageMaker Distribution {image}; the workshop is tested on 4.x"):
+        install.check_image(image)
+    install.check_image("4.5.0")
+    install.check_image(None)  # not in Studio
+
+
 def test_a_python_older_than_3_10_is_refused():
     with pytest.raises(install.StudioError, match=r"Python 3\.9\.18 is older .* SageMaker Distribution 4\.x"):
         install.check_python((3, 9, 18))

@@ -53,6 +53,7 @@ NEWER_IMAGE = "SageMaker Distribution 4.x or newer (4.4.1 ships SDK 3.12.0)"
 STUDIO_METADATA = Path("/opt/ml/metadata/resource-metadata.json")  # as helpers.aws.account reads it
 STUDIO_APP_ENV = "SAGEMAKER_APP_TYPE_LOWERCASE"  # Studio sets it in every app (jupyterlab, codeeditor)
 IMAGE_VERSION_ENV = "IMAGE_VERSION"  # SageMaker Distribution's images set it (4.4.1)
+TESTED_MAJOR = 4  # the SageMaker Distribution line the workshop is tested on
 # make studio adds small pieces only; torch is the image's (from PyPI it would be a CUDA build of several GB)
 NEVER_ADDED = {"torch": "install the torch you want first (the README's `make` path shows how), then run make studio"}
 # unpacked wheels plus their bytecode and pip's temporary copies, and room to spare
@@ -240,6 +241,18 @@ def check_sdk(installed: dict[str, str], image: str | None) -> None:
             f"make studio never replaces a package the image has. Choose {NEWER_IMAGE} as the space's image "
             f"(JupyterLab space settings, Image), then run make studio again. On a laptop, `make` builds its own "
             f".venv with SDK v3."
+        )
+
+
+def check_image(image: str | None) -> None:
+    """An image newer than the tested 4.x line is refused until it is tested (its packages are not sourced here)."""
+    found = re.match(r"(\d+)\.", image or "")  # read without `packaging`, which a bare Python lacks
+    if found and int(found.group(1)) > TESTED_MAJOR:
+        raise StudioError(
+            f"this space's image is SageMaker Distribution {image}; the workshop is tested on {TESTED_MAJOR}.x (4.0 "
+            f"to 4.5, tools/studio/sdk-combinations.json) and make studio never replaces a package an image has. "
+            f"Choose a {TESTED_MAJOR}.x image for the space (JupyterLab space settings, Image), then run make "
+            f"studio again."
         )
 
 
@@ -670,6 +683,7 @@ def run(plan_only: bool = False) -> Outcome:
     check_python()
     check_pip(pip_version())
     image, versions, requirements = image_name(), installed_versions(), project_requirements()
+    check_image(image)
     check_sdk(versions, image)
     check_ranges(requirements, versions, image)
     target = this_target()
