@@ -108,11 +108,13 @@ class Image:
         self.prefix, self.home = root / "image", root / "home"
         self.python = self.prefix / "bin" / "python3"
 
-    def env(self) -> dict[str, str]:
+    def env(self, local_bin: bool = True) -> dict[str, str]:
         """A Studio terminal's environment: the image's Python first on PATH, ``~/.local/bin`` last (4.4.1's PATH
-        ends with it), the home directory, and the variables Studio sets that make studio reads."""
+        ends with it; ``local_bin=False``: 4.0 to 4.3's, without it), the home directory, and the variables Studio
+        sets that make studio reads."""
         env = {k: v for k, v in os.environ.items() if k not in NOT_IN_STUDIO}
-        path = [str(self.prefix / "bin"), os.environ.get("PATH", ""), str(self.home / ".local" / "bin")]
+        path = [str(self.prefix / "bin"), os.environ.get("PATH", "")]
+        path += [str(self.home / ".local" / "bin")] if local_bin else []
         if "PIP_CONFIG_FILE" not in env and (mine := _pip_user_config()):
             env["PIP_CONFIG_FILE"] = str(mine)  # the new home has none: keep this machine's (its index, its wheels)
         env.update(
@@ -260,10 +262,12 @@ def dry_runs(python: str, out: Path, env: dict) -> dict:
     return {"python": python, "seconds": seconds, "failed": failed}
 
 
-def labs(image: Image, out: Path) -> list[dict]:
-    """Every lab headless in smoke size, local target, on the image's Python; each one's status and time."""
+def labs(image: Image, out: Path, only: tuple[str, ...] = (), env: dict | None = None) -> list[dict]:
+    """Every lab (or ``only`` these) headless in smoke size, local target, on the image's Python; each one's status
+    and time."""
     shutil.rmtree(out, ignore_errors=True)
-    run([str(image.python), "-m", "helpers.run_labs", "--out", str(out)], image.env(), echo=True)
+    chosen = ["--labs", *only] if only else []
+    run([str(image.python), "-m", "helpers.run_labs", "--out", str(out), *chosen], env or image.env(), echo=True)
     summary = out / "summary.json"
     if not summary.is_file():
         raise TwinError(f"the lab runner wrote no summary in {out}")
@@ -276,7 +280,9 @@ def labs(image: Image, out: Path) -> list[dict]:
 # ---- the run
 
 
-def twin(root: Path, out: Path, torch: str, base_python: Path, main_python: str, sdks: list[str]) -> dict:
+def twin(
+    root: Path, out: Path, torch: str, base_python: Path, main_python: str, sdks: list[str], variants: bool = False
+) -> dict:
     python, pins = read_list(IMAGE_LIST, torch)
     image = Image(root, base_python)
     report: dict = {
@@ -294,6 +300,8 @@ def twin(root: Path, out: Path, torch: str, base_python: Path, main_python: str,
     report["image_changed"] = install.changed(before, {k: {"version": v} for k, v in after.items()})
     report["image_added"] = sorted(set(after) - set(before))
     report["labs"] = labs(image, out / "labs")
+    if variants:  # SageMaker Distribution 4.0 to 4.3 leave ~/.local/bin off PATH: lab 05 must still find weed
+        report["lab05_without_local_bin"] = labs(image, out / "labs-4.0-path", ("05",), image.env(local_bin=False))
     report["requests"] = compare_requests(image, root, out, main_python, sdks)
     report["passed"] = verdict(report)
     return report
@@ -341,7 +349,7 @@ def verdict(report: dict) -> bool:
         and not report["image_added"]
         and bool(first["added"])
         and second["nothing_to_add"]
-        and all(lab["status"] == "ok" for lab in report["labs"])
+        and all(lab["status"] == "ok" for lab in report["labs"] + report.get("lab05_without_local_bin", []))
         and all(r["equal"] for k, r in report["requests"].items() if k != "main")
     )
 
@@ -366,6 +374,10 @@ def table(report: dict) -> str:
         "  labs on the image's Python (smoke size, local target):",
     ]
     for r in report["labs"]:
+        lines.append(f"    {r['lab']:<22} {r['status']:<7} {r['seconds']:>6.1f} s  {_first(r['error'])}")
+    if "lab05_without_local_bin" in report:
+        lines.append("  lab 05 with 4.0-4.3's PATH (no ~/.local/bin):")
+    for r in report.get("lab05_without_local_bin", []):
         lines.append(f"    {r['lab']:<22} {r['status']:<7} {r['seconds']:>6.1f} s  {_first(r['error'])}")
     main = report["requests"]["main"]
     lines.append(f"  dry-run requests (target {dry_requests.TARGET}) against make's .venv (SDK {main['sdk']}):")
@@ -398,11 +410,12 @@ def main(argv: list[str] | None = None) -> int:
         default=list(COMPARED_SDKS),
         help="the 4.x releases whose SDK the requests are also compared on ('all': one of each distinct combination)",
     )
+    ap.add_argument("--variants", action="store_true", help="also run lab 05 with 4.0-4.3's PATH (by hand)")
     a = ap.parse_args(argv)
     sdks = [releases[-1] for releases in sdk_combinations().values()] if a.sdk == ["all"] else a.sdk
     a.out.mkdir(parents=True, exist_ok=True)
     try:
-        report = twin(a.root.resolve(), a.out.resolve(), a.torch, a.python, a.main_python, sdks)
+        report = twin(a.root.resolve(), a.out.resolve(), a.torch, a.python, a.main_python, sdks, a.variants)
     except TwinError as err:
         print(f"studio twin: {err}", file=sys.stderr)
         return 1
