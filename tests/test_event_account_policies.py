@@ -15,6 +15,7 @@ from conftest import REPO
 from iam_policy import Request, decide
 
 from helpers import guardrails
+from helpers.aws import launch
 from helpers.aws.settings import sanitize_attendee
 from helpers.checks import findings, target_rules
 from helpers.facilitator import lab_targets
@@ -413,8 +414,22 @@ def test_the_preflight_refuses_a_job_outside_the_guardrails_naming_the_limit(mon
     found = list(target_rules.event_guardrails(job, where))
     if says is None:
         assert not found
-    else:
-        assert found[0].error is findings.GuardrailError and says in found[0].message
+        return
+    # a dry run stays every lab's to show (labs 03 and 04 build p4d requests): a note; the launch is refused
+    assert found[0].error is None and "a launch would be refused" in found[0].message and says in found[0].message
+    with pytest.raises(findings.GuardrailError, match=f"not launched: .*{says}"):
+        launch.launch(job, Target.on(instances.lookup(instance_type)))
+
+
+def test_a_lab_s_dry_run_on_a_type_outside_the_guardrails_still_shows_its_request(monkeypatch, small_catalog):
+    """Lab 03's SMDDP job on ml.p4d.24xlarge, a dry run in an event account: built, with the note."""
+    from helpers import jobs
+
+    monkeypatch.setenv(guardrails.GUARDRAILS_ENV, guardrails.stack_value())
+    job = Job("lab03-smddp", {"epochs": 1}, {"train": str(small_catalog / "train")}, instance_count=2)
+    dry = jobs.on_sagemaker(job, "ml.p4d.24xlarge", echo=False)
+    assert dry.request["ResourceConfig"]["InstanceType"] == "ml.p4d.24xlarge"
+    assert any("a launch would be refused" in n for n in dry.plan.notes)
 
 
 # Workshop Studio: a participant's console role, in an account of their own (static/iam_policy.json)

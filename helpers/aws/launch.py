@@ -15,6 +15,8 @@ from helpers.aws import offline as aws_offline
 from helpers.aws import preflight, settings, setup_errors
 from helpers.aws.build import build_trainer
 from helpers.aws.preflight import Plan
+from helpers.checks.findings import GuardrailError
+from helpers.checks.target_rules import launch_guardrail
 from helpers.errors import UnknownOption, WorkshopError
 from helpers.job import Job, parse_metric_line
 from helpers.planning import cost
@@ -142,6 +144,8 @@ def launch(job: Job, target: Target, options: LaunchOptions | None = None) -> Sa
     :class:`SageMakerJobResult` (``wait=False``: the :class:`LaunchedJob`)."""
     checked = Checked(job, target, options or LaunchOptions())
     o, estimate, budget_usd = checked.options, checked.estimate, checked.budget_usd
+    if problem := launch_guardrail(job, target.name):  # an event account: AWS would answer AccessDenied
+        raise GuardrailError(f"not launched: {problem}.")
     if offline_session(o.session) is not None:
         raise LaunchRefused(
             "launch=True inside an offline session: nothing can be launched offline. Leave the "

@@ -13,7 +13,6 @@ from helpers.checks.findings import (
     ChannelError,
     Finding,
     FSxConfigError,
-    GuardrailError,
     ProcessCountError,
     Rule,
     UnsupportedFeature,
@@ -299,11 +298,18 @@ def multi_node_network(job: Job, where: Where) -> Iterator[Finding]:
 
 def event_guardrails(job: Job, where: Where) -> Iterator[Finding]:
     """In an event account (its settings set WORKSHOP_GUARDRAILS) IAM lets an attendee launch only the guardrails'
-    instance types and runtime: a job outside them is refused here, naming the limit, instead of by AccessDenied."""
-    if os.environ.get(guardrails.GUARDRAILS_ENV) and (
-        problem := guardrails.refusal(where.target.name, job.max_runtime_s)
-    ):
-        yield fail(problem, GuardrailError)
+    instance types and runtime. A dry run outside them is still every lab's to show (labs 03 and 04 build p4d
+    requests), so it is noted here; the launch itself is refused, naming the limit, before AWS's AccessDenied
+    (:func:`launch_guardrail`)."""
+    if problem := launch_guardrail(job, where.target.name):
+        yield note(f"in this event account a launch would be refused: {problem}")
+
+
+def launch_guardrail(job: Job, instance_type: str) -> str | None:
+    """The event account's guardrail a launch of ``job`` on ``instance_type`` would break, if the account has any."""
+    if not os.environ.get(guardrails.GUARDRAILS_ENV):
+        return None
+    return guardrails.refusal(instance_type, job.max_runtime_s)
 
 
 # what only one kind of target needs, after helpers.checks.common_rules.COMMON (Target.kind is the key)
