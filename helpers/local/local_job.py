@@ -345,13 +345,12 @@ class LocalJob:
         )
 
 
-def stall_report(job: LocalJob, silent_s: float) -> str:
-    """Where each process of a silent job is: what it is (a rank, torchrun...), its state, its CPU time and the kernel
-    call it sleeps in; a live Python rank is asked for its stacks, which it prints into the log (``container.run``
-    registers faulthandler on SIGUSR1). A stopped process cannot answer: the report says it is stopped."""
+def where_processes(job: LocalJob) -> list[dict]:
+    """Every process of a live job, as the stall report reads it: its host, PID, role (``rank N``, ``torchrun``...),
+    state (``sleeping``, ``stopped``...), CPU seconds and the kernel call it sleeps in (``wchan``; "" on a CPU)."""
     import psutil
 
-    lines = [f"[runner] no log line for {silent_s:.0f} s; where each process of the job is:"]
+    found = []
     for host, proc in job.procs.items():
         try:
             processes = psutil.Process(proc.pid).children(recursive=True)
@@ -360,24 +359,49 @@ def stall_report(job: LocalJob, silent_s: float) -> str:
         for p in processes:
             try:
                 with p.oneshot():
-                    state, cpu, role = p.status(), sum(p.cpu_times()[:2]), _role(p)
-                where = _read(f"/proc/{p.pid}/wchan")  # the kernel call it sleeps in ("0": on a CPU)
-                if state == psutil.STATUS_STOPPED:
-                    stack = "stopped (SIGSTOP or a debugger): it cannot run, or answer, until SIGCONT"
-                elif role != "torchrun" and _catches(p.pid, signal.SIGUSR1):
-                    os.kill(p.pid, signal.SIGUSR1)
-                    stack = "its Python stacks follow in the log"
-                else:
-                    stack = ""
+                    state, cpu, role = p.status(), sum(p.cpu_times()[:2]), role_of(p)
             except (psutil.Error, OSError):
                 continue
-            detail = f"{state}, {cpu:.1f} s CPU" + (f", waiting in {where}" if where not in ("", "0") else "")
-            detail += f"; {stack}" if stack else ""
-            lines.append(f"[runner]   {host} pid {p.pid} {role}: {detail}")
+            where = _read(f"/proc/{p.pid}/wchan")  # the kernel call it sleeps in ("0": on a CPU)
+            found.append(
+                {
+                    "host": host,
+                    "pid": p.pid,
+                    "role": role,
+                    "state": state,
+                    "cpu_s": cpu,
+                    "wchan": "" if where == "0" else where,
+                }
+            )
+    return found
+
+
+def stall_report(job: LocalJob, silent_s: float) -> str:
+    """Where each process of a silent job is: what it is (a rank, torchrun...), its state, its CPU time and the kernel
+    call it sleeps in; a live Python rank is asked for its stacks, which it prints into the log (``container.run``
+    registers faulthandler on SIGUSR1). A stopped process cannot answer: the report says it is stopped."""
+    import psutil
+
+    lines = [f"[runner] no log line for {silent_s:.0f} s; where each process of the job is:"]
+    for p in where_processes(job):
+        if p["state"] == psutil.STATUS_STOPPED:
+            stack = "stopped (SIGSTOP or a debugger): it cannot run, or answer, until SIGCONT"
+        elif p["role"] != "torchrun" and _catches(p["pid"], signal.SIGUSR1):
+            try:
+                os.kill(p["pid"], signal.SIGUSR1)
+            except OSError:
+                continue
+            stack = "its Python stacks follow in the log"
+        else:
+            stack = ""
+        detail = f"{p['state']}, {p['cpu_s']:.1f} s CPU" + (f", waiting in {p['wchan']}" if p["wchan"] else "")
+        detail += f"; {stack}" if stack else ""
+        lines.append(f"[runner]   {p['host']} pid {p['pid']} {p['role']}: {detail}")
     return "\n".join(lines)
 
 
-def _role(p) -> str:
+def role_of(p) -> str:
+    """What a process of a job is: ``torchrun``, ``rank N`` (its RANK variable) or its command line."""
     cmd = " ".join(p.cmdline())
     if "torch.distributed.run" in cmd or "torchrun" in cmd:
         return "torchrun"

@@ -45,6 +45,8 @@ LM_MODEL_SIZES = {
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune-no-cudagraphs", "max-autotune")
 # train_lm.py's --strategy: one or several of these, comma-separated
 STRATEGIES = ("single", "ddp", "zero", "fsdp", "tp", "pp")
+# train_elastic.py's --fault: what faults.py makes one rank do (none: nothing)
+FAULTS = ("none", "stop", "skip_collective", "slow", "crash")
 
 
 # train_lm.py's --dist_timeout_s: how long a rank waits in a collective before the job fails. The longest legitimate
@@ -280,6 +282,51 @@ def lm_parser(description: str | None = None) -> ArgumentParser:
     return p
 
 
+def elastic_parser(description: str | None = None) -> ArgumentParser:
+    """train_elastic.py's options (lab 08): a small classifier whose gradient all-reduce is timed on its own, whose
+    DCP checkpoint resumes on another world size, and one rank made to fail by the fault switch (faults.py)."""
+    env = os.environ.get
+    p = ArgumentParser(description=description)
+    p.add_argument("--train", default=env("SM_CHANNEL_TRAIN", "/opt/ml/input/data/train"))
+    p.add_argument("--model_dir", default=env("SM_MODEL_DIR", "/opt/ml/model"))
+    p.add_argument("--output_data_dir", default=env("SM_OUTPUT_DATA_DIR", "/opt/ml/output/data"))
+    p.add_argument("--checkpoint_dir", default="/opt/ml/checkpoints")
+    p.add_argument(
+        "--checkpoint_every",
+        type=NON_NEGATIVE,
+        default=0,
+        help="a DCP checkpoint every N steps, not at the last (0: off)",
+    )
+    p.add_argument("--global_batch", type=AT_LEAST_1, default=32, help="rows per step, whatever the world size")
+    p.add_argument(
+        "--micro_batch",
+        type=AT_LEAST_1,
+        default=8,
+        help="rows per forward pass: each rank accumulates global_batch / (world x micro_batch) of them a step",
+    )
+    p.add_argument("--steps", type=AT_LEAST_1, default=24)
+    p.add_argument("--lr", type=POSITIVE, default=1e-2)
+    p.add_argument("--buckets", type=AT_LEAST_1, default=16384, help="hashed word buckets (the embedding's rows)")
+    p.add_argument("--dim", type=AT_LEAST_1, default=64)
+    p.add_argument("--hidden", type=AT_LEAST_1, default=256)
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--subset", type=NON_NEGATIVE, default=0, help="train on the first N rows only (0: all)")
+    p.add_argument("--threads", type=NON_NEGATIVE, default=0, help="intra-op threads (0: OMP_NUM_THREADS)")
+    p.add_argument("--backend", choices=["auto", "gloo", "nccl"], default="auto")
+    p.add_argument(
+        "--dist_timeout_s",
+        type=AT_LEAST_1,
+        default=DIST_TIMEOUT_S,
+        help="a rank that waits this long in a collective (another rank stalled) fails the job",
+    )
+    # the fault switch (faults.py): one rank made to fail, for the drills; off by default
+    p.add_argument("--fault", choices=FAULTS, default="none", help="make one rank fail: stop, skip_collective, ...")
+    p.add_argument("--fault_rank", type=int, default=1, help="the rank the fault hits")
+    p.add_argument("--fault_step", type=AT_LEAST_1, default=None, help="the step at which it hits (from 1)")
+    p.add_argument("--fault_delay_s", type=NON_NEGATIVE_FLOAT, default=0.0, help="slow: extra compute seconds a step")
+    return p
+
+
 def read_channel_parser(description: str | None = None) -> argparse.ArgumentParser:
     """read_channel.py's options (lab 05's I/O-only job: plain argparse, like the rest of that script)."""
     p = argparse.ArgumentParser(description=description)
@@ -308,6 +355,7 @@ SCRIPTS = {
     "train.py": (train_parser, CLASSIFIER_MODEL_SIZES, ("dim", "layers", "heads", "ffn")),
     "train_lm.py": (lm_parser, LM_MODEL_SIZES, ("hidden", "layers", "heads", "ffn")),
     "read_channel.py": (read_channel_parser, None, None),
+    "train_elastic.py": (elastic_parser, None, None),
 }
 _TYPES = {int: "int", float: "float", str2bool: "bool", str: "str", None: "str"}
 

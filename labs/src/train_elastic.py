@@ -1,0 +1,246 @@
+"""Lab 08's training job: a small product-category classifier whose failures are easy to see and to measure.
+
+It reads the SageMaker container contract like ``train.py`` (the ``train`` channel, ``/opt/ml/checkpoints``,
+hyperparameters as ``--key value``) and differs where lab 08 needs it to:
+
+- the model is small and plain torch (hashed words into an ``EmbeddingBag``, then an MLP), so a launch starts fast;
+- each step averages the gradients with one explicit all-reduce, timed on its own, and every rank logs its own
+  ``[timing]`` line: compute (forward and backward) against waiting in the collective (a straggler shows here);
+- ``--global_batch`` rows a step whatever the world size: each rank takes its slice of the step's global batch (the
+  plan of ``sampling.py``) in micro-batches of ``--micro_batch`` and accumulates their gradients, so 1 rank and 2
+  train the same thing;
+- checkpoints are torch.distributed.checkpoint (DCP) directories, with the run's settings in ``meta.json``: a
+  restarted job resumes at the checkpoint's step and data position on any world size the global batch maps to, and a
+  checkpoint of another model or other settings is refused with the differences named;
+- ``--fault`` (``faults.py``) makes one rank stop, skip a collective, straggle or crash, for the drills.
+
+    torchrun --nproc_per_node 2 train_elastic.py --train ../../data/catalog/train --steps 24 --checkpoint_every 12
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import time
+import zlib
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+import faults
+import options
+from catalog_data import read_channel, read_labels
+from container import run
+from ranks import Dist
+from sampling import GlobalBatchPlan
+
+META = "meta.json"  # a checkpoint's settings and position, written last: a checkpoint without it is incomplete
+STEP_DIR = re.compile(r"^step-(\d+)$")
+# settings that make a run what it is: a checkpoint resumes only into a run with the same ones (world size excepted)
+FINGERPRINT = ("global_batch", "micro_batch", "steps", "lr", "buckets", "dim", "hidden", "seed", "subset")
+
+
+def parse_args(argv=None):
+    return options.parse_known(options.elastic_parser(description=__doc__.split("\n\n")[0]), argv)
+
+
+def main(args) -> None:
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    for why in (faults.problem(args, world), accumulation_problem(args, world)):
+        if why:
+            raise SystemExit(why)  # before the process group: a bad switch fails the job at once, saying why
+    d = Dist(args.backend, timeout=timedelta(seconds=args.dist_timeout_s))
+    torch.manual_seed(args.seed)  # the same initial weights on every rank and at every world size
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    labels = read_labels(args.train)
+    titles, targets = read_channel(args.train, labels, args.subset)
+    rows = [hashed_words(t, args.buckets) for t in titles]
+    plan = GlobalBatchPlan(len(rows), args.global_batch, d.world, d.rank, args.seed)
+    if len(plan) == 0:
+        raise SystemExit(f"{len(rows)} rows make no global batch of {args.global_batch}: lower --global_batch")
+    model = Classifier(args.buckets, args.dim, args.hidden, len(labels))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
+    fault = faults.Fault(args, d.rank)
+    accumulation = args.global_batch // (d.world * args.micro_batch)
+    meta = {"labels": labels, "rows": len(rows), **{k: getattr(args, k) for k in FINGERPRINT}}
+    start = resume(args, d, model, optimizer, meta, accumulation)
+    d.print(
+        f"[setup] world_size={d.world} backend={d.backend} params={sum(p.numel() for p in model.parameters())} "
+        f"rows={len(rows)} global_batch={args.global_batch} micro_batch={args.micro_batch} "
+        f"accumulation={accumulation} steps={args.steps} start_step={start}"
+    )
+    history, step = [], start
+    while step < args.steps:
+        step += 1
+        epoch, batch = divmod(step - 1, len(plan))
+        plan.set_epoch(epoch, start_batch=batch)
+        global_rows = plan.global_batches()[batch]
+        mine = next(iter(plan))  # this rank's slice of the step's global batch
+        t0 = time.perf_counter()
+        loss = torch.zeros(())
+        for i in range(0, len(mine), args.micro_batch):  # gradient accumulation: the global batch, whatever the world
+            micro = mine[i : i + args.micro_batch]
+            part = model.loss([rows[j] for j in micro], torch.tensor([targets[j] for j in micro]))
+            (part / accumulation).backward()
+            loss += part.detach() / accumulation
+        fault.slow_down(step)  # a straggler computes longer
+        t1 = time.perf_counter()
+        if fault.before_collective(step):  # skip_collective: this rank leaves the loop without the all-reduce
+            break
+        # the one collective of a step: every rank waits in it for the slowest
+        loss_all, wait_s = average_gradients(model, loss, d)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        t2 = time.perf_counter()
+        ms = lambda s: f"{1000 * s:.2f}"  # noqa: E731
+        print(
+            f"[timing] step={step} rank={d.rank} compute_ms={ms(t1 - t0)} wait_ms={ms(wait_s)} "
+            f"update_ms={ms(t2 - t1 - wait_s)} step_ms={ms(t2 - t0)}",
+            flush=True,
+        )
+        batch_id = zlib.crc32(",".join(map(str, global_rows)).encode())  # which rows: the data position, checkable
+        d.print(f"[train] step={step} train_loss={loss_all:.6f} batch={batch_id} world_size={d.world}")
+        history.append({"step": step, "train_loss": loss_all, "batch": batch_id})
+        if args.checkpoint_every and step % args.checkpoint_every == 0 and step < args.steps:
+            save(args, d, model, optimizer, {**meta, "step": step, "world_size": d.world})
+    else:
+        d.print(
+            f"[final] steps={step} train_loss={history[-1]['train_loss'] if history else 0:.6f} world_size={d.world}"
+        )
+        if d.master:
+            os.makedirs(args.output_data_dir, exist_ok=True)
+            with open(os.path.join(args.output_data_dir, "metrics.json"), "w", encoding="utf-8") as f:
+                json.dump({"history": history, "start_step": start, "world_size": d.world}, f, indent=1)
+    d.exit(0)  # a barrier first: a rank that left the loop early (skip_collective) waits here for the others
+
+
+def accumulation_problem(args, world: int) -> str | None:
+    """Why ``world`` ranks cannot train ``--global_batch`` in micro-batches of ``--micro_batch``; None if they can."""
+    if args.global_batch % (world * args.micro_batch):
+        fits = [
+            w
+            for w in range(1, args.global_batch // args.micro_batch + 1)
+            if args.global_batch % (w * args.micro_batch) == 0
+        ]
+        return (
+            f"--global_batch {args.global_batch} cannot be split over {world} rank(s) in micro-batches of "
+            f"{args.micro_batch}: it must divide by world size x micro_batch. World sizes that keep this global "
+            f"batch: {', '.join(map(str, fits))} (or change --micro_batch)"
+        )
+    return None
+
+
+def hashed_words(title: str, buckets: int) -> list[int]:
+    """A title as the buckets of its lower-cased words (a stable hash: crc32), the model's input."""
+    return [zlib.crc32(w.encode()) % buckets for w in title.lower().split()] or [0]
+
+
+class Classifier(torch.nn.Module):
+    """Mean of the title's word embeddings, then a two-layer MLP to the categories."""
+
+    def __init__(self, buckets: int, dim: int, hidden: int, labels: int):
+        super().__init__()
+        self.embed = torch.nn.EmbeddingBag(buckets, dim, mode="mean")
+        self.mlp = torch.nn.Sequential(
+            torch.nn.Linear(dim, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, hidden), torch.nn.ReLU()
+        )
+        self.head = torch.nn.Linear(hidden, labels)
+
+    def loss(self, rows: list[list[int]], targets: torch.Tensor) -> torch.Tensor:
+        ids = torch.tensor([i for r in rows for i in r])
+        offsets = torch.tensor([0, *torch.tensor([len(r) for r in rows[:-1]]).cumsum(0).tolist()])
+        logits = self.head(self.mlp(self.embed(ids, offsets)))
+        return torch.nn.functional.cross_entropy(logits, targets)
+
+
+def average_gradients(model: torch.nn.Module, loss: torch.Tensor, d: Dist) -> tuple[float, float]:
+    """Every rank's gradients (and its loss, in the same buffer) summed by one all-reduce and divided by the world
+    size: the step's loss averaged over the global batch, and the seconds spent in the all-reduce."""
+    params = [p for p in model.parameters() if p.grad is not None]
+    flat = torch.cat([p.grad.reshape(-1) for p in params] + [loss.reshape(1)])
+    t0 = time.perf_counter()
+    if d.enabled:
+        dist.all_reduce(flat)
+    waited = time.perf_counter() - t0
+    flat /= d.world
+    offset = 0
+    for p in params:
+        p.grad.copy_(flat[offset : offset + p.numel()].view_as(p.grad))
+        offset += p.numel()
+    return flat[-1].item(), waited
+
+
+# ---------------------------------------------------------------------------------------------------- checkpoints
+def save(args, d: Dist, model, optimizer, meta: dict) -> None:
+    """A DCP checkpoint of the model and optimizer (each tensor once, spread over the ranks' files), its settings and
+    position in ``meta.json``; written under a temporary name and renamed when every rank has finished."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    final = os.path.join(args.checkpoint_dir, f"step-{meta['step']:06d}")
+    partial = os.path.join(args.checkpoint_dir, f".partial-step-{meta['step']:06d}")
+    model_state, optim_state = get_state_dict(model, optimizer)
+    dcp.save({"model": model_state, "optim": optim_state}, checkpoint_id=partial)
+    if d.enabled:
+        dist.barrier()  # every rank's shards written
+    if d.master:
+        with open(os.path.join(partial, META), "w", encoding="utf-8") as f:
+            json.dump(meta, f, indent=1)
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(partial, final)
+        print(f"[checkpoint] step={meta['step']} world_size={d.world} files={len(os.listdir(final))}", flush=True)
+    if d.enabled:
+        dist.barrier()
+
+
+def newest(checkpoint_dir: str) -> str | None:
+    """The newest complete checkpoint (one with its ``meta.json``) in ``checkpoint_dir``, or None."""
+    found = []
+    if os.path.isdir(checkpoint_dir):
+        for name in os.listdir(checkpoint_dir):
+            m = STEP_DIR.match(name)
+            if m and os.path.isfile(os.path.join(checkpoint_dir, name, META)):
+                found.append((int(m.group(1)), os.path.join(checkpoint_dir, name)))
+    return max(found)[1] if found else None
+
+
+def differences(saved: dict, now: dict) -> list[str]:
+    """The settings in which a checkpoint's run and this one differ (the world size may differ)."""
+    keys = sorted((set(saved) | set(now)) - {"step", "world_size"})
+    return [f"{k}: checkpoint {saved.get(k)!r}, this run {now.get(k)!r}" for k in keys if saved.get(k) != now.get(k)]
+
+
+def resume(args, d: Dist, model, optimizer, meta: dict, accumulation: int) -> int:
+    """Load the newest checkpoint, if there is one, on this world size; the step it reached (0 without one)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+    path = newest(args.checkpoint_dir)
+    if path is None:
+        return 0
+    with open(os.path.join(path, META), encoding="utf-8") as f:
+        saved = json.load(f)
+    changed = differences(saved, meta)
+    if changed:
+        raise SystemExit(
+            f"the checkpoint in {path} is of another run, and resuming it would train something else: "
+            + "; ".join(changed)
+            + ". Use the same settings, or point --checkpoint_dir at a fresh directory"
+        )
+    model_state, optim_state = get_state_dict(model, optimizer)
+    state = {"model": model_state, "optim": optim_state}
+    dcp.load(state, checkpoint_id=path)  # each rank reads what it holds, whatever world size wrote it
+    set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+    d.print(
+        f"[resume] step={saved['step']} from_world_size={saved['world_size']} world_size={d.world} "
+        f"accumulation={accumulation} checkpoint={os.path.basename(path)}"
+    )
+    return saved["step"]
+
+
+if __name__ == "__main__":
+    run(main, parse_args)
