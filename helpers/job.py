@@ -83,12 +83,26 @@ class Job:
     # several instances: encrypt what they send each other (IPsec); no charge of its own, slower collectives
     encrypt_traffic: bool = False
     tags: dict[str, str] = field(default_factory=dict)
+    # SageMaker's job-level answers to a failure (lab 08): relaunch on an InternalServerError up to this many times
+    # (RetryStrategy), check the instances' hardware and network before the script starts (InfraCheckConfig), and
+    # keep the instances warm this many seconds after the job for the next one (ResourceConfig's
+    # KeepAlivePeriodInSeconds). None/False: the request leaves them out.
+    retry_attempts: int | None = None
+    infra_check: bool = False
+    warm_pool_s: int | None = None
 
     def __post_init__(self):
         # the name becomes a directory and a SageMaker job name: no path separators, no spaces
         if problem := name_problem(self.name):
             raise ValueError(problem)
-        for name in ("instance_count", "max_runtime_s", "processes_per_host", "max_wait_s"):
+        for name in (
+            "instance_count",
+            "max_runtime_s",
+            "processes_per_host",
+            "max_wait_s",
+            "retry_attempts",
+            "warm_pool_s",
+        ):
             value = getattr(self, name)
             if not (isinstance(value, int) and not isinstance(value, bool)) and value is not None:
                 raise TypeError(f"Job.{name} must be a whole number, got {value!r}.")

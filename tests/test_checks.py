@@ -145,6 +145,10 @@ CASES = [
     ),
     (target_rules.multi_node_network, dict(instance_count=2), P4D, None, "NET/OFI Selected Provider is efa"),
     (target_rules.multi_node_network, dict(instance_count=1), P4D, None, None),
+    (target_rules.relaunch_settings, dict(retry_attempts=31), G5, JobCheckError, "MaximumRetryAttempts takes 1 to 30"),
+    (target_rules.relaunch_settings, dict(retry_attempts=0), G5, JobCheckError, "takes 1 to 30"),
+    (target_rules.relaunch_settings, dict(warm_pool_s=21601), G5, JobCheckError, "KeepAlivePeriodInSeconds takes 0"),
+    (target_rules.relaunch_settings, dict(retry_attempts=2, infra_check=True, warm_pool_s=1800), G5, None, None),
 ]
 
 

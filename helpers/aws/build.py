@@ -99,7 +99,8 @@ def build_trainer(
     source tarball) through ``sagemaker_session``: a recording session in a dry run, AWS at launch."""
     from sagemaker.core.training.configs import MetricDefinition, TensorBoardOutputConfig
 
-    model_trainer = sdk_compat.model_trainer_class()  # the SDK's ModelTrainer, or its stand-in on an older SDK
+    # the SDK's ModelTrainer, or its stand-in on an older SDK; with the request fields it has no argument for
+    model_trainer = sdk_compat.with_request_fields(sdk_compat.model_trainer_class(), _request_fields(plan.job))
     where = Locations(bucket, attendee, plan.job)
     channels = _channels(plan, sagemaker_session, bucket, where)
     common = _common_arguments(plan, sagemaker_session, role_arn, attendee, where, channels, checkpoint_s3_uri)
@@ -115,6 +116,18 @@ def build_trainer(
             TensorBoardOutputConfig(s3_output_path=where.tensorboard, local_path=TENSORBOARD_DIR)
         )
     return trainer
+
+
+def _request_fields(job: Job) -> dict:
+    """CreateTrainingJob fields ``ModelTrainer`` takes no argument for (lab 08's), as the SDK's request shapes."""
+    from sagemaker.core.shapes import InfraCheckConfig, RetryStrategy
+
+    fields: dict = {}
+    if job.retry_attempts is not None:
+        fields["retry_strategy"] = RetryStrategy(maximum_retry_attempts=job.retry_attempts)
+    if job.infra_check:
+        fields["infra_check_config"] = InfraCheckConfig(enable_infra_check=True)
+    return fields
 
 
 def _channels(plan: Plan, sagemaker_session, bucket: str, where: Locations) -> list:
@@ -185,6 +198,7 @@ def _common_arguments(
         instance_type=plan.instance.name,
         instance_count=job.instance_count,
         enable_managed_spot_training=True if job.spot else None,
+        keep_alive_period_in_seconds=job.warm_pool_s,  # a warm pool: the instances wait this long for the next job
     )
     stopping = StoppingCondition(
         max_runtime_in_seconds=job.max_runtime_s, max_wait_time_in_seconds=plan.max_wait_s if job.spot else None

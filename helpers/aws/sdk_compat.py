@@ -43,6 +43,24 @@ def model_trainer_class():
     return _compatible(ModelTrainer, add_prefix, pin_client) if add_prefix or pin_client else ModelTrainer
 
 
+def with_request_fields(trainer_class: type, fields: dict) -> type:
+    """``trainer_class``, or (for ``fields``: CreateTrainingJob fields as the SDK's shapes, keyed as
+    ``TrainingJob.create`` names them, e.g. ``retry_strategy``) a subclass that adds them to the request it builds.
+    ``ModelTrainer`` has no argument for RetryStrategy or InfraCheckConfig; ``TrainingJob.create``, which it calls
+    with the arguments it builds, takes every field of the request."""
+    if not fields:
+        return trainer_class
+    extra = dict(fields)
+
+    class ModelTrainer(trainer_class):  # the SDK's name: a repr or an error message reads as the SDK's own
+        def _create_training_job_args(self, *args, **kwargs):
+            return {**super()._create_training_job_args(*args, **kwargs), **extra}
+
+    ModelTrainer.__doc__ = trainer_class.__doc__
+    ModelTrainer.__module__ = __name__
+    return ModelTrainer
+
+
 def rekeyed(key_prefix: str | None, base_job_name: str | None, input_prefix: str | None) -> str | None:
     """The key prefix sagemaker-train 1.24+ builds for an upload: ``<input_prefix>/...`` where older releases build
     ``<base_job_name>/...`` (``<base>/<job name>/input``); anything else as it is."""

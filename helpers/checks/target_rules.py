@@ -312,9 +312,41 @@ def launch_guardrail(job: Job, instance_type: str) -> str | None:
     return guardrails.refusal(instance_type, job.max_runtime_s)
 
 
+def relaunch_settings(job: Job, where: Where) -> Iterator[Finding]:
+    """RetryStrategy's MaximumRetryAttempts and a warm pool's KeepAlivePeriodInSeconds within the API's own range
+    (botocore's service model), refused before any request is built."""
+    for name, value, shape, member in (
+        ("retry_attempts", job.retry_attempts, "RetryStrategy", "MaximumRetryAttempts"),
+        ("warm_pool_s", job.warm_pool_s, "ResourceConfig", "KeepAlivePeriodInSeconds"),
+    ):
+        low, high = api_range(shape, member)
+        if value is not None and not low <= value <= high:
+            yield fail(
+                f"{name}={value}: SageMaker's {shape}.{member} takes {low} to {high}; pick a value in that range."
+            )
+
+
+def api_range(shape: str, member: str) -> tuple[int, int]:
+    """(min, max) of a number in the SageMaker API, read from botocore's service model (no AWS configuration read)."""
+    import botocore.loaders
+
+    model = botocore.loaders.create_loader().load_service_model("sagemaker", "service-2")
+    target = model["shapes"][model["shapes"][shape]["members"][member]["shape"]]
+    return target.get("min", 0), target["max"]
+
+
 # what only one kind of target needs, after helpers.checks.common_rules.COMMON (Target.kind is the key)
 ONLY: dict[str, tuple[Rule, ...]] = {
     "local": (no_hub_downloads, local_channel_modes),
     "local_container": (local_mode_limits,),
-    "sagemaker": (instance_runs_the_script, launcher, smddp, smp, fsx, multi_node_network, event_guardrails),
+    "sagemaker": (
+        instance_runs_the_script,
+        launcher,
+        smddp,
+        smp,
+        fsx,
+        multi_node_network,
+        event_guardrails,
+        relaunch_settings,
+    ),
 }
