@@ -60,6 +60,7 @@ LABS = tuple(
         "05_input_modes",
         "06_spot_checkpoints",
         "07_profiling",
+        "08_failures_at_scale",
     )
 )
 

@@ -392,3 +392,17 @@ def loss_gap(reference: JobResult, resumed: JobResult, from_step: int) -> dict:
         "first step": steps[0],
         "last step": steps[-1],
     }
+
+
+def mystery_job(channels: dict, hyperparameters: dict) -> Job:
+    """Exercise 08.1's job: two hosts of one rank, one rank going wrong at some step (read its stall report to say
+    which, and how)."""
+    fault = {"fault": "skip_collective", "fault_rank": 0, "fault_step": 5}
+    return Job(
+        "lab08-mystery",
+        {**hyperparameters, **fault},
+        channels,
+        entry_point="train_elastic.py",
+        instance_count=2,
+        processes_per_host=1,
+    )
