@@ -162,6 +162,54 @@ CLAIMS["07_profiling"] = {
     ),
 }
 
+# ---------------------------------------------------------------------------------------------- lab 08
+CLAIMS["08_failures_at_scale"] = {
+    "the stall report names the stopped rank: rank 1, stopped, the other waits in the all-reduce": lambda f: (
+        f["stop_stuck_rank"] == 1 and f["stop_stuck_state"] == "stopped" and f["stop_in_collective"] == [0]
+    ),
+    "the rank stopped mid-run": lambda f: 0 < f["stop_last_step"] < f["steps"],
+    "py-spy read every rank, the stopped one in the fault switch (or could not attach and said so)": lambda f: (
+        f["py_spy_attached"] is False or f["stop_stuck_frame"].startswith("before_collective (faults.py")
+    ),
+    "the stall report and py-spy came before the timeout, which ended the job with its error": lambda f: (
+        f["stop_report_s"] < f["stop_timeout_s"]
+        and f["stop_pyspy_s"] < f["stop_timeout_s"]
+        and f["stop_timeout_s"] >= f["dist_timeout_s"]
+        and "Timed out" in f["stop_timeout_error"]
+        and f["stop_report_before_timeout"] is True
+    ),
+    "no rank is stopped in the skipped collective; the skipping rank waits in the end barrier, the other in the "
+    "all-reduce": lambda f: (
+        f["skip_any_stopped"] is False
+        and f["skip_stuck_rank"] == 1
+        and f["skip_stuck_frame"].startswith("leave (")
+        and f["skip_collective_frame"].startswith("average_gradients (")
+    ),
+    "every drill left no process behind": lambda f: f["stop_processes_left"] == 0 == f["skip_processes_left"],
+    "the straggler's compute grew by the delay, and the other rank's wait by as much": lambda f: (
+        f["slow_compute_added_ms"] >= 0.8 * f["delay_ms"] and f["fast_wait_added_ms"] >= 0.6 * f["delay_ms"]
+    ),
+    "both ranks' steps take the slow rank's pace": lambda f: (
+        abs(f["fast_step_ms"] - f["slow_step_ms"]) <= 0.15 * f["slow_step_ms"]
+        and f["fast_step_ms"] >= f["slow_compute_ms"]
+    ),
+    "a changed model and a world size that cannot keep the global batch are refused before launch": lambda f: (
+        f["refused a changed model"] is True and f["refused three ranks"] is True
+    ),
+    "both resumes started after the checkpoint's step, trained the same rows, reached the end": lambda f: (
+        f["resume_first_step"] == f["resume_checkpoint_step"] + 1
+        and f["same_rows"] == "yes"
+        and f["resume_last_step"] == f["steps"]
+        and f["resume_steps_compared"] == f["steps"] - f["resume_checkpoint_step"]
+    ),
+    "across world sizes the resumed curve follows the uninterrupted one within 1e-3 (recorded unrounded)": lambda f: (
+        f["gap_2_to_1"] < 1e-3 and f["gap_1_to_2"] < 1e-3
+    ),
+    "the request carries RetryStrategy, InfraCheckConfig and a warm pool": lambda f: (
+        f["retry"] == {"MaximumRetryAttempts": 2} and f["infra"] == {"EnableInfraCheck": True} and f["keep"] == 1800
+    ),
+}
+
 
 def wrong(lab: str, figures: dict) -> list[str]:
     """The claims of ``lab`` its figures do not bear out (a figure the run did not record counts as not borne out)."""

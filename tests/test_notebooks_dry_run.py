@@ -133,6 +133,19 @@ def _lab07(requests: list[dict]) -> None:
     assert r["TensorBoardOutputConfig"]["S3OutputPath"].startswith("s3://")
 
 
+def _lab08(requests: list[dict]) -> None:
+    (one,) = requests
+    r = one["request"]
+    assert one["lab_job"] == "lab08-elastic" and one["launcher"] == "torchrun"
+    assert r["ResourceConfig"]["InstanceCount"] == 2 and one["world_size"] == 2 * one["processes_per_host"]
+    assert r["HyperParameters"]["global_batch"] == "256" and r["AlgorithmSpecification"]["TrainingImage"] == DLC
+    # SageMaker's job-level answers to a failure, in the request (ModelTrainer has no argument for the first two)
+    assert r["RetryStrategy"] == {"MaximumRetryAttempts": 2}
+    assert r["InfraCheckConfig"] == {"EnableInfraCheck": True}
+    assert r["ResourceConfig"]["KeepAlivePeriodInSeconds"] == 1800
+    assert "fault" not in r["HyperParameters"]  # the fault switch stays off on a real job
+
+
 # lab stem -> checks on its saved requests (each: the plan's summary plus the CreateTrainingJob request)
 EXPECTED = {
     "01_single_gpu": _lab01,
@@ -142,6 +155,7 @@ EXPECTED = {
     "05_input_modes": _lab05,
     "06_spot_checkpoints": _lab06,
     "07_profiling": _lab07,
+    "08_failures_at_scale": _lab08,
 }
 
 

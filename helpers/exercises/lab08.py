@@ -17,8 +17,8 @@ def stuck_rank(stuck_rank, stuck_because, drill):
     waiting = [r.rank for r in drill.ranks if r.in_collective]
     expect(
         stuck_rank == stuck.rank,
-        f"rank {stuck_rank} waits in the step's all-reduce, as every healthy rank does ({', '.join(map(str, waiting))}): "
-        "look for the rank whose state or stack differs from the others'.",
+        f"rank {stuck_rank} waits in the step's all-reduce, as every healthy rank does "
+        f"({', '.join(map(str, waiting))}): look for the rank whose state or stack differs from the others'.",
     )
     actual = "stopped" if stuck.state == "stopped" else "skipped"
     expect(

@@ -58,6 +58,14 @@ TARGETS = (
     RealTarget("05", "File, FastFile, FSx: 3 jobs", "ml.g6.xlarge", 3, 10, why="the input path, not the GPU"),
     RealTarget("06", "managed spot with checkpoints", "ml.g6.xlarge", 1, 30, spot=True, why="lab 01's GPU, on spot"),
     RealTarget("07", "profiled job + CloudWatch", "ml.g6.xlarge", 1, 15, why="one GPU shows the GEMM-bound profile"),
+    RealTarget(
+        "08",
+        "2-node job with retries, health check, warm pool",
+        "ml.g6.12xlarge",
+        2,
+        15,
+        why="two nodes: a straggler and a health check need more than one instance",
+    ),
 )
 
 

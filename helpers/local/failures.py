@@ -73,7 +73,9 @@ def py_spy_dump(pid: int, timeout_s: float = 30) -> tuple[bool, str]:
         )
     except subprocess.TimeoutExpired:
         return False, f"py-spy dump of pid {pid} did not answer within {timeout_s:.0f} s"
-    text = (done.stdout + done.stderr).strip()
+    text = re.sub(
+        r"\x1b\[[0-9;]*m", "", done.stdout + done.stderr
+    ).strip()  # its colours, where it thinks a terminal reads
     if done.returncode != 0:
         denied = re.search(r"permission|not permitted|ptrace|EPERM", text, re.I)
         why = (
