@@ -169,3 +169,28 @@ def test_a_notebook_killed_or_interrupted_leaves_no_process_behind(how, small_ca
     finally:
         if kernel.poll() is None:
             kernel.kill()
+
+
+@pytest.mark.slow
+def test_lab_08_s_hang_drill_interrupted_leaves_no_process_behind_the_stopped_rank_included(monkeypatch, tmp_path):
+    """Lab 08 stops a rank (SIGSTOP) on purpose: interrupted while it diagnoses the hang, the drill still ends every
+    process of the job, the stopped one too."""
+    from helpers.local import failures
+
+    seen: list[int] = []
+
+    def interrupted(d, live, lines, last, use_py_spy):
+        seen.extend(live.processes())
+        stopped = [p for p in seen if psutil.Process(p).status() == psutil.STATUS_STOPPED]
+        assert stopped, "the drill's fault stopped no process"
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(failures, "_diagnose", interrupted)
+    monkeypatch.setattr("helpers.job._runs_root", tmp_path)  # its jobs' folders go there, not under runs/
+    hp = {"steps": 24, "subset": 2000, "fault": "stop", "fault_rank": 1, "fault_step": 4, "dist_timeout_s": 60}
+    train = {"train": REPO / "data" / "catalog" / "train"}
+    job = Job("lab08-lifetime", hp, train, entry_point="train_elastic.py", instance_count=2, processes_per_host=1)
+    with pytest.raises(KeyboardInterrupt):
+        failures.hang_drill(job, "local_cpu")
+    assert len(seen) >= 6  # each host's container, torchrun and rank
+    assert not wait_gone(seen, 15), "processes of the hung job outlived its interrupted drill"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from helpers.exercises import exercise, expect
 
-REASONS = ("stopped", "skipped")
+STUCK_BECAUSE = ("stopped", "skipped")
 
 
 @exercise("08.1", "Read a stall report", minutes=5)
@@ -12,7 +12,7 @@ def stuck_rank(stuck_rank, stuck_because, drill):
     """The rank that is not where the others are, and why: its process is stopped, or it waits elsewhere."""
     expect(drill is not None, "this exercise reads the drill's stall report: run the lab on a local target.")
     expect(isinstance(stuck_rank, int) and not isinstance(stuck_rank, bool), "stuck_rank is a rank number: 0, 1...")
-    expect(stuck_because in REASONS, f"stuck_because is one of {REASONS}, not {stuck_because!r}.")
+    expect(stuck_because in STUCK_BECAUSE, f"stuck_because is one of {STUCK_BECAUSE}, not {stuck_because!r}.")
     (stuck,) = drill.stuck()
     waiting = [r.rank for r in drill.ranks if r.in_collective]
     expect(
