@@ -183,7 +183,7 @@ def hang_drill(
     hp = job.hyperparameters
     try:
         last = _wait_for_silence(live, lines, waiter, silence_s, limit_s)
-        trained = [parse_metric_line(l) for _, _, l in lines if l.startswith("[train]")]
+        trained = [m for _, _, l in lines if l.startswith("[train]") and (m := parse_metric_line(l))]
         d = HangDrill(
             job.name,
             {k: hp.get(k) for k in ("fault", "fault_rank", "fault_step")},
