@@ -4,6 +4,7 @@ py-spy reads a live process (or says why not)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -153,3 +154,48 @@ def test_py_spy_reads_a_live_process_or_says_why_not():
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+def test_torchrun_restarts_a_crashed_rank_in_place_and_the_group_resumes_from_its_checkpoint(tmp_path, monkeypatch):
+    """``PET_MAX_RESTARTS=1`` under the runner's (and SageMaker's) static rendezvous: before ``ranks.restart_store``
+    the restarted group read its dead predecessors' addresses from torchrun's store and failed (``Gloo
+    connectFullMesh ... Connection refused``); now it resumes at the checkpoint's step, redoes the steps after it with
+    the same losses and completes, and no process outlives it."""
+    monkeypatch.setattr(failures, "LocalRunner", functools.partial(failures.LocalRunner, runs_dir=tmp_path / "jobs"))
+    hp = {"steps": 10, "subset": 800, "global_batch": 32, "micro_batch": 8, "dist_timeout_s": 20}
+    job = Job(
+        "restart",
+        {**hp, "fault": "crash", "fault_rank": 1, "fault_step": 7, "checkpoint_every": 5},
+        {"train": DATA_DIR / "catalog" / "train"},
+        entry_point="train_elastic.py",
+        processes_per_host=2,
+        environment={"PET_MAX_RESTARTS": "1", "LOGLEVEL": "INFO"},
+    )
+    d = failures.restart_drill(job)  # raises DrillFailed, naming what did not happen
+    assert (d.crash_step, d.checkpoint_step, d.restarts, d.resume_step) == (7, 5, 1, 5)
+    assert d.redone == [6] and d.redone_same_loss and d.last_step == 10 and d.result.status == "Completed"
+    assert d.processes_left == 0
+
+
+def test_a_restarted_group_does_not_see_what_the_first_attempt_left_in_torchruns_store(monkeypatch):
+    """torchrun's static rendezvous keeps one store across restarts: the first attempt's keys (a rank's address) stay
+    there. A restarted group's store (``TORCHELASTIC_RESTART_COUNT`` > 0) is prefixed per attempt, so a restarted rank
+    waits for its peer's new address instead of reading the dead one's."""
+    import datetime
+
+    import torch.distributed as dist
+
+    import ranks
+
+    server = dist.TCPStore("127.0.0.1", 0, None, True, datetime.timedelta(seconds=5), wait_for_workers=False)
+    server.set("rank_0_address", "the first attempt's")
+    env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(server.port), "TORCHELASTIC_USE_AGENT_STORE": "True"}
+    for k, v in {**env, "TORCHELASTIC_RESTART_COUNT": "0"}.items():
+        monkeypatch.setenv(k, v)
+    assert ranks.restart_store(2) is None  # a first start: init_process_group uses torchrun's store as it is
+    monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "1")
+    store = ranks.restart_store(2, datetime.timedelta(seconds=1))
+    assert not store.check(["rank_0_address"])
+    store.set("rank_0_address", "the restart's")
+    assert ranks.restart_store(2, datetime.timedelta(seconds=1)).get("rank_0_address") == b"the restart's"
+    assert server.get("rank_0_address") == b"the first attempt's"

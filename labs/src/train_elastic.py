@@ -99,8 +99,9 @@ def main(args) -> None:
         ms = lambda s: f"{1000 * s:.2f}"  # noqa: E731
         print(
             f"[timing] step={step} rank={d.rank} compute_ms={ms(t1 - t0)} wait_ms={ms(wait_s)} "
-            f"update_ms={ms(t2 - t1 - wait_s)} step_ms={ms(t2 - t0)}",
-            flush=True,
+            f"update_ms={ms(t2 - t1 - wait_s)} step_ms={ms(t2 - t0)}\n",
+            end="",  # the line and its newline in one write: every rank prints into one log, and print()'s two
+            flush=True,  # writes (text, then end) let another rank's line land between them
         )
         batch_id = zlib.crc32(",".join(map(str, global_rows)).encode())  # which rows: the data position, checkable
         d.print(f"[train] step={step} train_loss={loss_all:.6f} batch={batch_id} world_size={d.world}")
@@ -216,12 +217,22 @@ def differences(saved: dict, now: dict) -> list[str]:
 
 def resume(args, d: Dist, model, optimizer, meta: dict, accumulation: int) -> int:
     """Load the newest checkpoint, if there is one, on this world size; the step it reached (0 without one)."""
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
-
     path = newest(args.checkpoint_dir)
+    if d.enabled:  # every rank must resume the same step, or their collectives would not match (a hang)
+        seen: list = [None] * d.world
+        dist.all_gather_object(seen, int(STEP_DIR.match(os.path.basename(path)).group(1)) if path else 0)
+        if len(set(seen)) > 1:
+            raise SystemExit(
+                f"the ranks see different checkpoints in {args.checkpoint_dir} (newest step by rank: {seen}; 0: "
+                "none). Each instance's /opt/ml/checkpoints holds only the files its own ranks wrote; a DCP "
+                "checkpoint of several instances resumes only where every rank sees every file: a shared file "
+                "system (FSx for Lustre), or a new job, into which SageMaker copies the whole checkpoint prefix"
+            )
     if path is None:
         return 0
+    import torch.distributed.checkpoint as dcp  # here, not above: a job that starts fresh does not pay its import
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
     with open(os.path.join(path, META), encoding="utf-8") as f:
         saved = json.load(f)
     changed = differences(saved, meta)
