@@ -157,10 +157,10 @@ def test_py_spy_reads_a_live_process_or_says_why_not():
 
 
 def test_torchrun_restarts_a_crashed_rank_in_place_and_the_group_resumes_from_its_checkpoint(tmp_path, monkeypatch):
-    """``PET_MAX_RESTARTS=1`` under the runner's (and SageMaker's) static rendezvous: before ``ranks.restart_store``
-    the restarted group read its dead predecessors' addresses from torchrun's store and failed (``Gloo
-    connectFullMesh ... Connection refused``); now it resumes at the checkpoint's step, redoes the steps after it with
-    the same losses and completes, and no process outlives it."""
+    """``PET_MAX_RESTARTS=1`` under the runner's (and SageMaker's) static rendezvous: before
+    ``ranks.Dist.restart_store`` the restarted group read its dead predecessors' addresses from torchrun's store and
+    failed (``Gloo connectFullMesh ... Connection refused``); now it resumes at the checkpoint's step, redoes the
+    steps after it with the same losses and completes, and no process outlives it."""
     monkeypatch.setattr(failures, "LocalRunner", functools.partial(failures.LocalRunner, runs_dir=tmp_path / "jobs"))
     hp = {"steps": 10, "subset": 800, "global_batch": 32, "micro_batch": 8, "dist_timeout_s": 20}
     job = Job(
@@ -192,10 +192,10 @@ def test_a_restarted_group_does_not_see_what_the_first_attempt_left_in_torchruns
     env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(server.port), "TORCHELASTIC_USE_AGENT_STORE": "True"}
     for k, v in {**env, "TORCHELASTIC_RESTART_COUNT": "0"}.items():
         monkeypatch.setenv(k, v)
-    assert ranks.restart_store(2) is None  # a first start: init_process_group uses torchrun's store as it is
+    assert ranks.Dist.restart_store(2) is None  # a first start: init_process_group uses torchrun's store as it is
     monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "1")
-    store = ranks.restart_store(2, datetime.timedelta(seconds=1))
+    store = ranks.Dist.restart_store(2, datetime.timedelta(seconds=1))
     assert not store.check(["rank_0_address"])
     store.set("rank_0_address", "the restart's")
-    assert ranks.restart_store(2, datetime.timedelta(seconds=1)).get("rank_0_address") == b"the restart's"
+    assert ranks.Dist.restart_store(2, datetime.timedelta(seconds=1)).get("rank_0_address") == b"the restart's"
     assert server.get("rank_0_address") == b"the first attempt's"

@@ -18,32 +18,31 @@ import torch.distributed as dist
 import container
 
 
-def restart_store(world: int, timeout=None):
-    """The process group's store for a group torchrun restarted (``--max-restarts``), None for a first start.
-
-    torchrun's static rendezvous (``--master_addr``/``--master_port``: the SageMaker driver's command) keeps one
-    TCPStore, in its agent, across restarts, and torch adds no per-attempt prefix when workers use the agent's store
-    (``TORCHELASTIC_USE_AGENT_STORE``): a restarted group would read the addresses its dead predecessors published
-    there and fail to connect (``Gloo connectFullMesh ... Connection refused``; NCCL, a stale unique id). The restart
-    count, which every restarted rank has, makes a prefix of its own for each attempt.
-    """
-    from datetime import timedelta
-
-    env = os.environ.get
-    attempt = int(env("TORCHELASTIC_RESTART_COUNT", "0"))
-    if not attempt or env("TORCHELASTIC_USE_AGENT_STORE") != "True":
-        return None
-    store = dist.TCPStore(
-        env("MASTER_ADDR"), int(env("MASTER_PORT")), world, is_master=False, timeout=timeout or timedelta(minutes=30)
-    )
-    return dist.PrefixStore(f"restart-{attempt}", store)
-
-
 class Dist:
     """Rank and world from the launcher's environment; one process without it (nanoGPT's one-line DDP detection).
 
     torchrun sets RANK/LOCAL_RANK/WORLD_SIZE; mpirun (the launcher SageMaker uses for SMDDP) sets OMPI_COMM_WORLD_*.
     """
+
+    @staticmethod
+    def restart_store(world: int, timeout=None):
+        """The process group's store for a group torchrun restarted (``--max-restarts``), None for a first start.
+
+        torchrun's static rendezvous (``--master_addr``/``--master_port``: the SageMaker driver's command) keeps one
+        TCPStore, in its agent, across restarts, and torch adds no per-attempt prefix when workers use the agent's
+        store (``TORCHELASTIC_USE_AGENT_STORE``): a restarted group would read the addresses its dead predecessors
+        published there and fail to connect (``Gloo connectFullMesh ... Connection refused``; NCCL, a stale unique
+        id). The restart count, which every restarted rank has, makes a prefix of its own for each attempt.
+        """
+        from datetime import timedelta
+
+        env = os.environ.get
+        attempt = int(env("TORCHELASTIC_RESTART_COUNT", "0"))
+        if not attempt or env("TORCHELASTIC_USE_AGENT_STORE") != "True":
+            return None
+        address, port = env("MASTER_ADDR"), int(env("MASTER_PORT"))
+        store = dist.TCPStore(address, port, world, is_master=False, timeout=timeout or timedelta(minutes=30))
+        return dist.PrefixStore(f"restart-{attempt}", store)
 
     def __init__(self, backend: str, timeout=None):
         env = os.environ.get
@@ -64,7 +63,7 @@ class Dist:
                 rank=self.rank,
                 world_size=self.world,
                 device_id=self.device if self.backend == "nccl" else None,
-                store=restart_store(self.world, timeout),
+                store=self.restart_store(self.world, timeout),
                 **({"timeout": timeout} if timeout else {}),
             )
 
