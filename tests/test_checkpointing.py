@@ -138,6 +138,24 @@ def test_resume_continues_bit_identically(tmp_path):
     assert second.schedule.get_last_lr() == straight.schedule.get_last_lr()
 
 
+def test_without_the_rng_state_a_resume_restores_the_rest_and_draws_other_numbers(tmp_path):
+    """``--checkpoint_rng false`` (lab 06's exercise): no rank file holds an RNG state, the model, optimizer and
+    step still resume, and the steps after it draw other random numbers than the uninterrupted run did."""
+    straight = Trainer()
+    expected = train(straight, NoCheckpoints(), 0, 10)
+    first = Trainer()
+    no_rng = {"lr": 1e-2, "seed": 0, "checkpoint_rng": False}
+    train(first, first.checkpointer(tmp_path, fingerprint=no_rng), 0, 7)
+    saved = sorted(tmp_path.glob("step-*"))[-1]
+    rank_file = torch.load(saved / "rank-00000.pt", weights_only=True)
+    assert "rng" not in rank_file and rank_file["progress"]["step"] == 6
+    second = Trainer(seed=123)
+    second.checkpointer(tmp_path, fingerprint=no_rng).resume()
+    assert second.progress == Steps(step=6, epoch=0) and second.metrics.history == straight.metrics.history[:6]
+    resumed = train(second, NoCheckpoints(), 6, 10)
+    assert resumed != expected[6:]  # the same weights went in; other dropout masks and batches came out
+
+
 def test_nothing_to_resume_starts_fresh(tmp_path):
     t = Trainer()
     d = OneProcess()

@@ -1,18 +1,11 @@
-"""Lab 03's exercises: what SageMaker's torchrun launcher sets up across instances, and where SMDDP runs."""
+"""Lab 03's exercises: what SageMaker's torchrun launcher sets up across instances, and moving the SMDDP job to
+P5, where SMDDP does not run."""
 
 from __future__ import annotations
 
 from helpers.exercises import exercise, expect
-from helpers.planning import instances
 
-CANDIDATES = (
-    "ml.g5.48xlarge",
-    "ml.p3.16xlarge",
-    "ml.p3dn.24xlarge",
-    "ml.p4d.24xlarge",
-    "ml.p4de.24xlarge",
-    "ml.p5.48xlarge",
-)
+P5 = "ml.p5.48xlarge"
 
 
 def _whole(value) -> int | None:
@@ -71,23 +64,40 @@ def launcher_sets_up(world_size_p5, first_rank_on_algo_2, efa_types, gpus_per_in
     )
 
 
-@exercise("03.2", "Where SMDDP runs", minutes=3)
-def smddp_instance_types(smddp_types):
-    """From CANDIDATES, the instance types on which SageMaker's data-parallel library runs."""
-    expect(isinstance(smddp_types, (set, list, tuple)), "give a set of instance-type names, e.g. {'ml.x.y', ...}.")
-    chosen = {instances.lookup(n).name for n in smddp_types}
-    want = {n for n in CANDIDATES if instances.lookup(n).supports("smddp")}
-    for name in sorted(chosen - want):
-        t = instances.lookup(name)
-        if t.family.startswith("p5"):
-            why = "P5 is not supported (the SDK's maintainers confirmed it): use torchrun with NCCL over EFA there"
-        elif name == "ml.p3.16xlarge":
-            why = "SMDDP ran there in the case studies' day, and later releases dropped it (its smddp column is False)"
-        elif t.efa:
-            why = "it has EFA for NCCL (its EFA column is True), but it is not on SMDDP's list (its smddp column)"
-        else:
-            why = "it is not on SMDDP's list (its smddp column is False)"
-        expect(False, f"{name} does not run SMDDP: {why}.")
-    missing = sorted(want - chosen)
-    expect(not missing, f"{len(missing)} more of the candidates run SMDDP: look again at the P3 and P4 families.")
-    return f"{', '.join(sorted(want))}: SMDDP's home; on anything else the lab's jobs use torchrun and NCCL."
+@exercise("03.2", "The SMDDP job, moved to P5", minutes=5)
+def smddp_job_on_p5(my_distribution, my_backend, my_request):
+    """The learner changes the SMDDP job so that two ml.p5.48xlarge run it; the request they built is read."""
+    expect(
+        my_distribution in ("smddp", "torchrun"),
+        "the job's distribution is 'smddp' (SMDDP's mpirun launcher) or 'torchrun' (the core path's).",
+    )
+    expect(
+        my_distribution != "smddp",
+        f"{P5} does not run SMDDP (its smddp column in the table above is False; the cell under your answer printed "
+        "the refusal, before anything was built): which launcher did the core path use?",
+    )
+    expect(my_backend in ("smddp", "nccl", "auto"), "the script's --backend is 'smddp', 'nccl' or 'auto'.")
+    expect(
+        my_backend != "smddp",
+        "under torchrun the script would try to import SMDDP, fail (no current image has it), say so in its log and "
+        "fall back to NCCL: ask for what will run, 'nccl' (or 'auto', which picks NCCL on GPUs).",
+    )
+    expect(my_request is not None, "no request was built: run the cell under your answer, then this one.")
+    spec, hps = my_request["AlgorithmSpecification"], my_request["HyperParameters"]
+    channels = [c["ChannelName"] for c in my_request["InputDataConfig"]]
+    expect(
+        my_request["ResourceConfig"]["InstanceType"] == P5 and hps.get("backend") == my_backend,
+        f"the request below your answer is for another job ({my_request['ResourceConfig']['InstanceType']}, "
+        f"--backend {hps.get('backend')}): run the cell under your answer again.",
+    )
+    expect(
+        "sm_drivers" in channels and "sagemaker_distributed_dataparallel_enabled" not in hps,
+        "that request still starts the job through the training toolkit's SMDDP runner: set my_distribution = "
+        "'torchrun'.",
+    )
+    image = spec["TrainingImage"].rsplit("/", 1)[-1]
+    count = my_request["ResourceConfig"]["InstanceCount"]
+    return (
+        f"{count} × {P5} under torchrun over NCCL (EFA on P5), image {image}: the script is the same file, with "
+        "--backend changed, and the job's launcher with it. Lab 03's diff, backwards: the way off SMDDP."
+    )

@@ -6,4 +6,5 @@ first_rank_on_algo_2 = 8  # node rank 1 x 8 processes per node + LOCAL_RANK 0
 efa_types = {"ml.p4d.24xlarge", "ml.p5.48xlarge", "ml.g5.48xlarge"}  # FI_PROVIDER=efa; not p5en or g6e: no driver
 
 # %% 03.2
-smddp_types = {"ml.p3dn.24xlarge", "ml.p4d.24xlarge", "ml.p4de.24xlarge"}  # not P5, not G5, not the plain P3
+my_distribution = "torchrun"  # SMDDP does not run on P5: the core path's launcher
+my_backend = "nccl"  # what runs there ("auto" picks it on GPUs); "smddp" would only fall back with a warning

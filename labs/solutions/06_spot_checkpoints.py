@@ -1,4 +1,5 @@
 # Reference answers for lab 06's exercises (python -m helpers.run_labs --solutions fills them in).
 
 # %% 06.1
-interval_min = (2 * 45 * 6 * 3600) ** 0.5 / 60  # sqrt(2 x 45 s x 21,600 s) = 1,394 s: about 23 minutes
+checkpoint_rng = False  # leave each rank's random-number state out of its checkpoints
+bit_identical = False  # dropout draws new masks after every restart: the resumed run drifts from the reference

@@ -213,6 +213,7 @@ class Checkpointer:
     ):
         self.dir, self.d, self.every, self.keep = Path(directory), d, every, max(1, keep)
         self.fingerprint, self.allow_changes = fingerprint, allow_changes
+        self.keep_rng = fingerprint.get("checkpoint_rng", True)  # train.py's --checkpoint_rng
         self.model, self.optimizer, self.schedule = model, optimizer, schedule
         self.scaler, self.metrics, self.progress = scaler, metrics, progress
         self.stopping = False
@@ -273,7 +274,8 @@ class Checkpointer:
             )
         partial = self.dir / f".partial-{name}"
         partial.mkdir(exist_ok=True)
-        files = {rank_file(d.rank): {"rng": rng_state(d.device), "progress": progress}}
+        mine = {"rng": rng_state(d.device)} if self.keep_rng else {}  # --checkpoint_rng false: the lesson of lab 06
+        files = {rank_file(d.rank): {**mine, "progress": progress}}
         if d.rank == 0:
             files["state.pt"] = {
                 "model": self.model.state_dict(),
@@ -368,7 +370,8 @@ class Checkpointer:
         self._apply_allowed_changes(manifest["fingerprint"])
         self.metrics.history = state["history"] if d.master else []
         self.progress.load_state_dict(mine["progress"])
-        set_rng_state(mine["rng"], d.device)  # last: nothing after this may draw random numbers before the loop
+        if "rng" in mine:  # last: nothing after this may draw random numbers before the loop
+            set_rng_state(mine["rng"], d.device)
         d.print(f"[checkpoint] event=resumed step={manifest['step']} from={path.name}")
 
     def _verify(self, path: Path) -> tuple[dict, dict[str, bytes]]:

@@ -138,6 +138,13 @@ def train_parser(description: str | None = None) -> ArgumentParser:
     )
     p.add_argument("--checkpoint_keep", type=AT_LEAST_1, default=2, help="keep the newest K checkpoints")
     p.add_argument(
+        "--checkpoint_rng",
+        type=str2bool,
+        default=True,
+        help="save each rank's random-number state and restore it on resume (false: a resumed run draws new "
+        "dropout masks and is no longer bit-identical to an uninterrupted one)",
+    )
+    p.add_argument(
         "--resume_allow_changes",
         default="",
         help="comma list: settings allowed to differ from the "
