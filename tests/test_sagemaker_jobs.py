@@ -428,6 +428,32 @@ def test_the_dry_run_shows_request_cost_and_uploads(offline, data, capsys):
         d.launch()
 
 
+def test_a_kernel_shows_its_first_dry_run_in_full_and_the_others_in_a_line_with_the_rest_folded(
+    offline, data, monkeypatch
+):
+    from helpers.aws import dry_run as module
+
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda bundle, raw=False: shown.append(bundle))
+    monkeypatch.setattr(module, "_shown_in_full", False)
+    first = dry(Job("lab01-single", {"epochs": 1}, data), "ml.g5.2xlarge")
+    second = dry(Job("lab02-ddp", {"epochs": 1}, data, instance_count=2, distribution="torchrun"), "ml.g5.12xlarge")
+    first._display_now()
+    second._display_now()
+    assert shown[0]["text/plain"] == str(first) and "CreateTrainingJob request" in shown[0]["text/plain"]
+    line = shown[1]["text/plain"]
+    assert "\n" not in line and line == second.one_line()
+    assert (
+        line.startswith("DRY RUN ")
+        and "lab02-ddp" in line
+        and "2 x ml.g5.12xlarge" in line
+        and "world size 8" in line
+        and "up to $" in line
+    )
+    folded = shown[1]["text/html"]
+    assert folded.startswith("<details><summary>") and second._repr_html_() in folded  # nothing lost, only folded
+
+
 def test_each_dry_run_request_is_saved_for_the_lab_runner(offline, data, tmp_path, monkeypatch):
     monkeypatch.setenv(REQUESTS_ENV, str(tmp_path / "requests"))
     dry(Job("lab02-ddp", {}, data, instance_count=2), "ml.g5.12xlarge")

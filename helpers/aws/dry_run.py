@@ -63,6 +63,9 @@ def _size(n: float) -> str:
     return str(n)
 
 
+_shown_in_full = False  # a kernel shows its first dry run in full, the others as a line with the rest folded
+
+
 @dataclass(repr=False)  # the repr is RunResult's; str() is the whole request
 class DryRun(RunResult):
     """A job checked and built but not launched: the exact CreateTrainingJob request and what it would cost.
@@ -120,7 +123,12 @@ class DryRun(RunResult):
     def _display_now(self) -> None:
         from IPython.display import display
 
-        display({"text/plain": str(self), "text/html": self._repr_html_()}, raw=True)
+        global _shown_in_full
+        if _shown_in_full:  # the kernel showed one in full already: a line, the rest folded (print(dry): all)
+            display({"text/plain": self.one_line(), "text/html": self._folded_html()}, raw=True)
+        else:
+            display({"text/plain": str(self), "text/html": self._repr_html_()}, raw=True)
+            _shown_in_full = True
         if self.launch_options is not None:  # built for a real account: one click launches it (headless: launch=True)
             display(self.launch_button())
 
@@ -184,6 +192,21 @@ class DryRun(RunResult):
         for prefix, n, size in self.uploads:
             lines.append(f"upload     {n} file(s), {_size(size)} -> {prefix}")
         return lines
+
+    def one_line(self) -> str:
+        """The dry run in a line, as every one after a kernel's first is shown (an over-budget one says so too)."""
+        rc, p = self.request["ResourceConfig"], self.plan
+        cost_part = f", up to ${self.estimate.max_usd:,.2f}" if self.estimate else ""
+        over = " OVER BUDGET: a launch would be refused." if self.over_budget else ""
+        notes = len(self.plan.notes + self.notes)
+        return (
+            f"DRY RUN {self.job_name}: {rc['InstanceCount']} x {rc['InstanceType']}, {p.launcher} world size "
+            f"{p.world_size}{cost_part}; nothing launched ({notes} note(s); print(dry) shows it all).{over}"
+        )
+
+    def _folded_html(self) -> str:
+        line = html.escape(self.one_line())
+        return f"<details><summary><code>{line}</code></summary>{self._repr_html_()}</details>"
 
     def __str__(self) -> str:
         parts = ["\n".join(self.summary_lines())]
