@@ -95,17 +95,22 @@ class Says:
         return self.text
 
 
-def says(template: str, **figures: Any) -> Says:
+RESULT = "result"  # the figure that holds a lab's headline sentence: the line the headless runner prints for it
+
+
+def says(template: str, *, headline: bool = False, **figures: Any) -> Says:
     """A claim about this run's figures, formatted from them and recorded with them, so no figure a run produces is
     typed into a lab's prose: ``report.says("{speedup:.2f}x as fast on {procs} processes", speedup=s, procs=2)``.
 
     The figures are recorded as :func:`record` does (the headless summary and the tests see the very values the
-    sentence shows)."""
-    record(**figures)
-    return Says(template.format(**figures))
+    sentence shows). ``headline=True`` marks the lab's result: the headless runner prints that sentence for the lab
+    (``make``'s summary) instead of its first figures."""
+    said = Says(template.format(**figures))
+    record(**figures, **({RESULT: said.text} if headline else {}))
+    return said
 
 
-def paired(name: str, ratio: PairedRatio, what: str, shown: str) -> Says:
+def paired(name: str, ratio: PairedRatio, what: str, shown: str, headline: bool = False) -> Says:
     """The sentence for an A/B run in turn (:func:`helpers.local.monitor.run_in_turn`): every pair's ratio, their
     range, which pair ``shown`` figures belong to, and whether the pairs agree; recorded as ``<name>_pairs``,
     ``<name>_low``, ``<name>_high``, ``<name>_first``, ``<name>_middle`` and ``pairs``."""
@@ -126,6 +131,7 @@ def paired(name: str, ratio: PairedRatio, what: str, shown: str) -> Says:
             f"{name}_high": ratio.high,
             f"{name}_first": ratio.each[0],
         },
+        headline=headline,
     )
 
 

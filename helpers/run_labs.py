@@ -30,7 +30,7 @@ from helpers.aws.offline import OFFLINE_ENV_FLAG
 from helpers.errors import TargetError
 from helpers.job import RUNS_DIR
 from helpers.lab import LABS_DIR, LabError, declared_parameters, numbered_notebooks, with_solutions
-from helpers.report import FIGURES_ENV
+from helpers.report import FIGURES_ENV, RESULT
 from helpers.targets import SAGEMAKER, resolve
 
 
@@ -126,11 +126,20 @@ def write_summary(runs: list[LabRun], out_dir: Path, parameters: dict) -> None:
     (out_dir / "summary.json").write_text(
         json.dumps({"parameters": parameters, "labs": [asdict(r) for r in runs]}, indent=1, ensure_ascii=False)
     )
-    lines = ["| lab | status | seconds | key figures |", "|---|---|---|---|"]
+    lines = ["| lab | status | seconds | result | key figures |", "|---|---|---|---|---|"]
     for r in runs:
-        figs = ", ".join(f"{k}={v}" for k, v in r.figures.items()) or ""
-        lines.append(f"| {r.lab} | {r.status}{': ' + r.error if r.error else ''} | {r.seconds} | {figs} |")
+        figs = ", ".join(f"{k}={v}" for k, v in r.figures.items() if k != RESULT) or ""
+        status = f"{r.status}{': ' + r.error if r.error else ''}"
+        lines.append(f"| {r.lab} | {status} | {r.seconds} | {r.figures.get(RESULT, '')} | {figs} |")
     (out_dir / "summary.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def headline(run: LabRun) -> str:
+    """What a lab's line in the runner's output says: its result sentence (``report.says(..., headline=True)``), or
+    its first figures where it has none (a dry run, a lab that failed before it)."""
+    if RESULT in run.figures:
+        return str(run.figures[RESULT])
+    return "  ".join(f"{k}={v}" for k, v in list(run.figures.items())[:4])
 
 
 def parse_value(text: str):
@@ -234,8 +243,8 @@ def _run_each(a: argparse.Namespace, labs: list[Path], parameters: dict) -> int:
             write_summary([*runs, stopped], a.out, parameters)
             raise
         runs.append(run)
-        figs = "  ".join(f"{k}={v}" for k, v in list(run.figures.items())[:4])
-        print(f"{run.status} ({run.seconds:.0f} s)  {figs}" + (f"\n    {run.error}" if run.error else ""), flush=True)
+        error = f"\n    {run.error}" if run.error else ""
+        print(f"{run.status} ({run.seconds:.0f} s)  {headline(run)}{error}", flush=True)
         write_summary(runs, a.out, parameters)
     failed = [r for r in runs if r.status != "ok"]
     total = sum(r.seconds for r in runs)
