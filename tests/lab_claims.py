@@ -188,14 +188,18 @@ CLAIMS["08_failures_at_scale"] = {
     "a changed model and a world size that cannot keep the global batch are refused before launch": lambda f: (
         f["refused a changed model"] is True and f["refused three ranks"] is True
     ),
-    "both resumes started after the checkpoint's step, trained the same rows, reached the end": lambda f: (
+    "each resume started after its checkpoint's step, trained the same rows, reached the end; the one-rank "
+    "checkpoint came later than the two-rank one": lambda f: (
         f["resume_first_step"] == f["resume_checkpoint_step"] + 1
+        and f["regrow_first_step"] == f["regrow_checkpoint_step"] + 1
+        and f["resume_checkpoint_step"] < f["regrow_checkpoint_step"] < f["steps"]
         and f["same_rows"] == "yes"
-        and f["resume_last_step"] == f["steps"]
+        and f["resume_last_step"] == f["steps"] == f["regrow_last_step"]
         and f["resume_steps_compared"] == f["steps"] - f["resume_checkpoint_step"]
+        and f["regrow_steps_compared"] == f["steps"] - f["regrow_checkpoint_step"]
     ),
-    "across world sizes the resumed curve follows the uninterrupted one within 1e-3 (recorded unrounded)": lambda f: (
-        f["gap_2_to_1"] < 1e-3 and f["gap_1_to_2"] < 1e-3
+    "across world sizes each resumed curve follows the run its checkpoint came from within 1e-3 (recorded unrounded)": (
+        lambda f: f["gap_2_to_1"] < 1e-3 and f["gap_1_to_2"] < 1e-3
     ),
     "a rank crashed after the checkpoint, torchrun restarted the group once, it resumed at the checkpoint's step, "
     "redid the steps in between with the same losses and completed, leaving no process": lambda f: (

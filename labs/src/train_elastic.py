@@ -12,7 +12,10 @@ hyperparameters as ``--key value``) and differs where lab 08 needs it to:
 - checkpoints are torch.distributed.checkpoint (DCP) directories, with the run's settings in ``meta.json``: a
   restarted job resumes at the checkpoint's step and data position on any world size the global batch maps to, and a
   checkpoint of another model or other settings is refused with the differences named;
-- ``--fault`` (``faults.py``) makes one rank stop, skip a collective, straggle or crash, for the drills.
+- ``--fault`` (``faults.py``) makes one rank stop, skip a collective, straggle or crash, for the drills;
+- the optimizer is AdamW written out (:class:`AdamW`, torch.optim.AdamW's update): torch.optim imports torch._dynamo
+  the first time an optimizer is built or steps, which costs each rank of this small job about as much start-up time
+  as importing torch itself, and every drill starts ranks (a restart starts them twice).
 
     torchrun --nproc_per_node 2 train_elastic.py --train ../../data/catalog/train --steps 24 --checkpoint_every 12
 """
@@ -63,7 +66,7 @@ def main(args) -> None:
     if len(plan) == 0:
         raise SystemExit(f"{len(rows)} rows make no global batch of {args.global_batch}: lower --global_batch")
     model = Classifier(args.buckets, args.dim, args.hidden, len(labels))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
+    optimizer = AdamW(model, lr=args.lr)
     fault = faults.Fault(args, d.rank)
     accumulation = args.global_batch // (d.world * args.micro_batch)
     meta = {"labels": labels, "rows": len(rows), **{k: getattr(args, k) for k in FINGERPRINT}}
@@ -94,7 +97,7 @@ def main(args) -> None:
         # the one collective of a step: every rank waits in it for the slowest
         loss_all, wait_s = average_gradients(model, loss, d)
         optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        optimizer.zero_grad()
         t2 = time.perf_counter()
         ms = lambda s: f"{1000 * s:.2f}"  # noqa: E731
         print(
@@ -158,6 +161,42 @@ class Classifier(torch.nn.Module):
         return torch.nn.functional.cross_entropy(logits, targets)
 
 
+class AdamW:
+    """torch.optim.AdamW's update (decoupled weight decay, bias-corrected moments; its defaults), written out: the
+    same arithmetic in the same order as its single-tensor path, without torch.optim's import of torch._dynamo.
+    Its state is plain tensors by parameter name, which a DCP checkpoint saves and loads in place."""
+
+    def __init__(self, model: torch.nn.Module, lr: float, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay=1e-2):
+        self.params = dict(model.named_parameters())
+        self.lr, self.betas, self.eps, self.weight_decay = lr, betas, eps, weight_decay
+        self.steps = torch.zeros(())  # a tensor, so a checkpoint load restores it in place
+        self.moments = {
+            f"{name}.{m}": torch.zeros_like(p) for name, p in self.params.items() for m in ("exp_avg", "exp_avg_sq")
+        }
+
+    @torch.no_grad()
+    def step(self) -> None:
+        beta1, beta2 = self.betas
+        self.steps += 1
+        t = self.steps.item()
+        for name, p in self.params.items():
+            if p.grad is None:
+                continue
+            exp_avg, exp_avg_sq = self.moments[f"{name}.exp_avg"], self.moments[f"{name}.exp_avg_sq"]
+            p.mul_(1 - self.lr * self.weight_decay)
+            exp_avg.lerp_(p.grad, 1 - beta1)
+            exp_avg_sq.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
+            denom = (exp_avg_sq.sqrt() / (1 - beta2**t) ** 0.5).add_(self.eps)
+            p.addcdiv_(exp_avg, denom, value=-self.lr / (1 - beta1**t))
+
+    def zero_grad(self) -> None:
+        for p in self.params.values():
+            p.grad = None
+
+    def state_dict(self) -> dict:
+        return {"steps": self.steps, **self.moments}
+
+
 def average_gradients(model: torch.nn.Module, loss: torch.Tensor, d: Dist) -> tuple[float, float]:
     """Every rank's gradients (and its loss, in the same buffer) summed by one all-reduce and divided by the world
     size: the step's loss averaged over the global batch, and the seconds spent in the all-reduce."""
@@ -180,12 +219,10 @@ def save(args, d: Dist, model, optimizer, meta: dict) -> None:
     """A DCP checkpoint of the model and optimizer (each tensor once, spread over the ranks' files), its settings and
     position in ``meta.json``; written under a temporary name and renamed when every rank has finished."""
     import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_state_dict
 
     final = os.path.join(args.checkpoint_dir, f"step-{meta['step']:06d}")
     partial = os.path.join(args.checkpoint_dir, f".partial-step-{meta['step']:06d}")
-    model_state, optim_state = get_state_dict(model, optimizer)
-    dcp.save({"model": model_state, "optim": optim_state}, checkpoint_id=partial)
+    dcp.save({"model": model.state_dict(), "optim": optimizer.state_dict()}, checkpoint_id=partial)
     if d.enabled:
         dist.barrier()  # every rank's shards written
     if d.master:
@@ -231,7 +268,6 @@ def resume(args, d: Dist, model, optimizer, meta: dict, accumulation: int) -> in
     if path is None:
         return 0
     import torch.distributed.checkpoint as dcp  # here, not above: a job that starts fresh does not pay its import
-    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
     with open(os.path.join(path, META), encoding="utf-8") as f:
         saved = json.load(f)
@@ -242,10 +278,9 @@ def resume(args, d: Dist, model, optimizer, meta: dict, accumulation: int) -> in
             + "; ".join(changed)
             + ". Use the same settings, or point --checkpoint_dir at a fresh directory"
         )
-    model_state, optim_state = get_state_dict(model, optimizer)
-    state = {"model": model_state, "optim": optim_state}
-    dcp.load(state, checkpoint_id=path)  # each rank reads what it holds, whatever world size wrote it
-    set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+    state = {"model": model.state_dict(), "optim": optimizer.state_dict()}
+    dcp.load(state, checkpoint_id=path)  # in place, into the tensors each rank holds, whatever world size wrote them
+    model.load_state_dict(state["model"])
     d.print(
         f"[resume] step={saved['step']} from_world_size={saved['world_size']} world_size={d.world} "
         f"accumulation={accumulation} checkpoint={os.path.basename(path)}"
