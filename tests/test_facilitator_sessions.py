@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import io
+import json
 import math
 import re
 from dataclasses import fields
@@ -59,12 +60,16 @@ def test_the_90_minute_session_covers_the_arc_and_the_half_day_adds_model_parall
     for kept in ("The training script", "Run it", "What came out"):  # the contract, a run, its result
         assert kept in [h for h, _ in agenda.sections("01")] and kept not in lab01
     assert any(w.startswith("`02_ddp`, core path") for w in whats)
-    assert agenda.DEMO in whats and agenda.MAP in whats
+    assert agenda.DEMO in whats and "the 2026 map" in whats[-1]  # the map, in brief, in the questions
     half = [b.what for b in next(v for k, v in agenda.agendas().items() if k.startswith("half day"))[1]]
     assert whats[:-1] == half[: len(whats) - 1]  # the arc first
     assert any(w.startswith("`04_model_parallel`, core path") for w in half)
     assert any(w.startswith("`06_spot_checkpoints`, core path") for w in half)
     assert "The drill" in [h for h, _ in agenda.sections("06")]
+    day = [b.what for b in agenda.agendas()["full day (8 h)"][1]]
+    assert any(w.startswith("`08_failures_at_scale`, core path without:") for w in day)  # lab 08's drills in the room
+    for kept in ("A hang, found", "A straggler, measured"):
+        assert kept in [h for h, _ in agenda.sections("08")] and kept not in next(w for w in day if "08_" in w)
 
 
 def test_a_session_that_no_longer_fits_is_refused():
@@ -213,3 +218,54 @@ def test_the_room_code_shows_the_demo_s_log_and_billable_seconds(monkeypatch):
     assert f"700 s training, 700 s billable x 1 instance(s): ${bill:.2f}" in printed  # the bill
     last = printed.splitlines()[-1]  # training and billable seconds, seconds per status, the final metrics
     assert last.startswith("700 700 {") and last.endswith("{'val_macro_f1': 0.87}")
+
+
+def _core_cells(lab: str) -> list[tuple[str, dict]]:
+    """(the heading it sits under, the cell) for each cell of a lab's core path, as ``agenda.sections`` cuts it."""
+    nb = json.loads(registered(lab).notebook.read_text(encoding="utf-8"))
+    heading, out = "opening", []
+    for cell in nb["cells"]:
+        text = "".join(cell["source"]).lstrip()
+        if cell["cell_type"] == "markdown":
+            if text.startswith(lab_time.DEEP_DIVES):
+                break
+            if m := re.match(r"#{2,3} (.+)", text):
+                heading = m.group(1).strip()
+        out.append((heading, cell))
+    return out
+
+
+def _stored_and_read(source: str) -> tuple[set[str], set[str]]:
+    tree = ast.parse(source)
+    stored, read = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (read if isinstance(node.ctx, ast.Load) else stored).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            stored.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            stored |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return stored, read
+
+
+@pytest.mark.parametrize("name", sorted(agenda.agendas()))
+def test_every_cell_an_agenda_skips_is_safe_to_skip(name):
+    """A kept cell never reads a name that only a skipped cell sets (the NameError a room met when lab 01's "The
+    data" was skipped): each agenda's selection of cells, read in order."""
+    for block in agenda.agendas()[name][1]:
+        found = re.match(r"`(\d\d)_\w+`, core path without: (.+)", block.what)
+        if not found:
+            continue
+        lab, skipped = found.group(1), found.group(2).split("; ")
+        only_skipped: dict[str, str] = {}
+        for heading, cell in _core_cells(lab):
+            if cell["cell_type"] != "code":
+                continue
+            stored, read = _stored_and_read("".join(cell["source"]))
+            if any(heading.startswith(s) for s in skipped):
+                only_skipped.update(dict.fromkeys(stored, heading))
+                continue
+            unset = sorted(n for n in read - stored if n in only_skipped)
+            assert not unset, f"{name}: lab {lab}'s {heading!r} reads {unset}, set only in {only_skipped[unset[0]]!r}"
+            for n in stored:
+                only_skipped.pop(n, None)
