@@ -199,3 +199,27 @@ def test_a_restarted_group_does_not_see_what_the_first_attempt_left_in_torchruns
     store.set("rank_0_address", "the restart's")
     assert ranks.Dist.restart_store(2, datetime.timedelta(seconds=1)).get("rank_0_address") == b"the restart's"
     assert server.get("rank_0_address") == b"the first attempt's"
+
+
+def test_the_written_out_adamw_is_torch_s_adamw_bit_for_bit():
+    """train_elastic.py writes AdamW out (torch.optim imports torch._dynamo, seconds per rank at start-up); its
+    update must stay torch.optim.AdamW's single-tensor one, to the last bit, over steps and weight decay."""
+    import torch
+
+    import train_elastic
+
+    def trained(make_optimizer) -> list[torch.Tensor]:
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+        optimizer = make_optimizer(model)
+        for _ in range(20):
+            loss = torch.nn.functional.cross_entropy(model(torch.randn(5, 6)), torch.randint(0, 3, (5,)))
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        return [p.detach().clone() for p in model.parameters()]
+
+    ours = trained(lambda m: train_elastic.AdamW(m, lr=3e-2))
+    torchs = trained(lambda m: torch.optim.AdamW(m.parameters(), lr=3e-2, foreach=False))
+    assert all(torch.equal(a, b) for a, b in zip(ours, torchs))
+    assert not torch.equal(ours[0], trained(lambda m: train_elastic.AdamW(m, lr=3e-3))[0])  # the comparison compares

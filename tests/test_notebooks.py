@@ -12,7 +12,7 @@ import pytest
 from botocore.validate import validate_parameters
 from lab_claims import wrong  # what each lab's prose says its own run shows
 
-from helpers import lab, lab_time, run_labs
+from helpers import lab, lab_time, report, run_labs
 
 LABS = [one.notebook for one in lab.LABS]  # every registered lab (tests/test_registries.py)
 CREATE_TRAINING_JOB = (
@@ -69,6 +69,7 @@ def test_lab_runs_headless_in_smoke_size_with_every_answer_right_and_in_its_stat
     assert own.is_dir(), f"the lab's jobs, drills and stores are written under its own folder, {own}"
     assert not executed.strays, f"the lab wrote outside its own folder: {executed.strays}"
     assert run.figures, "a lab records its key figures with helpers.report.record()"
+    assert report.RESULT in run.figures, "a lab marks its result sentence: report.says(..., headline=True)"
     done = nbformat.read(run.notebook, as_version=4)
     assert any(c.get("outputs") for c in done.cells if c.cell_type == "code")
     exercises = lab.exercise_cells(json.loads(notebook.read_text(encoding="utf-8")))
