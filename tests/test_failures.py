@@ -14,7 +14,8 @@ from argparse import Namespace
 import pytest
 
 from helpers.job import DATA_DIR, Job
-from helpers.local import failures
+from helpers.local import failures, restarts
+from helpers.local.runner import LocalRunner
 
 import faults
 import options
@@ -161,7 +162,7 @@ def test_torchrun_restarts_a_crashed_rank_in_place_and_the_group_resumes_from_it
     ``ranks.Dist.restart_store`` the restarted group read its dead predecessors' addresses from torchrun's store and
     failed (``Gloo connectFullMesh ... Connection refused``); now it resumes at the checkpoint's step, redoes the
     steps after it with the same losses and completes, and no process outlives it."""
-    monkeypatch.setattr(failures, "LocalRunner", functools.partial(failures.LocalRunner, runs_dir=tmp_path / "jobs"))
+    monkeypatch.setattr(restarts, "LocalRunner", functools.partial(LocalRunner, runs_dir=tmp_path / "jobs"))
     hp = {"steps": 10, "subset": 800, "global_batch": 32, "micro_batch": 8, "dist_timeout_s": 20}
     job = Job(
         "restart",
@@ -171,7 +172,7 @@ def test_torchrun_restarts_a_crashed_rank_in_place_and_the_group_resumes_from_it
         processes_per_host=2,
         environment={"PET_MAX_RESTARTS": "1", "LOGLEVEL": "INFO"},
     )
-    d = failures.restart_drill(job)  # raises DrillFailed, naming what did not happen
+    d = restarts.restart_drill(job)  # raises DrillFailed, naming what did not happen
     assert (d.crash_step, d.checkpoint_step, d.restarts, d.resume_step) == (7, 5, 1, 5)
     assert d.redone == [6] and d.redone_same_loss and d.last_step == 10 and d.result.status == "Completed"
     assert d.processes_left == 0

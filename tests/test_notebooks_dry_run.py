@@ -45,7 +45,7 @@ def _lab01(requests: list[dict]) -> None:
     assert one["launcher"] == "script" and one["world_size"] == 1
     assert _channels(r) == {"train": "File", "validation": "File", "code": "File", "sm_drivers": "File"}
     assert r["HyperParameters"]["model_size"] == "base"  # a GPU target gets the DistilBERT-base shape
-    assert r["HyperParameters"]["subset"] == "6000"  # smoke size: the debug slice
+    assert r["HyperParameters"]["subset"] == "9000"  # smoke size: the debug slice
     assert not {"EnableManagedSpotTraining", "CheckpointConfig", "VpcConfig"} & set(r)
 
 

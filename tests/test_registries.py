@@ -81,8 +81,8 @@ def test_every_per_lab_table_names_registered_labs_only():
 
 
 def test_a_lab_missing_from_a_table_is_named_with_the_table():
-    assert "its notebook labs/09_throwaway.ipynb" in missing(lab.Lab("09_throwaway"))
-    assert "claims (tests/lab_claims.py)" in missing(lab.Lab("09_throwaway"))
+    assert "its notebook labs/99_missing.ipynb" in missing(lab.Lab("99_missing"))
+    assert "claims (tests/lab_claims.py)" in missing(lab.Lab("99_missing"))
 
 
 # ---------------------------------------------------------------------------------------------- check rules

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from helpers.exercises import exercise, expect
 
-STRATEGIES = ("ddp", "zero", "fsdp", "tp", "pp")
+CHOICES = ("ddp", "zero", "fsdp", "tp", "pp")
 MB = 1e6
 
 
@@ -25,7 +25,7 @@ COSTS = {  # what each strategy adds to DDP's one gradient all-reduce a step, in
 @exercise("04.1", "The cheapest strategy that fits a memory budget", minutes=5)
 def fit_the_budget(my_strategy, measured, budget_mb):
     """The learner picks a strategy for a per-rank budget; the strategy's own run says whether it fits."""
-    expect(my_strategy in STRATEGIES, f"pick one of {', '.join(repr(s) for s in STRATEGIES)}.")
+    expect(my_strategy in CHOICES, f"pick one of {', '.join(repr(s) for s in CHOICES)}.")
     expect(
         measured is not None and budget_mb is not None,
         "there is no run to read: the exercise trains your choice on this machine (target = 'local'), after the "
