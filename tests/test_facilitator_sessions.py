@@ -7,7 +7,6 @@ from __future__ import annotations
 import ast
 import contextlib
 import io
-import json
 import math
 import re
 from dataclasses import fields
@@ -220,21 +219,6 @@ def test_the_room_code_shows_the_demo_s_log_and_billable_seconds(monkeypatch):
     assert last.startswith("700 700 {") and last.endswith("{'val_macro_f1': 0.87}")
 
 
-def _core_cells(lab: str) -> list[tuple[str, dict]]:
-    """(the heading it sits under, the cell) for each cell of a lab's core path, as ``agenda.sections`` cuts it."""
-    nb = json.loads(registered(lab).notebook.read_text(encoding="utf-8"))
-    heading, out = "opening", []
-    for cell in nb["cells"]:
-        text = "".join(cell["source"]).lstrip()
-        if cell["cell_type"] == "markdown":
-            if text.startswith(lab_time.DEEP_DIVES):
-                break
-            if m := re.match(r"#{2,3} (.+)", text):
-                heading = m.group(1).strip()
-        out.append((heading, cell))
-    return out
-
-
 def _stored_and_read(source: str) -> tuple[set[str], set[str]]:
     tree = ast.parse(source)
     stored, read = set(), set()
@@ -258,7 +242,7 @@ def test_every_cell_an_agenda_skips_is_safe_to_skip(name):
             continue
         lab, skipped = found.group(1), found.group(2).split("; ")
         only_skipped: dict[str, str] = {}
-        for heading, cell in _core_cells(lab):
+        for heading, cell in agenda.core_cells(lab):
             if cell["cell_type"] != "code":
                 continue
             stored, read = _stored_and_read("".join(cell["source"]))

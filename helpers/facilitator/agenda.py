@@ -28,20 +28,35 @@ def lab_minutes() -> dict[str, tuple[int, int]]:
     return {lab.number: lab_time.stated(lab.notebook) for lab in LABS}
 
 
+HEADING = re.compile(r"#{2,3} (.+)")  # a section of a lab: its ## and ### headings
+
+
+def core_cells(lab: str) -> list[tuple[str, dict]]:
+    """(the ``##`` or ``###`` heading it sits under, the cell) for each cell of a lab's core path; the cells before
+    the first heading sit under "opening"."""
+    nb = json.loads(registered(lab).notebook.read_text(encoding="utf-8"))
+    heading, out = "opening", []
+    for cell in nb["cells"]:
+        text = "".join(cell["source"]).lstrip()
+        if cell["cell_type"] == "markdown":
+            if text.startswith(lab_time.DEEP_DIVES):
+                break
+            if m := HEADING.match(text):
+                heading = m.group(1).strip()
+        out.append((heading, cell))
+    return out
+
+
 @cache
 def sections(lab: str) -> tuple[tuple[str, float], ...]:
     """A lab's core path cut at its ``##`` and ``###`` headings: (heading, minutes ``helpers.lab_time`` estimates
     for its prose, code and exercises); the cells before the first heading are "opening"."""
     notebook = registered(lab).notebook
     nb = json.loads(notebook.read_text(encoding="utf-8"))
-    cut: list[tuple[str, list[dict]]] = [("opening", [])]
-    for cell in nb["cells"]:
-        text = "".join(cell["source"]).lstrip()
-        if cell["cell_type"] == "markdown":
-            if text.startswith(lab_time.DEEP_DIVES):
-                break
-            if m := re.match(r"#{2,3} (.+)", text):
-                cut.append((m.group(1).strip(), []))
+    cut: list[tuple[str, list[dict]]] = []
+    for heading, cell in core_cells(lab):
+        if not cut or (cell["cell_type"] == "markdown" and HEADING.match("".join(cell["source"]).lstrip())):
+            cut.append((heading, []))
         cut[-1][1].append(cell)
     out = []
     with tempfile.TemporaryDirectory() as tmp:
