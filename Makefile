@@ -13,7 +13,7 @@ LABS   ?=
 TORCH  ?= torch==2.13.0
 TORCH_INDEX ?=
 
-.PHONY: all labs test test-fast lint setup data clean lab browser-test studio studio-twin
+.PHONY: all labs test test-fast labs-check lint setup data clean lab browser-test slides studio studio-twin
 
 all: labs
 
@@ -61,6 +61,13 @@ labs: setup data
 test: setup data lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# Every lab at make's size with its reference answers, each on one core while the others are kept busy (a
+# learner's laptop doing something else), and every lesson its prose states checked against its own run
+# (tests/test_notebooks.py, tests/lab_claims.py). CI's step after `make test`; about 9 minutes on 2 cores. The labs
+# go out longest first, one at a time to whichever worker is free (--dist load).
+labs-check: setup data
+	$(PY) -m pytest -m labs --dist load $(PYTEST_ARGS)
+
 # the maintainer's loop: the lint, then every test not marked slow (no training run, notebook, store or job launch)
 test-fast: setup data lint
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
@@ -77,6 +84,12 @@ lint: setup
 lab: setup data
 	$(PY) -m pip --disable-pip-version-check install --quiet -e ".[test,lab]"
 	$(PY) -m jupyter lab labs/
+
+# The facilitator's slides: each executed lab of runs/labs/ (run `make` first) as reveal.js slides in runs/slides/;
+# SLIDES_ARGS="--agenda 90" makes the 90-minute session's, cut as its agenda cuts the labs (docs/facilitator.md)
+slides: setup
+	$(PY) -m pip --disable-pip-version-check install --quiet -e ".[lab]"
+	$(PY) -m helpers.facilitator.slides $(SLIDES_ARGS)
 
 # Lab 01 run cell by cell in JupyterLab by headless Chromium (Debian's package; installed here if missing)
 browser-test: setup data

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -76,6 +77,63 @@ def pytest_configure(config):
 class ExecutedLab:
     run: LabRun
     strays: list[str]  # what the lab wrote under runs/ outside its own folder (nothing, if it keeps the rule)
+    neighbours: dict[str, float]  # each other core's busy share while the lab ran ("3": 0.98); none on one core
+
+
+# The spinner takes only what no one else wants: the lowest priority, in a session of its own whose scheduler group
+# (Linux's autogroup, where enabled: each session is weighed as a whole) is set to the lowest priority too, since a
+# nice process in a session of its own would otherwise get a whole session's share beside a lab's job
+BURN = """import os
+os.nice(19)
+try:
+    with open("/proc/self/autogroup", "w") as group:
+        group.write("19")
+except OSError:
+    pass
+while True:
+    pass
+"""
+
+
+@contextmanager
+def beside_busy_cores():
+    """The lab on one core while every other core is kept busy: by the other workers' labs, and, whenever one of
+    them has nothing to run, by a spinning process of the lowest priority pinned there (it yields to a lab, so two
+    labs side by side are not slowed, and a core a worker leaves idle is busy all the same). Yields what it
+    measured: each other core's busy share over the lab's run, from the kernel's per-core counters."""
+    import psutil
+
+    everything = sorted(int(c) for c in os.environ.get("WORKSHOP_TEST_CORES", "").split(",") if c) or sorted(
+        os.sched_getaffinity(0)
+    )
+    mine = sorted(os.sched_getaffinity(0))
+    if mine == everything:  # one process has every core (-n 0): the lab takes the first, the rest are its neighbours
+        mine = everything[:1]
+    others = [c for c in everything if c not in mine]
+    kept = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, mine)  # the kernel papermill starts, and all it starts, inherit this
+    burners = [
+        subprocess.Popen(
+            [sys.executable, "-c", BURN], start_new_session=True, preexec_fn=lambda c=c: os.sched_setaffinity(0, {c})
+        )
+        for c in others
+    ]
+    before = psutil.cpu_times(percpu=True)
+    busy: dict[str, float] = {}
+    try:
+        yield busy
+    finally:
+        after = psutil.cpu_times(percpu=True)
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+        os.sched_setaffinity(0, kept)
+        for c in others:
+            total = sum(after[c]) - sum(before[c])
+            idle = (after[c].idle + getattr(after[c], "iowait", 0.0)) - (
+                before[c].idle + getattr(before[c], "iowait", 0.0)
+            )
+            busy[str(c)] = round(1 - idle / total, 3) if total > 0 else 0.0
 
 
 @pytest.fixture(scope="session")
@@ -102,20 +160,36 @@ def lab_run(tmp_path_factory, worker_id):
         with FileLock(str(record) + ".lock"):
             if not record.is_file():
                 before = set(RUNS_DIR.glob("*/*"))
-                done = run_labs.run_lab(notebook, shared / "labs", {"target": "local", "smoke": True}, solutions=True)
+                with beside_busy_cores() as neighbours:
+                    done = run_labs.run_lab(
+                        notebook, shared / "labs", {"target": "local", "smoke": True}, solutions=True
+                    )
                 # runs/data holds the data sets labs share, each built once and moved into place whole
                 new = set(RUNS_DIR.glob("*/*")) - before
                 strays = [str(p) for p in new if p.name.startswith(f"lab{stem[:2]}") and p.parent.name != "data"]
-                record.write_text(json.dumps({**asdict(done), "strays": strays}))
+                record.write_text(json.dumps({**asdict(done), "strays": strays, "neighbours": neighbours}))
             saved = json.loads(record.read_text())
-        strays = saved.pop("strays")
-        return ExecutedLab(run_labs.LabRun(**saved), strays)
+        strays, neighbours = saved.pop("strays"), saved.pop("neighbours")
+        return ExecutedLab(run_labs.LabRun(**saved), strays, neighbours)
 
     return run
 
 
+def _lab_seconds(item) -> float:
+    """How long a lab's run took in the last recorded twin run (docs/studio-twin.json), for a test of one lab; a labs
+    test of no one lab (it reads lab 01's run and adds its own work) counts as the longest."""
+    import json
+
+    if item.get_closest_marker("labs") is None:
+        return 0.0
+    record = REPO / "docs" / "studio-twin.json"
+    seconds = {r["lab"]: r["seconds"] for r in json.loads(record.read_text())["labs"]} if record.is_file() else {}
+    stem = getattr(getattr(item, "callspec", None), "id", "")
+    return seconds.get(stem, max(seconds.values(), default=0.0) + 1)
+
+
 def pytest_collection_modifyitems(config, items):
-    """The slow tests first (a training run, a notebook, a store: seconds to minutes each), then the rest: the
-    workers start the long ones early and fill the end with short ones, instead of one worker finishing a lab
-    while the other waits."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    """The slow tests first (a training run, a notebook, a store: seconds to minutes each), the labs longest first,
+    then the rest: the workers start the long ones early and fill the end with short ones, instead of one worker
+    finishing a lab while the other waits."""
+    items.sort(key=lambda item: (item.get_closest_marker("slow") is None, -_lab_seconds(item)))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import io
+import json
 import math
 import re
 from dataclasses import fields
@@ -36,17 +37,20 @@ def test_each_agenda_adds_up_and_names_where_its_minutes_come_from(name):
     stated = agenda.lab_minutes()
     for b in blocks:
         assert b.minutes > 0 and b.source, b
-        lab = re.match(r"`(\d\d)_\w+`, core path", b.what)
-        if not lab:
-            assert b.source.startswith(("set here", "the rest of")), b
+        if not b.lab:
+            assert b.source.startswith(("set here", "the rest of")) and not re.search(r"`\d\d_", b.what), b
             continue
-        core = stated[lab.group(1)][0]
-        if "without:" not in b.what:
+        parts = agenda.sections(b.lab)
+        kept = sum(m for h, m in parts if not any(h.startswith(s) for s in b.skip))
+        if b.shown:  # read out from slides: the reading time of what is shown, nothing run
+            assert b.what.startswith(f"`{registered(b.lab).stem}` on slides: ") and b.minutes == math.ceil(kept), b
+            continue
+        core = stated[b.lab][0]
+        assert b.what.startswith(f"`{registered(b.lab).stem}`, core path"), b
+        if not b.skip:
             assert b.minutes == core and b.source.endswith("stated core time"), b
             continue
-        skipped = b.what.split("without: ")[1].split("; ")
-        parts = agenda.sections(lab.group(1))
-        kept = sum(m for h, m in parts if not any(h.startswith(s) for s in skipped))
+        assert b.what.endswith("without: " + "; ".join(b.skip)), b
         assert b.minutes == math.ceil(core * kept / sum(m for _, m in parts)), b
         assert f"stated core {core} min" in b.source, b
     assert blocks[-1].source.startswith(f"the rest of the {length} minutes"), blocks[-1]
@@ -55,10 +59,15 @@ def test_each_agenda_adds_up_and_names_where_its_minutes_come_from(name):
 def test_the_90_minute_session_covers_the_arc_and_the_half_day_adds_model_parallelism_and_the_drill():
     length, blocks = agenda.agendas()["90-minute session"]
     whats = [b.what for b in blocks]
-    lab01 = next(w for w in whats if w.startswith("`01_single_gpu`"))
-    for kept in ("The training script", "Run it", "What came out"):  # the contract, a run, its result
-        assert kept in [h for h, _ in agenda.sections("01")] and kept not in lab01
-    assert any(w.startswith("`02_ddp`, core path") for w in whats)
+    lab01 = next(b for b in blocks if b.lab == "01")
+    assert lab01.shown  # on slides from the room's run: the contract, and the run's margin over the baseline
+    for kept in ("The training script", "What came out"):
+        assert kept in [h for h, _ in agenda.sections("01")] and kept in lab01.what and kept not in lab01.skip
+    lab02 = next(b for b in blocks if b.lab == "02")
+    assert not lab02.shown  # run in the room, with every lesson it teaches
+    for lesson in ("The diff", "Global batch and learning rate", "Run it", "Loss parity", "Step time", "Where a step"):
+        assert any(h.startswith(lesson) for h, _ in agenda.sections("02"))
+        assert not any(lesson.startswith(s) or s.startswith(lesson) for s in lab02.skip), lesson
     assert agenda.DEMO in whats and "the 2026 map" in whats[-1]  # the map, in brief, in the questions
     half = [b.what for b in next(v for k, v in agenda.agendas().items() if k.startswith("half day"))[1]]
     assert whats[:-1] == half[: len(whats) - 1]  # the arc first
@@ -237,10 +246,9 @@ def test_every_cell_an_agenda_skips_is_safe_to_skip(name):
     """A kept cell never reads a name that only a skipped cell sets (the NameError a room met when lab 01's "The
     data" was skipped): each agenda's selection of cells, read in order."""
     for block in agenda.agendas()[name][1]:
-        found = re.match(r"`(\d\d)_\w+`, core path without: (.+)", block.what)
-        if not found:
+        if not block.skip or block.shown:  # a lab on slides runs nothing
             continue
-        lab, skipped = found.group(1), found.group(2).split("; ")
+        lab, skipped = block.lab, block.skip
         only_skipped: dict[str, str] = {}
         for heading, cell in agenda.core_cells(lab):
             if cell["cell_type"] != "code":
@@ -253,3 +261,52 @@ def test_every_cell_an_agenda_skips_is_safe_to_skip(name):
             assert not unset, f"{name}: lab {lab}'s {heading!r} reads {unset}, set only in {only_skipped[unset[0]]!r}"
             for n in stored:
                 only_skipped.pop(n, None)
+
+
+# ---------------------------------------------------------------------------------------------- slides
+def test_slides_follow_the_agenda_and_show_the_room_s_own_run(tmp_path):
+    """The 90-minute session's slides: its two labs, lab 01 cut to what the agenda reads out from it, a slide per
+    heading, and the outputs of the executed copy (``make``'s runs/labs/), not the committed notebook's none."""
+    from helpers.facilitator import slides
+
+    chosen = slides.plan("90", None)
+    assert [lab for lab, _, _ in chosen] == ["01", "02"] and all(core for _, _, core in chosen)
+    executed = tmp_path / "labs"
+    executed.mkdir()
+    nb = json.loads(registered("01").notebook.read_text(encoding="utf-8"))
+    kept = next(
+        i
+        for i, c in enumerate(nb["cells"])
+        if c["cell_type"] == "markdown" and "## What came out" in "".join(c["source"])
+    )
+    code = next(c for c in nb["cells"][kept:] if c["cell_type"] == "code")
+    code["outputs"] = [
+        {"output_type": "stream", "name": "stdout", "text": ["macro-F1 margin: +5.9 points (the run's own)\n"]}
+    ]
+    (executed / registered("01").notebook.name).write_text(json.dumps(nb), encoding="utf-8")
+    assert (
+        slides.main(["--agenda", "90", "--labs", "01", "--executed", str(executed), "--out", str(tmp_path / "out")])
+        == 0
+    )
+    page = (tmp_path / "out" / "01_single_gpu.slides.html").read_text(encoding="utf-8")
+    assert (
+        "macro-F1 margin: +5.9 points (the run&#39;s own)" in page
+        or "macro-F1 margin: +5.9 points (the run's own)" in page
+    )
+    assert ">The training script<" in page and ">What came out<" in page
+    assert (
+        ">The data<" not in page and ">Your turn: the container contract<" not in page
+    )  # left out, as the agenda says
+    types = slides.slide_types(nb, chosen[0][1], core_only=True)
+    # reveal.js's layout: a section per slide, holding a section for it and one per sub-slide
+    assert page.count("<section") == 2 * types.count("slide") + types.count("subslide") and types.count("slide") > 2
+
+
+def test_slides_of_a_whole_lab_keep_its_deep_dives_and_refuse_an_unknown_agenda(capsys):
+    from helpers.facilitator import slides
+
+    nb = json.loads(registered("02").notebook.read_text(encoding="utf-8"))
+    whole, core = slides.slide_types(nb), slides.slide_types(nb, core_only=True)
+    assert "skip" not in whole and "skip" in core and whole.count("slide") > core.count("slide")
+    with pytest.raises(SystemExit, match="say one of"):
+        slides.plan("weekend", None)

@@ -132,6 +132,7 @@ def test_a_step_given_a_bad_parameter_fails_with_its_message_and_a_non_zero_exit
 
 
 @pytest.mark.slow
+@pytest.mark.labs  # it reads lab 01's one run, made in the labs' step
 def test_tiny_run_measures_for_real_and_claims_no_goal_on_a_cpu(tmp_path, lab_run):
     """The benchmark steps run for real; the lab step's figures are read, as the suite reads them, from the lab
     runner's summary of lab 01's one run in this session (its tiny step runs the same runner, the same way)."""

@@ -65,6 +65,9 @@ def test_the_ci_workflow_is_valid_and_runs_the_readme_s_two_commands():
     readme = (REPO / "README.md").read_text()
     assert "make        #" in readme and "make test   #" in readme  # the two commands the README states
     assert commands[0].split()[0] == "make" and "test" not in commands[0] and commands[1] == "make test"
+    local = [line for line in (REPO / ".ci" / "run").read_text().splitlines() if line.startswith("make")]
+    for ci in (commands, local):  # the labs' own runs are a step after the suite, on the hosted runner as here
+        assert ci.index("make labs-check") == ci.index("make test") + 1
     kept = [s for s in steps if s.get("uses", "").startswith("actions/upload-artifact")]
     assert kept and kept[0]["with"]["path"].startswith("runs/labs") and kept[0]["if"] == "always()"
 

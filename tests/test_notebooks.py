@@ -55,16 +55,21 @@ def test_a_lab_writes_in_a_folder_of_its_own_and_removes_no_other(notebook):
 
 
 @pytest.mark.slow
+@pytest.mark.labs
 @pytest.mark.parametrize("notebook", LABS, ids=lambda p: p.stem)
 def test_lab_runs_headless_in_smoke_size_with_every_answer_right_and_in_its_stated_time(notebook, lab_run):
     """The lab's one run of this session (tests/conftest.py ``lab_run``: papermill, smoke size, local target, the
     reference answers applied as ``run_labs --solutions`` does): each check says "right", the lab wrote only under
     its own folder, its stated core and full times agree with the estimate from this very run, the prose's claims
-    hold on its figures, and every request its dry runs built is one the SageMaker API accepts. ``make`` runs the
-    labs unanswered."""
+    hold on its figures, and every request its dry runs built is one the SageMaker API accepts. It ran on one core
+    while the others were busy (a learner's laptop doing something else), which the test checks too. ``make`` runs
+    the labs unanswered; ``make labs-check`` runs this test (``-m labs``), CI's step after ``make test``."""
     executed = lab_run(notebook.stem)
     run = executed.run
     assert run.status == "ok", run.error
+    assert executed.neighbours or os.cpu_count() == 1, "a lab runs beside busy cores (make labs-check)"
+    idle = {core: share for core, share in executed.neighbours.items() if share < 0.9}
+    assert not idle, f"the lab ran beside cores that were not kept busy: {idle}"
     own = Path(run.notebook).parent / f"{notebook.stem}.runs"
     assert own.is_dir(), f"the lab's jobs, drills and stores are written under its own folder, {own}"
     assert not executed.strays, f"the lab wrote outside its own folder: {executed.strays}"

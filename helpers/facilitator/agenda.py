@@ -21,6 +21,9 @@ class Block:
     what: str
     minutes: int
     source: str  # where the minutes come from
+    lab: str = ""  # a lab's block: its number, and the core sections it leaves out
+    skip: tuple[str, ...] = ()
+    shown: bool = False  # on slides from the room's executed copy (helpers.facilitator.slides), not run
 
 
 def lab_minutes() -> dict[str, tuple[int, int]]:
@@ -72,7 +75,7 @@ def lab_block(lab: str, skip: tuple[str, ...] = ()) -> Block:
     ``helpers.lab_time`` estimates for the sections kept, rounded up."""
     name, core = registered(lab).stem, lab_minutes()[lab][0]
     if not skip:
-        return Block(f"`{name}`, core path", core, f"{name}'s stated core time")
+        return Block(f"`{name}`, core path", core, f"{name}'s stated core time", lab)
     parts = sections(lab)
     for s in skip:
         if not any(h.startswith(s) for h, _ in parts[1:]):
@@ -84,6 +87,27 @@ def lab_block(lab: str, skip: tuple[str, ...] = ()) -> Block:
         math.ceil(core * kept / total),
         f"its stated core {core} min × {kept:.1f}/{total:.1f}, the share `helpers.lab_time` estimates for the "
         f"sections kept; rounded up",
+        lab,
+        skip,
+    )
+
+
+def lab_on_slides(lab: str, keep: tuple[str, ...]) -> Block:
+    """A lab's sections ``keep`` read out from its slides (``make slides``: the room's executed copy, outputs and
+    all) instead of run: the minutes ``helpers.lab_time`` estimates for reading them, rounded up."""
+    name, parts = registered(lab).stem, sections(lab)
+    for k in keep:
+        if not any(h.startswith(k) for h, _ in parts[1:]):
+            raise ValueError(f"{name} has no core section headed {k!r}: its sections are {[h for h, _ in parts]}")
+    shown = [(h, m) for h, m in parts[1:] if any(h.startswith(k) for k in keep)]
+    reading = sum(m for _, m in shown)
+    return Block(
+        f"`{name}` on slides: {'; '.join(keep)}",
+        math.ceil(reading),
+        f"`helpers.lab_time`'s reading estimate for the sections shown, {reading:.1f} min; rounded up",
+        lab,
+        tuple(h for h, _ in parts if (h, _) not in shown),
+        shown=True,
     )
 
 
@@ -103,17 +127,12 @@ def _session(length: int, blocks: list[Block], closing: str, at_least: int) -> t
     return length, [*blocks, Block(closing, left, f"the rest of the {length} minutes (at least {at_least})")]
 
 
-# kept: the contract, a run and its result (the pre-launched job shows SageMaker's side)
-LAB_01_TRIM = ("The data", "The same job, on SageMaker", "Where the time went", "Your turn", "Clean up", "Next")
 HOMEWORK = ("Your turn", "Clean up", "Next")  # the exercise is left for later
-# lab 02 in the arc: the diff, one process against two and their step times; the rest is read at home
-LAB_02_TRIM = (
-    "Global batch and learning rate",
-    "The same job, as SageMaker would get it",
-    "Loss parity",
-    "Where a step's time went",
-    *HOMEWORK,
-)
+# lab 01 in the arc, on slides: the contract and the run's margin over the baseline, from the room's executed copy
+# (the pre-launched job shows SageMaker's side); lab 02 is the hands-on part, with every lesson it teaches: the diff,
+# global batch and learning rate, loss parity, the speed-up and where a step's time went
+LAB_01_SHOWN = ("The training script", "What came out")
+LAB_02_TRIM = ("The same job, as SageMaker would get it", *HOMEWORK)
 # lab 08 in the day: the hang, the straggler and the resume, with their exercises; torchrun's restart and the real
 # job's requests are read at home (lab 07, whose CPU figures move with the machine's load, is homework instead)
 LAB_08_TRIM = ("NCCL's flight recorder", "A worker crashes", "The real job", "Clean up", "Next")
@@ -131,7 +150,7 @@ MAP_IN_QUESTIONS = MAP.replace("the 2026 map", "the 2026 map, in brief,") + "; "
 def _arc() -> list[Block]:
     return [
         _set("welcome: the arc; the labs open (spaces started before the session)", 3),
-        lab_block("01", LAB_01_TRIM),
+        lab_on_slides("01", LAB_01_SHOWN),
         _set(DEMO, 5),
         lab_block("02", LAB_02_TRIM),
     ]

@@ -418,7 +418,10 @@ def checklist_markdown() -> str:
             "`python -m helpers.run_labs --solutions` (every lab with its reference answers; the executed notebooks "
             "in `runs/labs/` are the day's fallback) and `python -m helpers.run_labs --target sagemaker` (every "
             f"lab's request and cost, dry). Launch the [demo job](#the-pre-launched-job) once on {t.instance_type}: "
-            "it proves the role, the bucket, the quota and the image pull.",
+            "it proves the role, the bucket, the quota and the image pull; keep its name (it is the demo's plan B). "
+            'Then `make slides SLIDES_ARGS="--agenda 90"` (or `half`, `full`): the slides of that pass\'s own runs, '
+            "cut as your agenda cuts the labs, in `runs/slides/`. Send attendees the "
+            "[pre-work note](#the-note-to-send-attendees).",
             "- **T-1: the environment.** Deploy the stack with the event's options (a Studio domain takes minutes), "
             "`python -m helpers.aws.account env --stack workshop`, set `WORKSHOP_BUDGET_USD`, open one attendee "
             "space and wait for `== set-up done` in `~/workshop-setup.log`. Then check the quotas now allow the "
@@ -431,7 +434,11 @@ def checklist_markdown() -> str:
             "  ```",
             "",
             "- **The day, an hour before:** launch the [demo job](#the-pre-launched-job) and note its name; it has "
-            "finished by the time the room needs it.",
+            "finished by the time the room needs it. Start the room's spaces: "
+            "`python -m helpers.aws.spaces --domain $DOMAIN` says what it would do, `--start` does it (a private "
+            "space `attendee-NN-labs` per attendee profile, on the domain's type and image; each takes a few minutes, "
+            "then runs the set-up). Attendees open a running space instead of waiting for one; the domain stops it "
+            "after 2 idle hours.",
         ]
     )
 
