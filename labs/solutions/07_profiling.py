@@ -1,5 +1,6 @@
 # Reference answers for lab 07's exercises (python -m helpers.run_labs --solutions fills them in).
 
 # %% 07.1
-my_tokenize = "ahead"  # once, before training: not again for every title in every epoch
-my_num_workers = 2  # enough to have the next batch ready; the other vCPUs stay with the training process
+my_num_workers = 2 if t.gpus else 0  # on a CPU every worker takes a core from the trainer, which can tokenize itself
+my_persistent_workers = bool(my_num_workers)  # workers forked once, not again at every epoch's start
+my_threads = max(1, cores_per_process - my_num_workers)  # workers and threads together: the cores, no more
