@@ -40,6 +40,17 @@ def _drill(rng: bool, same: bool = False) -> SimpleNamespace:
     )
 
 
+def _four_ranks(batch: int | float, lr: float, steps: int = 64, gap: float = 4e-7, status: str = "Completed") -> dict:
+    """Lab 02's answers and the two runs the check compares: the single process's 64 steps, and the four ranks'."""
+    curve = [2.0 - 0.02 * i for i in range(8)]
+    return dict(
+        batch_size_4=batch,
+        lr_4=lr,
+        single={"steps": 64, "curve": curve},
+        yours={"status": status, "reason": "", "steps": steps, "curve": [c + gap for c in curve]},
+    )
+
+
 def _loader(workers: int, persistent: bool, threads: int, ratio: float, tokenize: str = "on_the_fly") -> dict:
     """Lab 07's answers and the pair run with them: the starved run at 250 samples/s, the learner's at ``ratio`` x."""
     ran = {"tokenize": tokenize, "num_workers": workers, "persistent_workers": persistent, "threads": threads}
@@ -93,13 +104,12 @@ CASES = [
     ("01.1", dict(pretrained_dir=PRE, pretrained_env=ENV, model_dir="/opt/ml/output/data"), "wrong", "output.tar.gz"),
     ("01.1", dict(pretrained_dir=PRE, pretrained_env=ENV, model_dir="/opt/ml/checkpoints"), "wrong", "resuming"),
     ("01.1", dict(pretrained_dir=PRE, pretrained_env=ENV, model_dir="s3://b/model"), "wrong", "is in S3"),
-    ("02.1", dict(global_batch_4=128, learning_rate_4=4e-3), "right", "linear scaling"),
-    ("02.1", dict(global_batch_4=128, learning_rate_4=2e-3 * 2**0.5), "right", "square-root scaling"),
-    ("02.1", dict(global_batch_4=32, learning_rate_4=4e-3), "wrong", "one rank's share"),
-    ("02.1", dict(global_batch_4=128, learning_rate_4=2e-3), "wrong", "scale the learning rate"),
-    ("02.1", dict(global_batch_4=128, learning_rate_4=3e-3), "wrong", "square root"),
-    ("02.1", dict(global_batch_4=128.0, learning_rate_4=4e-3), "right", "128 rows a step"),  # 128.0 rows is 128
-    ("02.1", dict(global_batch_4=128.5, learning_rate_4=4e-3), "wrong", "whole number"),
+    ("02.1", _four_ranks(64, 3e-3), "right", "64 steps and a largest loss gap of 4e-07"),
+    ("02.1", _four_ranks(256, 3e-3, steps=16), "wrong", "took 16 optimizer steps, the single process 64"),
+    ("02.1", _four_ranks(64, 1.2e-2, gap=0.21), "wrong", "the largest gap is 0.21"),
+    ("02.1", _four_ranks(66, 3e-3, status="Failed"), "wrong", "split evenly across the 4 ranks"),
+    ("02.1", {**_four_ranks(64, 3e-3), "yours": None}, "wrong", "target = 'local'"),
+    ("02.1", _four_ranks(64.0, 3e-3), "wrong", "whole number"),
     ("03.1", dict(world_size_p5=16, first_rank_on_algo_2=8, efa_types={"ml.p4d.24xlarge"}), "right", "RANK 8"),
     ("03.1", dict(world_size_p5=16.0, first_rank_on_algo_2=8, efa_types=["ml.p4d.24xlarge"]), "right", "EFA on"),
     ("03.1", dict(world_size_p5=8, first_rank_on_algo_2=8, efa_types={"ml.p4d.24xlarge"}), "wrong", "one instance's"),
@@ -165,7 +175,7 @@ CASES = [
     ("07.1", {**_loader(0, False, 2, ratio=1.5), "my_threads": 0}, "wrong", "1 or more"),
 ]
 CONTEXT = {
-    "02.1": dict(per_rank_batch=32, base_batch=64, base_lr=2e-3),
+    "02.1": dict(base_batch=64, base_lr=3e-3),
     "03.1": dict(  # two rows of lab 03's driver table: what SageMaker's torchrun driver sets on each type
         gpus_per_instance=8,
         instance_count=2,
@@ -222,7 +232,7 @@ NAN, INF = float("nan"), float("inf")
 @pytest.mark.parametrize(
     "id, answers",
     [
-        ("02.1", dict(global_batch_4=128, learning_rate_4=NAN)),
+        ("02.1", {**_four_ranks(64, 3e-3), "lr_4": NAN}),
         ("05.2", dict(copy_min_100mb=NAN, files_for_an_hour=122_353)),
         ("05.2", dict(copy_min_100mb=30.16, files_for_an_hour=INF)),
     ],
@@ -231,6 +241,7 @@ NAN, INF = float("nan"), float("inf")
 def test_a_nan_or_infinite_answer_is_told_it_is_not_a_number(id, answers):
     import numpy as np
 
-    for given in (answers, {k: np.float64(v) for k, v in answers.items()}):
+    as_numpy = {k: np.float64(v) if isinstance(v, float) else v for k, v in answers.items()}
+    for given in (answers, as_numpy):
         got, message = evaluate(id, **given, **CONTEXT.get(id, {}))
         assert got == "wrong" and "not a number: check for a division by zero" in message, message

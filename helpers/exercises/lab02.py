@@ -1,53 +1,51 @@
-"""Lab 02's exercise: the global batch and learning rate for 4 ranks."""
+"""Lab 02's exercise: a four-rank job that trains like the single process, run and compared step by step."""
 
 from __future__ import annotations
 
-import math
-
 from helpers.exercises import exercise, expect
 
+PARITY = 1e-3  # the largest train-loss gap that still reads "the same training" at smoke size (the lab's own claim)
 
-@exercise("02.1", "Global batch and learning rate for 4 ranks", minutes=4)
-def batch_and_lr_for_4(global_batch_4, learning_rate_4, per_rank_batch, base_batch, base_lr):
-    """Keep each rank's batch, go to 4 ranks: the global batch, and the learning rate scaled with it."""
-    whole = isinstance(global_batch_4, (int, float)) and not isinstance(global_batch_4, bool)
+
+def _gap(a: list[float], b: list[float]) -> float:
+    return max(abs(x - y) for x, y in zip(a, b))
+
+
+@exercise("02.1", "Four ranks that train like one process", minutes=6)
+def four_ranks_like_one(batch_size_4, lr_4, base_batch, base_lr, single, yours):
+    """The learner sets the four-rank job's ``batch_size`` (the script's global batch) and learning rate so that it
+    trains like the single process above; ``single`` and ``yours`` are the two runs as the check reads them: their
+    ``steps``, their train-loss ``curve`` (one value per logged step), and for ``yours`` its ``status``."""
+    whole = isinstance(batch_size_4, int) and not isinstance(batch_size_4, bool)
+    expect(whole and batch_size_4 > 0, "batch_size_4: a whole number of rows per step.")
+    expect(isinstance(lr_4, (int, float)) and lr_4 > 0, "lr_4: a positive number.")
     expect(
-        whole and float(global_batch_4).is_integer() and global_batch_4 > 0,
-        "the global batch is a whole number of rows per step.",
-    )
-    global_batch_4 = int(global_batch_4)  # 128.0 is 128 rows
-    expect(
-        global_batch_4 != per_rank_batch,
-        f"{per_rank_batch} is one rank's share. The global batch counts every rank's rows in one optimizer step.",
-    )
-    expect(
-        global_batch_4 == 4 * per_rank_batch,
-        f"4 ranks of {per_rank_batch} rows each make one step of 4 × {per_rank_batch} rows; "
-        f"you wrote {global_batch_4}.",
-    )
-    linear = base_lr * global_batch_4 / base_batch  # the linear scaling rule (SGD; Goyal et al.)
-    root = base_lr * math.sqrt(global_batch_4 / base_batch)  # square-root scaling (Adam; this lab's real job)
-    expect(isinstance(learning_rate_4, (int, float)) and learning_rate_4 > 0, "the learning rate is a positive number.")
-    expect(
-        not math.isclose(learning_rate_4, base_lr, rel_tol=0.02),
-        f"{base_lr:g} was tuned for a global batch of {base_batch}. With {global_batch_4} rows a step there are "
-        f"{global_batch_4 / base_batch:g}× fewer steps per epoch: scale the learning rate with the batch (the rules "
-        f"under 'Global batch and learning rate').",
-    )
-    rule = next(
-        (
-            name
-            for name, lr in (("linear", linear), ("square-root", root))
-            if math.isclose(learning_rate_4, lr, rel_tol=0.02)
-        ),
-        None,
+        yours is not None,
+        "the four-rank job runs on this machine only: set target = 'local' in the parameters cell and run the cells "
+        "again.",
     )
     expect(
-        rule,
-        f"scale {base_lr:g} by the batch's growth, {global_batch_4}/{base_batch} (the linear rule, for SGD), or by its "
-        f"square root (for Adam, as this lab's real job does); you wrote {learning_rate_4:g}.",
+        yours["status"] == "Completed",
+        f"your job did not complete ({yours['status']}): {yours.get('reason', '')}. Its log above says why; "
+        "batch_size is the global batch, so it must split evenly across the 4 ranks.",
+    )
+    expect(
+        yours["steps"] == single["steps"],
+        f"your job took {yours['steps']} optimizer steps, the single process {single['steps']}: with batch_size "
+        f"{batch_size_4} each step takes {batch_size_4} rows, all ranks together, where the single process took "
+        f"{base_batch}. Training like it means taking the same rows per step.",
+    )
+    gap = _gap(single["curve"], yours["curve"])
+    expect(
+        gap < PARITY,
+        f"the same rows per step, but the losses part: the largest gap is {gap:.3g} (parity reads below {PARITY:g}). "
+        f"The single process stepped at lr {base_lr:g}; is the update of a step of {batch_size_4} rows any larger "
+        "when four ranks compute it?",
     )
     return (
-        f"{global_batch_4} rows a step at lr {learning_rate_4:g} ({rule} scaling): the same rows per rank, and the "
-        "learning rate grown with the batch. Keep the warm-up: large batches need it most."
+        f"batch_size {batch_size_4} and lr {lr_4:g}: {yours['steps']} steps and a largest loss gap of {gap:.2g}, the "
+        f"single process's training on four ranks of {batch_size_4 // 4} rows each. The global batch decides the "
+        "update, not the number of ranks: the ranks average their gradients into the mean a single process "
+        "computes, so neither the batch nor the learning rate changes. Scaling the learning rate is for when the "
+        "global batch grows."
     )

@@ -1,5 +1,5 @@
 # Reference answers for lab 02's exercises (python -m helpers.run_labs --solutions fills them in).
 
 # %% 02.1
-global_batch_4 = 4 * (batch_size // processes)  # each rank keeps its rows: the global batch grows 4/processes times
-learning_rate_4 = hyperparameters["lr"] * global_batch_4 / batch_size  # the linear rule (square root also passes)
+batch_size_4 = batch_size  # the global batch decides each update: 4 ranks of batch_size // 4 rows take the same rows
+lr_4 = hyperparameters["lr"]  # the same update from the same rows: nothing to rescale
