@@ -67,7 +67,8 @@ def test_lab_runs_headless_in_smoke_size_with_every_answer_right_and_in_its_stat
     executed = lab_run(notebook.stem)
     run = executed.run
     assert run.status == "ok", run.error
-    assert executed.neighbours or os.cpu_count() == 1, "a lab runs beside busy cores (make labs-check)"
+    alone = len(os.sched_getaffinity(0)) == 1 and "," not in os.environ.get("WORKSHOP_TEST_CORES", "")
+    assert executed.neighbours or alone, "a lab runs beside busy cores (make labs-check)"
     idle = {core: share for core, share in executed.neighbours.items() if share < 0.9}
     assert not idle, f"the lab ran beside cores that were not kept busy: {idle}"
     own = Path(run.notebook).parent / f"{notebook.stem}.runs"

@@ -123,6 +123,7 @@ class Monitor:
         self.gpu_names = self.gpus.names if self.gpus else []
         self._cpu_seen: dict[int, float] = {}  # pid -> CPU seconds at the last sample
         self._procs: dict[int, psutil.Process] = {}
+        self._roles: dict[int, str] = {}  # decided when a process is first seen alive: its command line stays
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._t0 = self._last = time.monotonic()
@@ -216,14 +217,25 @@ class Monitor:
                     continue
                 seen.add(proc.pid)
                 proc = self._procs.setdefault(proc.pid, proc)
-                yield proc, self._role(proc)
+                try:  # a process that has exited but is not reaped yet holds no core and no memory: not counted
+                    if proc.status() == psutil.STATUS_ZOMBIE:
+                        continue
+                except (psutil.NoSuchProcess, psutil.AccessDenied):
+                    continue
+                role = self._roles.get(proc.pid) or self._role(proc)
+                if role is None:  # gone while it was read
+                    continue
+                self._roles[proc.pid] = role
+                yield proc, role
 
-    def _role(self, proc: psutil.Process) -> str:
+    def _role(self, proc: psutil.Process) -> str | None:
         try:
             cmd = proc.cmdline()
             parent = proc.parent()
             parent_cmd = parent.cmdline() if parent is not None else []
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        except (psutil.NoSuchProcess, psutil.ZombieProcess):
+            return None
+        except psutil.AccessDenied:
             return "trainer"
         if "torch.distributed.run" in cmd or any(c.endswith("torchrun") for c in cmd[:2]):
             return "launcher"
