@@ -19,6 +19,7 @@ import pytest
 from conftest import REPO, SRC
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name as normal
 from packaging.version import Version
 
 REQUIREMENTS = SRC / "requirements.txt"
@@ -105,10 +106,6 @@ def unmet(pins: dict[str, str], image: dict[str, str], closure: list[dict]) -> l
             elif not req.specifier.contains(have, prereleases=True):
                 problems.append(f"{name} needs {req}; the pins or the image give {have}")
     return problems
-
-
-def normal(name: str) -> str:
-    return name.lower().replace("_", "-").replace(".", "-")
 
 
 def test_the_2_13_dlc_s_pins_are_closed_under_the_image_s_own_versions():

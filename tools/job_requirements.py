@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 import tomllib
+from packaging.utils import canonicalize_name as normal  # PEP 503's name, as pip compares them
 
 REPO = Path(__file__).resolve().parent.parent
 LOCK = REPO / "tools" / "dlc-pytorch-2.13-lock.json"
@@ -31,10 +32,6 @@ REQUIREMENTS = REPO / "labs" / "src" / "requirements.txt"
 WANTED = "transformers>=4.44,<6"
 PINNED = 'python_version >= "3.12"'  # the 2.13 DLC's Python; the frozen 3.11 images keep their ranged line
 BEGIN, END = "# pinned for the PyTorch 2.13 DLC (tools/job_requirements.py):", "# end of the pins"
-
-
-def normal(name: str) -> str:
-    return name.lower().replace("_", "-").replace(".", "-")
 
 
 def read_lock(path: Path) -> dict[str, str]:
