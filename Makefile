@@ -1,8 +1,9 @@
 # The workshop's two commands (see README.md):
 #   make        set up the environment if it is missing, then run every lab headless (local target, smoke size)
 #   make test   run the test suite
-# Variables: TARGET=local|local_cpu|local_gpu|ml.<type>  SIZE=--smoke|--full  LABS="01 02"  PY=python (an existing
-# environment, e.g. the conda one from environment.yml: `make PY=python`)
+# Variables: TARGET=local|local_cpu|local_gpu|ml.<type>  SIZE=--smoke|--full  LABS="01 02"
+#   LAB_ARGS="--streams 1" (the lab runner's other options)  PY=python (an existing environment, e.g. the conda one
+#   from environment.yml: `make PY=python`)
 # In a SageMaker Studio terminal: `make studio` (adds only what the image lacks), then `make PY=python3`
 
 VENV   ?= .venv
@@ -10,6 +11,7 @@ PY     ?= $(VENV)/bin/python
 TARGET ?= local
 SIZE   ?= --smoke
 LABS   ?=
+LAB_ARGS ?=
 TORCH  ?= torch==2.13.0
 TORCH_INDEX ?=
 
@@ -56,7 +58,7 @@ data: setup
 	@test -f data/catalog/manifest.json || $(PY) -m helpers.data.catalog build --rows 30000 --out data/catalog
 
 labs: setup data
-	$(PY) -m helpers.run_labs --target $(TARGET) $(SIZE) $(if $(LABS),--labs $(LABS),)
+	$(PY) -m helpers.run_labs --target $(TARGET) $(SIZE) $(if $(LABS),--labs $(LABS),) $(LAB_ARGS)
 
 test: setup data lint
 	$(PY) -m pytest $(PYTEST_ARGS)

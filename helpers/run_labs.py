@@ -5,10 +5,14 @@
     python -m helpers.run_labs --target ml.p4d.24xlarge   # dry-run the real jobs (prints the requests)
     python -m helpers.run_labs -p epochs 3           # any lab parameter, for the labs that declare it
     python -m helpers.run_labs --solutions           # with the exercises' reference answers (labs/solutions/)
+    python -m helpers.run_labs --streams 1           # one lab at a time, on every core
 
-Executed notebooks, each lab's key figures and ``summary.json`` / ``summary.md`` land in ``--out``; a lab that
-declares a ``runs_dir`` parameter makes its own folder under ``--out/NN_name.runs``. The exit status is non-zero if
-any lab fails, and the summary names the failing cell.
+On the local CPU target of a machine with two cores or more, two labs run at once, each in a process of its own
+pinned to its share of the cores (labs with the longest last run first, each to whichever stream is free): every lab
+still teaches its lesson beside a busy core (``make labs-check`` checks each one that way), and all of them take about
+half as long. Executed notebooks, each lab's key figures and ``summary.json`` / ``summary.md`` land in ``--out``
+(with each stream's log, ``NN_name.log``); a lab that declares a ``runs_dir`` parameter makes its own folder under
+``--out/NN_name.runs``. The exit status is non-zero if any lab fails, and the summary names the failing cell.
 """
 
 from __future__ import annotations
@@ -19,8 +23,10 @@ import difflib
 import fcntl
 import json
 import os
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -33,6 +39,8 @@ from helpers.lab import LABS_DIR, LabError, declared_parameters, numbered_notebo
 from helpers.report import FIGURES_ENV, RESULT
 from helpers.targets import SAGEMAKER, resolve
 
+REPO_RECORD = LABS_DIR.parent / "docs" / "studio-twin.json"  # the Studio twin's last run, committed: each lab's time
+
 
 @dataclass
 class LabRun:
@@ -43,6 +51,7 @@ class LabRun:
     figures: dict = field(default_factory=dict)
     error: str = ""
     requests: list[str] = field(default_factory=list)  # JSON files of the SageMaker requests its dry runs built
+    cores: list[int] = field(default_factory=list)  # the cores it ran on, where it ran in a stream of its own
 
 
 def kernel_config(socket_dir: Path | str):
@@ -176,6 +185,8 @@ def refuse_bad(ap: argparse.ArgumentParser, a: argparse.Namespace, labs: list[Pa
             )
     if a.out.exists() and not a.out.is_dir():
         ap.error(f"--out {a.out} is a file: give a directory for the executed notebooks")
+    if a.streams is not None and a.streams < 1:
+        ap.error(f"--streams {a.streams}: give 1 (one lab at a time) or more")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -192,6 +203,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
     ap.add_argument("--verbose", action="store_true", help="stream every cell's output")
     ap.add_argument("--solutions", action="store_true", help="fill in the exercises' reference answers")
+    ap.add_argument(
+        "--streams",
+        type=int,
+        help="labs run this many at a time, each on its share of the cores (default: 2 on the local CPU target of a "
+        "machine with 2 cores or more, else 1)",
+    )
+    ap.add_argument("--stream-record", type=Path, help=argparse.SUPPRESS)  # a stream's own run: its result goes there
     a = ap.parse_args(argv)
 
     parameters = {"target": a.target, "smoke": a.smoke, **{k: parse_value(v) for k, v in a.parameter}}
@@ -218,6 +236,11 @@ def _run(ap: argparse.ArgumentParser, a: argparse.Namespace, parameters: dict) -
 
 def run_all(a: argparse.Namespace, labs: list[Path], parameters: dict) -> int:
     a.out.mkdir(parents=True, exist_ok=True)
+    if a.stream_record:  # one lab of a parent's streams: the parent holds the folder and writes the summary
+        run = run_lab(labs[0], a.out, parameters, a.verbose, solutions=a.solutions)
+        run.cores = sorted(os.sched_getaffinity(0))
+        a.stream_record.write_text(json.dumps(asdict(run), ensure_ascii=False))
+        return 0 if run.status == "ok" else 1
     with open(a.out / ".run_labs.lock", "w") as lock:
         try:  # one run per folder: two would interleave their request files and overwrite each other's summary
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -226,7 +249,135 @@ def run_all(a: argparse.Namespace, labs: list[Path], parameters: dict) -> int:
                 f"error: another run of helpers.run_labs is writing to {a.out}; wait for it to finish, or give "
                 f"this one a folder of its own (--out)."
             ) from None
+        streams = a.streams or default_streams(str(parameters["target"]), len(labs))
+        if streams > 1 and len(labs) > 1:
+            return _run_streams(a, labs, parameters, streams)
         return _run_each(a, labs, parameters)
+
+
+def default_streams(target: str, labs: int) -> int:
+    """Two labs at a time on the local CPU target of a machine of two cores or more; one otherwise (a GPU is not
+    shared between labs, and a dry run is quick)."""
+    if labs < 2 or len(os.sched_getaffinity(0)) < 2 or target.strip().lower().startswith("ml.") or target == SAGEMAKER:
+        return 1
+    try:
+        return 1 if resolve(target).gpus else 2
+    except TargetError:
+        return 1
+
+
+def longest_first(labs: list[Path], out: Path) -> list[Path]:
+    """The labs, the longest by their last recorded run first: this folder's last summary, else the Studio twin's
+    committed record (one lab per core); a lab with no record counts as the longest."""
+    seconds: dict[str, float] = {}
+    for record in (REPO_RECORD, out / "summary.json"):  # the folder's own last run wins
+        if record.is_file():
+            try:
+                seconds.update({r["lab"]: float(r["seconds"]) for r in json.loads(record.read_text())["labs"]})
+            except (ValueError, KeyError, TypeError):
+                pass  # a summary cut short, or of another shape: the order only balances the streams
+    longest = max(seconds.values(), default=1.0) + 1
+    return sorted(labs, key=lambda nb: -seconds.get(nb.stem, longest))
+
+
+def _stream_command(a: argparse.Namespace, notebook: Path, record: Path) -> list[str]:
+    """The command that runs one lab as a stream of this run: the same options, that lab only."""
+    command = [sys.executable, "-m", "helpers.run_labs", "--labs-dir", str(a.labs_dir), "--labs", notebook.stem]
+    command += ["--target", a.target, "--smoke" if a.smoke else "--full", "--out", str(a.out)]
+    declared = declared_parameters(notebook)  # the parent checked every -p against all its labs
+    command += [arg for name, value in a.parameter if name in declared for arg in ("-p", name, value)]
+    command += ["--solutions"] * a.solutions + ["--verbose"] * a.verbose
+    return [*command, "--streams", "1", "--stream-record", str(record)]
+
+
+def _run_streams(a: argparse.Namespace, labs: list[Path], parameters: dict, streams: int) -> int:
+    """Every lab in a process of its own, ``streams`` at a time, each stream pinned to its share of the cores."""
+    cores = sorted(os.sched_getaffinity(0))
+    streams = min(streams, len(cores), len(labs))
+    shares = [cores[k::streams] for k in range(streams)]
+    for old in ("summary.json", "summary.md"):
+        (a.out / old).unlink(missing_ok=True)
+    order = longest_first(labs, a.out)
+    print(
+        f"running {len(labs)} lab(s) headless, {streams} at a time (cores {' | '.join(map(_cores, shares))}): "
+        f"{json.dumps(parameters)} -> {a.out}",
+        flush=True,
+    )
+    runs: dict[str, LabRun] = {}
+    lock = threading.Lock()
+    queue = list(order)
+    start = time.perf_counter()
+
+    def stream(share: list[int]) -> None:
+        while True:
+            with lock:
+                if not queue:
+                    return
+                notebook = queue.pop(0)
+            run = _one_stream(a, notebook, share)
+            with lock:
+                runs[notebook.stem] = run
+                error = f"\n    {run.error}" if run.error else ""
+                print(
+                    f"[{len(runs)}/{len(labs)}] {notebook.stem} on core {_cores(share)}: {run.status} "
+                    f"({run.seconds:.0f} s)  {headline(run)}{error}",
+                    flush=True,
+                )
+                write_summary([runs[nb.stem] for nb in labs if nb.stem in runs], a.out, parameters)
+
+    workers = [threading.Thread(target=stream, args=(share,), daemon=True) for share in shares]
+    for w in workers:
+        w.start()
+    try:
+        for w in workers:
+            while w.is_alive():
+                w.join(0.5)  # a join with a timeout, so that Ctrl-C reaches this thread
+    except KeyboardInterrupt:  # the children had the same SIGINT: wait for their records, then say where it stopped
+        for w in workers:
+            w.join(60)
+        done = [runs[nb.stem] for nb in labs if nb.stem in runs]
+        stopped = [
+            LabRun(nb.stem, "interrupted", 0.0, "", error="interrupted (Ctrl-C): its files are partial")
+            for nb in labs
+            if nb.stem not in runs
+        ]
+        write_summary(done + stopped, a.out, parameters)
+        raise
+    ordered = [runs[nb.stem] for nb in labs]
+    write_summary(ordered, a.out, parameters)
+    failed = [r for r in ordered if r.status != "ok"]
+    print(
+        f"{len(ordered) - len(failed)}/{len(ordered)} labs passed: {sum(r.seconds for r in ordered):.0f} s of lab "
+        f"time in {time.perf_counter() - start:.0f} s, {streams} at a time; summary: {a.out / 'summary.md'}"
+    )
+    for r in failed:
+        print(f"FAILED {r.lab}: {r.error}\n    executed notebook: {r.notebook}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _one_stream(a: argparse.Namespace, notebook: Path, share: list[int]) -> LabRun:
+    """One lab in a child process on ``share``'s cores (everything it starts inherits them); its result, or a failed
+    run that says why the child gave none."""
+    with tempfile.TemporaryDirectory(prefix="lab-stream-") as tmp:
+        record, log = Path(tmp) / "run.json", a.out / f"{notebook.stem}.log"
+        start = time.perf_counter()
+        with open(log, "w", encoding="utf-8") as sink:
+            child = subprocess.Popen(
+                _stream_command(a, notebook, record),
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                preexec_fn=lambda: os.sched_setaffinity(0, share),
+            )
+            child.wait()  # a Ctrl-C reaches the child too (one process group): it writes its record and ends
+        if record.is_file():
+            return LabRun(**json.loads(record.read_text()))
+        tail = " | ".join(log.read_text(errors="replace").strip().splitlines()[-3:])
+        seconds = round(time.perf_counter() - start, 1)
+        return LabRun(notebook.stem, "failed", seconds, "", error=f"its runner exited {child.returncode}: {tail}")
+
+
+def _cores(share: list[int]) -> str:
+    return ",".join(map(str, share))
 
 
 def _run_each(a: argparse.Namespace, labs: list[Path], parameters: dict) -> int:

@@ -291,6 +291,63 @@ def test_an_interrupted_run_leaves_its_own_summary_not_the_last_one(tmp_path, mo
 
     monkeypatch.setattr(run_labs, "run_lab", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        run_labs.main(["--labs-dir", str(labs), "--out", str(out), "--target", "local_cpu"])
+        run_labs.main(["--labs-dir", str(labs), "--out", str(out), "--target", "local_cpu", "--streams", "1"])
     summary = json.loads((out / "summary.json").read_text())
     assert [(r["lab"], r["status"]) for r in summary["labs"]] == [("01_fine", "interrupted")]
+
+
+MEET = """
+import json, os, time
+from pathlib import Path
+from helpers import report
+mine, other = Path(meet) / "{me}", Path(meet) / "{other}"
+mine.touch()
+deadline = time.monotonic() + 120
+while not other.exists():  # the other lab must be running now too: one at a time would wait here and fail
+    assert time.monotonic() < deadline, "the other lab never ran beside this one"
+    time.sleep(0.05)
+report.record(cores=sorted(os.sched_getaffinity(0)))
+"""
+
+
+@pytest.fixture
+def every_core():
+    """The whole run's cores for this test (an xdist worker is pinned to its share of them), then the worker's own."""
+    everything = {int(c) for c in os.environ.get("WORKSHOP_TEST_CORES", "").split(",") if c}
+    kept = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, everything or kept)
+    yield sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, kept)
+
+
+def test_two_labs_run_at_once_each_pinned_to_a_core_of_its_own(tmp_path, capsys, every_core):
+    if len(every_core) < 2:
+        pytest.skip("two streams need two cores")
+    labs = tmp_path / "labs"
+    labs.mkdir()
+    for me, other in (("01_left", "02_right"), ("02_right", "01_left")):
+        _notebook(
+            labs / f"{me}.ipynb",
+            [("params", "target = 'x'\nsmoke = True\nmeet = ''"), ("code", MEET.format(me=me, other=other))],
+        )
+    _notebook(labs / "03_broken.ipynb", [("params", "target = 'x'\nsmoke = True"), ("code", "raise ValueError('no')")])
+    out = tmp_path / "out"
+    args = ["--labs-dir", str(labs), "--out", str(out), "--target", "local_cpu", "-p", "meet", str(tmp_path)]
+    assert run_labs.main([*args, "--streams", "2"]) == 1
+    runs = json.loads((out / "summary.json").read_text())["labs"]
+    assert [r["lab"] for r in runs] == ["01_left", "02_right", "03_broken"]  # the labs' order, not the finishing one
+    left, right, broken = runs
+    assert left["status"] == right["status"] == "ok"
+    mine, theirs = left["figures"]["cores"], right["figures"]["cores"]
+    assert not set(mine) & set(theirs), "the two streams shared a core"  # each on its own half of the machine
+    assert sorted(mine + theirs) == every_core
+    assert left["cores"] == left["figures"]["cores"]  # the summary says where each ran
+    assert broken["status"] == "failed" and "ValueError: no" in broken["error"]
+    assert (out / "03_broken.log").is_file()
+    printed = capsys.readouterr()
+    assert "2 at a time" in printed.out and "FAILED 03_broken" in printed.err
+
+
+def test_streams_are_refused_below_one(tmp_path):
+    with pytest.raises(SystemExit):
+        run_labs.main(["--out", str(tmp_path / "out"), "--streams", "0"])

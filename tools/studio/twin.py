@@ -15,8 +15,9 @@ Then, with ``.studio-twin/home`` as the home directory and the PATH and environm
 
 1. ``make studio`` twice: the first adds what is missing (what, how many MB, how long), the second must add nothing;
 2. the image's packages checked against what they were: none may have changed version, none may have been added;
-3. every lab headless in smoke size with the image's Python (the learner's kernel), each one's time: two streams at
-   once, each on its own half of the cores, so every lab runs beside another that keeps the other core busy;
+3. every lab headless in smoke size with the image's Python (the learner's kernel), each one's time: two at once,
+   as ``make`` runs them, each on its own half of the cores, so every lab runs beside another that keeps the other
+   core busy;
 4. every lab's dry-run ``CreateTrainingJob`` requests compared, field for field, with those of make's ``.venv`` (the
    newest SDK): on the twin's SDK (3.12.0, SageMaker Distribution 4.4.1) and on the SDK packages of other 4.x
    releases laid over the twin's (:data:`COMPARED_SDKS`; ``--sdk all``: every distinct combination of the table),
@@ -56,7 +57,6 @@ IMAGE_VERSION = "4.4.1-twin"  # what the twin's IMAGE_VERSION says (the image se
 # over it: the oldest (core 2.7.1, before that range) and 4.0.9 (core 2.17.0, in it). `--sdk all` compares every
 # distinct combination (by hand).
 SDK_TABLE = HERE / "sdk-combinations.json"
-RECORD = REPO / "docs" / "studio-twin.json"  # the last run's report, committed: its lab times balance the streams
 COMPARED_SDKS = ("4.0.0", "4.0.9")
 DRY_RUNS_AT_ONCE = 2  # this machine has 2 cores
 # variables of the shell that runs the twin that a Studio terminal does not have
@@ -81,27 +81,16 @@ def read_list(path: Path, torch: str) -> tuple[str, list[str]]:
     return python, pins
 
 
-def run(
-    command: list[str],
-    env: dict | None = None,
-    cwd: Path = REPO,
-    echo: bool = False,
-    cores: list[int] | None = None,
-    tag: str = "",
-) -> tuple[int, str, float]:
-    """(status, output, seconds) of a command; its output streams through when ``echo`` (each line after ``tag``);
-    with ``cores``, the command and everything it starts run on those cores only."""
+def run(command: list[str], env: dict | None = None, cwd: Path = REPO, echo: bool = False) -> tuple[int, str, float]:
+    """(status, output, seconds) of a command; its output streams through when ``echo``."""
     start = time.perf_counter()
-    pin = (lambda: os.sched_setaffinity(0, cores)) if cores else None
-    proc = subprocess.Popen(
-        command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=pin
-    )
+    proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert proc.stdout is not None
     lines = []
     for line in proc.stdout:
         lines.append(line)
         if echo and "is ignored: it is neither" not in line:
-            print(f"    {tag}{line}", end="", flush=True)
+            print(f"    {line}", end="", flush=True)
     return proc.wait(), "".join(lines), round(time.perf_counter() - start, 1)
 
 
@@ -279,54 +268,21 @@ def dry_runs(python: str, out: Path, env: dict) -> dict:
     return {"python": python, "seconds": seconds, "failed": failed}
 
 
-def labs(
-    image: Image, out: Path, only: tuple[str, ...] = (), env: dict | None = None, cores: list[int] | None = None
-) -> list[dict]:
-    """Every lab (or ``only`` these) headless in smoke size, local target, on the image's Python (on ``cores``
-    only, if given); each one's status and time."""
+def labs(image: Image, out: Path, only: tuple[str, ...] = (), env: dict | None = None) -> list[dict]:
+    """Every lab (or ``only`` these) headless in smoke size, local target, on the image's Python; each one's status,
+    time and cores. The lab runner runs two at a time, each on its own half of the cores (``helpers.run_labs``), so
+    every lab runs beside another that keeps the rest of the machine busy, and the whole takes about half as long."""
     shutil.rmtree(out, ignore_errors=True)
     chosen = ["--labs", *only] if only else []
-    tag = f"[core {','.join(map(str, cores))}] " if cores else ""
     command = [str(image.python), "-m", "helpers.run_labs", "--out", str(out), *chosen]
-    run(command, env or image.env(), echo=True, cores=cores, tag=tag)
+    run(command, env or image.env(), echo=True)
     summary = out / "summary.json"
     if not summary.is_file():
         raise TwinError(f"the lab runner wrote no summary in {out}")
     return [
-        {"lab": r["lab"], "status": r["status"], "seconds": r["seconds"], "error": r["error"], "cores": cores or []}
+        {"lab": r["lab"], "status": r["status"], "seconds": r["seconds"], "error": r["error"], "cores": r["cores"]}
         for r in json.loads(summary.read_text())["labs"]
     ]
-
-
-def two_streams(seconds: dict[str, float]) -> tuple[list[str], list[str]]:
-    """The labs in two groups of about equal time (longest first, each to the group with less so far), by the times
-    of the last recorded run (``seconds``; a lab without one counts as the longest)."""
-    stems = sorted(p.stem for p in (REPO / "labs").glob("[0-9][0-9]_*.ipynb"))
-    longest = max(seconds.values(), default=1.0)
-    groups: tuple[list[str], list[str]] = ([], [])
-    totals = [0.0, 0.0]
-    for stem in sorted(stems, key=lambda s: -seconds.get(s, longest)):
-        i = totals.index(min(totals))
-        groups[i].append(stem)
-        totals[i] += seconds.get(stem, longest)
-    return sorted(groups[0]), sorted(groups[1])
-
-
-def labs_side_by_side(image: Image, out: Path) -> list[dict]:
-    """Every lab, in two streams at once, each stream on its own half of the cores: every lab runs beside another
-    that keeps the rest of the machine busy (as ``make test``'s workers do), and the whole takes about half as long.
-    On a machine of one core, one stream."""
-    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    if len(cores) < 2:
-        return labs(image, out)
-    recorded = json.loads(RECORD.read_text()).get("labs", []) if RECORD.is_file() else []
-    groups = two_streams({r["lab"]: r["seconds"] for r in recorded})
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        streams = [
-            pool.submit(labs, image, out / f"stream-{i}", tuple(stem[:2] for stem in group), None, cores[i::2])
-            for i, group in enumerate(groups)
-        ]
-        return sorted((r for s in streams for r in s.result()), key=lambda r: r["lab"])
 
 
 # ---- the run
@@ -351,7 +307,7 @@ def twin(
     after = image.packages()
     report["image_changed"] = install.changed(before, {k: {"version": v} for k, v in after.items()})
     report["image_added"] = sorted(set(after) - set(before))
-    report["labs"] = labs_side_by_side(image, out / "labs")
+    report["labs"] = labs(image, out / "labs")
     if variants:  # SageMaker Distribution 4.0 to 4.3 leave ~/.local/bin off PATH: lab 05 must still find weed
         report["lab05_without_local_bin"] = labs(image, out / "labs-4.0-path", ("05",), image.env(local_bin=False))
     report["requests"] = compare_requests(image, root, out, main_python, sdks)
@@ -429,7 +385,7 @@ def table(report: dict) -> str:
         f"  make studio, second run: {again} in {second['wall_seconds']} s",
         f"  image packages changed: {len(report['image_changed'])} {report['image_changed'] or ''}",
         f"  image packages added: {len(report['image_added'])} {report['image_added'] or ''}",
-        "  labs on the image's Python (smoke size, local target; two at a time, each stream on its own cores):",
+        "  labs on the image's Python (smoke size, local target; two at a time, each on its own cores):",
     ]
     for r in report["labs"]:
         on = f"core {','.join(map(str, r.get('cores', [])))}" if r.get("cores") else ""
