@@ -4,13 +4,17 @@ A lab states what its own run measured in a generated sentence under the result 
 recorded figures), or in a claim the headless test checks (``CLAIMS`` in test_notebooks.py). Every other figure in
 its markdown is a constant with a source (AWS's documented 120 s grace, a case study's 15 days, the lab's stated
 time), and the notebook declares it, with that source, in its metadata (``workshop.prose_figures``). A figure typed
-into prose that is neither declared nor generated fails here.
+into prose that is neither declared nor generated fails here. A code comment's figures are figures too: each is a
+number the same cell's code holds (``64 * real.gpus  # 64 rows per GPU``), or a declared constant; a comment that
+says what a run will measure (``# 187 steps``, computed elsewhere) fails.
 """
 
 from __future__ import annotations
 
 import ast
+import io
 import re
+import tokenize
 
 import nbformat
 import pytest
@@ -71,12 +75,70 @@ def test_every_figure_in_the_prose_is_a_declared_constant(path):
     )
 
 
+def comments(source: str) -> list[str]:
+    """A code cell's comments (IPython's magics and shell lines left out: they are not Python)."""
+    python = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
+    return [t.string for t in tokenize.generate_tokens(io.StringIO(python).readline) if t.type == tokenize.COMMENT]
+
+
+def numbers_in_code(source: str) -> set[float]:
+    """Every number written in a code cell's code (its comments aside)."""
+    python = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
+    return {
+        float(node.value)
+        for node in ast.walk(ast.parse(python))
+        if isinstance(node, ast.Constant) and type(node.value) in (int, float)
+    }
+
+
+def value(figure: str) -> float:
+    """``"$1,234.5 MB"`` -> 1234.5"""
+    return float(_NUMBER.match(figure)["n"].lstrip("$").replace(",", ""))
+
+
+def written(notebook) -> set[str]:
+    """Every figure a notebook's prose and code comments state."""
+    return {
+        f
+        for cell in notebook.cells
+        for text in (
+            [cell.source] if cell.cell_type == "markdown" else comments(cell.source) if cell.cell_type == "code" else []
+        )
+        for f in figures(text)
+    }
+
+
+@pytest.mark.parametrize("path", [one.notebook for one in lab.LABS], ids=lambda p: p.stem)
+def test_every_figure_in_a_code_comment_is_in_its_code_or_a_declared_constant(path):
+    notebook = nbformat.read(path, as_version=4)
+    constants = declared(notebook)
+    unexplained = [
+        (i, f)
+        for i, cell in enumerate(notebook.cells)
+        if cell.cell_type == "code"
+        for f in (f for comment in comments(cell.source) for f in figures(comment))
+        if f not in constants and value(f) not in numbers_in_code(cell.source)
+    ]
+    assert not unexplained, (
+        f"{path.name}: figures in code comments that neither the cell's code holds nor the notebook declares "
+        f"(cell, figure): {unexplained}. A figure a run produces is said by the run (report.says); a constant goes "
+        f"in workshop.prose_figures with its source."
+    )
+
+
+def test_a_comment_s_figure_counts_only_when_the_cell_holds_it():
+    source = "real_batch = 64 * gpus  # 64 rows per GPU\nsteps = n // b  # 187 steps\n%time x = 1  # 9 s"
+    assert comments(source) == ["# 64 rows per GPU", "# 187 steps"]
+    assert numbers_in_code(source) == {64.0}
+    assert [value(f) for c in comments(source) for f in figures(c)] == [64.0, 187.0]
+
+
 @pytest.mark.parametrize("path", [one.notebook for one in lab.LABS], ids=lambda p: p.stem)
 def test_every_declared_constant_is_in_the_prose_and_names_its_source(path):
     notebook = nbformat.read(path, as_version=4)
-    written = {f for cell in notebook.cells if cell.cell_type == "markdown" for f in figures(cell.source)}
+    written_here = written(notebook)
     for figure, source in declared(notebook).items():
-        assert figure in written, f"{path.name}: {figure!r} is declared but no longer in the prose: drop it"
+        assert figure in written_here, f"{path.name}: {figure!r} is declared but in neither prose nor comments: drop it"
         assert len(source.split()) >= 3, f"{path.name}: {figure!r} needs its source, not {source!r}"
 
 
