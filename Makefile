@@ -107,9 +107,9 @@ studio:
 	@test -n "$(STUDIO_PY)" || { echo "make studio: no python3 or python on PATH"; exit 1; }
 	@$(STUDIO_PY) tools/studio/install.py $(STUDIO_ARGS)
 
-# The Studio twin (tools/studio/twin.py): SageMaker Distribution 4.4.1's packages in a Python of their own, `make
-# studio` run in it, every lab on its Python, every lab's request compared with this environment's. Python 3.11 and
-# torch 2.13 (CPU) stand in for the image's 3.12 and 2.8; TWIN_ARGS="--torch torch==2.8.0" takes the image's torch.
+# The Studio twin (tools/studio/twin.py): SageMaker Distribution 4.5.0's packages (4.4.1's too) in a Python of their
+# own, `make studio` run in it, every lab on its Python, every lab's request compared with this environment's. Python
+# 3.11 and torch 2.13 (CPU) stand in for the image's 3.12 and 2.8; TWIN_ARGS="--torch torch==2.8.0" takes its torch.
 studio-twin: setup data
 	$(PY) tools/studio/twin.py $(TWIN_ARGS)
 

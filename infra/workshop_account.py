@@ -207,7 +207,7 @@ def studio_attendee_profiles() -> str:
 # --- The Studio image: SageMaker Distribution, pinned ---------------------------------------------------------------
 # The version `make studio` and the Studio twin are tested against (tools/studio/sagemaker-distribution-<v>.txt,
 # docs/studio-twin.json); a space gets it whatever the default is on the day.
-STUDIO_IMAGE_VERSION = "4.4.1"
+STUDIO_IMAGE_VERSION = "4.5.0"
 # The account that publishes the sagemaker-distribution-cpu image in each region (the SageMaker developer guide's
 # table of Code Editor and JupyterLab images, checked 2026-11-25). A region not here is refused by the template's rules.
 STUDIO_IMAGE_ACCOUNTS = {

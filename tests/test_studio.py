@@ -91,6 +91,14 @@ def test_an_sdk_v2_image_is_refused_naming_the_image_to_use():
     install.check_sdk({}, None)  # a laptop without the SDK yet: make studio adds it
 
 
+def test_an_image_past_or_near_its_end_of_support_is_named_and_still_served():
+    assert "support ended on 2026-10-07" in install.support_note("4.0.10", today="2026-11-28")
+    assert "ends on 2026-11-30, in 2 day(s)" in install.support_note("4.2.7", today="2026-11-28")
+    assert install.support_note("4.4.1", today="2026-11-28") == ""  # months of patches left
+    assert install.support_note("4.5.0", today="2026-11-28") == ""  # not in the policy's table yet
+    assert install.support_note(None) == ""  # not in Studio
+
+
 @pytest.mark.parametrize("image", ["5.1.0", "5.0.0-beta"])
 def test_an_image_newer_than_the_tested_line_is_refused_until_it_is_tested(image):
     with pytest.raises(install.StudioError, match=f"SageMaker Distribution {image}; the workshop is tested on 4.x"):
@@ -128,10 +136,10 @@ def _image_list(path: Path) -> dict[str, str]:
 
 
 def test_the_workshop_s_ranges_admit_every_sagemaker_distribution_4_image_s_versions():
-    """pyproject.toml's ranges hold what the images ship, so make studio keeps them all: 4.4.1's packages, and the
-    SDK packages of every 4.x release (sdk-combinations.json)."""
+    """pyproject.toml's ranges hold what the images ship, so make studio keeps them all: 4.5.0's packages (4.4.1's
+    too), and the SDK packages of every 4.x release (sdk-combinations.json)."""
     requirements = install.project_requirements()
-    newest = _image_list(STUDIO / "sagemaker-distribution-4.4.1.txt")
+    newest = _image_list(STUDIO / "sagemaker-distribution-4.5.0.txt")
     assert newest["torch"] == "2.8.0" and newest["transformers"] == "4.57.6"
     assert install.out_of_range(requirements, newest) == []
     for release, sdk in json.loads((STUDIO / "sdk-combinations.json").read_text())["releases"].items():
@@ -142,7 +150,7 @@ def test_the_workshop_s_ranges_admit_every_sagemaker_distribution_4_image_s_vers
 def test_the_sdk_table_has_every_4_x_release_and_ci_compares_each_side_of_every_shim(monkeypatch):
     """Every 4.x release from 4.0.0 to 4.5.0, its SDK packages read from its cpu.env.out; the twin compares the
     requests on one SDK before, in and past sagemaker-core 2.13.1-2.17.0 (their own botocore session): the oldest,
-    4.0.9's and the twin's own 4.4.1."""
+    4.0.9's and the twin's own 4.5.0 (4.4.1's too)."""
     from packaging.version import Version
 
     monkeypatch.syspath_prepend(str(STUDIO))  # the twin imports its siblings as a script does
@@ -156,11 +164,26 @@ def test_the_sdk_table_has_every_4_x_release_and_ci_compares_each_side_of_every_
         "sagemaker-serve": "1.12.0",
         "sagemaker-mlops": "1.12.0",
     }
-    cores = sorted(Version(releases[r]["sagemaker-core"]) for r in (*twin.COMPARED_SDKS, "4.4.1"))  # 4.4.1: the twin
+    cores = sorted(Version(releases[r]["sagemaker-core"]) for r in (*twin.COMPARED_SDKS, "4.5.0"))  # 4.5.0: the twin
     assert cores[0] == min(Version(v["sagemaker-core"]) for v in releases.values()) < Version("2.13.1")  # oldest
     assert any(Version("2.13.1") <= c <= Version("2.17.0") for c in cores)  # in the range
     assert cores[-1] > Version("2.17.0")  # past it
     assert len(twin.sdk_combinations()) == 19
+
+
+def test_the_twin_s_image_list_is_the_newest_sourced_release_s_and_4_4_1_s_sdk_too():
+    """The twin's pins name the newest release of the SDK table, carry that release's SDK packages, and say in their
+    header that 4.4.1, whose SDK packages are the same, is twinned by them too."""
+    from packaging.version import Version
+
+    releases = json.loads((STUDIO / "sdk-combinations.json").read_text())["releases"]
+    newest = max(releases, key=Version)
+    listed = STUDIO / f"sagemaker-distribution-{newest}.txt"
+    assert listed.is_file(), f"the twin's list is not of the newest sourced release, {newest}"
+    pins = _image_list(listed)
+    for name, version in releases[newest].items():
+        assert pins[install.canonical(name)] == version, name
+    assert releases["4.4.1"] == releases[newest] and "4.4.1" in listed.read_text().split("python==")[0]
 
 
 def test_the_last_line_says_to_restart_a_kernel_started_before_the_install(capsys):

@@ -49,11 +49,20 @@ REPO = Path(__file__).resolve().parents[2]
 PROJECT = "sagemaker-distributed-workshop-helpers"
 MIN_PYTHON = (3, 10)
 MIN_PIP = (23, 0)  # --dry-run with --report
-NEWER_IMAGE = "SageMaker Distribution 4.x or newer (4.4.1 ships SDK 3.12.0)"
+NEWER_IMAGE = "SageMaker Distribution 4.x or newer (4.5.0 ships SDK 3.12.0)"
 STUDIO_METADATA = Path("/opt/ml/metadata/resource-metadata.json")  # as helpers.aws.account reads it
 STUDIO_APP_ENV = "SAGEMAKER_APP_TYPE_LOWERCASE"  # Studio sets it in every app (jupyterlab, codeeditor)
-IMAGE_VERSION_ENV = "IMAGE_VERSION"  # SageMaker Distribution's images set it (4.4.1)
+IMAGE_VERSION_ENV = "IMAGE_VERSION"  # SageMaker Distribution's images set it (4.5.0)
 TESTED_MAJOR = 4  # the SageMaker Distribution line the workshop is tested on
+# When AWS stops patching each tested minor line: aws/sagemaker-distribution's support_policy.md (main, aa8a7fb0,
+# 2026-08-19; 4.5 is not in that table yet). Past it, make studio still works, and says so.
+SUPPORTED_UNTIL = {
+    "4.0": "2026-10-07",
+    "4.1": "2026-10-29",
+    "4.2": "2026-11-30",
+    "4.3": "2027-01-10",
+    "4.4": "2027-02-12",
+}
 # make studio adds small pieces only; torch is the image's (from PyPI it would be a CUDA build of several GB)
 NEVER_ADDED = {"torch": "install the torch you want first (the README's `make` path shows how), then run make studio"}
 # unpacked wheels plus their bytecode and pip's temporary copies, and room to spare
@@ -254,6 +263,26 @@ def check_image(image: str | None) -> None:
             f"Choose a {TESTED_MAJOR}.x image for the space (JupyterLab space settings, Image), then run make "
             f"studio again."
         )
+
+
+def support_note(image: str | None, today: str | None = None) -> str:
+    """A line for an image whose minor line AWS no longer patches (or stops patching within 30 days), else ''."""
+    found = re.match(r"(\d+\.\d+)\.", image or "")
+    ends = SUPPORTED_UNTIL.get(found.group(1)) if found else None
+    if not ends:
+        return ""
+    import datetime
+
+    day = datetime.date.fromisoformat(today) if today else datetime.date.today()
+    left = (datetime.date.fromisoformat(ends) - day).days
+    if left > 30:
+        return ""
+    when = f"ended on {ends}" if left < 0 else f"ends on {ends}, in {left} day(s)"
+    return (
+        f"SageMaker Distribution {found.group(1)}'s support {when} (aws/sagemaker-distribution's support_policy.md): "
+        f"the labs run on it, but it gets no more security patches; choose 4.4 or 4.5 for the space "
+        f"(JupyterLab space settings, Image)."
+    )
 
 
 def out_of_range(requirements: list[str], installed: dict[str, str]) -> list[tuple[str, str, str]]:
@@ -684,6 +713,8 @@ def run(plan_only: bool = False) -> Outcome:
     check_pip(pip_version())
     image, versions, requirements = image_name(), installed_versions(), project_requirements()
     check_image(image)
+    if note := support_note(image):
+        print(f"note: {note}")
     check_sdk(versions, image)
     check_ranges(requirements, versions, image)
     target = this_target()

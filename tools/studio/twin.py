@@ -4,7 +4,7 @@ it as a learner runs it, and every lab run on its Python.
     python tools/studio/twin.py                           # what `make studio-twin` runs
     python tools/studio/twin.py --torch torch==2.8.0      # the image's own torch (from PyPI: a CUDA build, GBs)
 
-The image: SageMaker Distribution 4.4.1's packages at their versions (``sagemaker-distribution-4.4.1.txt`` beside
+The image: SageMaker Distribution 4.5.0's packages at their versions (``sagemaker-distribution-4.5.0.txt`` beside
 this file, the ``python==`` line aside) and its pip, installed into a Python of their own under ``.studio-twin/image``.
 That Python is a copy of this machine's interpreter with an empty site-packages, not a virtual environment: as the
 image's ``/opt/conda/bin/python``, it has a user site, which is where ``make studio`` puts what it adds in Studio.
@@ -19,7 +19,7 @@ Then, with ``.studio-twin/home`` as the home directory and the PATH and environm
    as ``make`` runs them, each on its own half of the cores, so every lab runs beside another that keeps the other
    core busy;
 4. every lab's dry-run ``CreateTrainingJob`` requests compared, field for field, with those of make's ``.venv`` (the
-   newest SDK): on the twin's SDK (3.12.0, SageMaker Distribution 4.4.1) and on the SDK packages of other 4.x
+   newest SDK): on the twin's SDK (3.12.0, SageMaker Distribution 4.5.0 and 4.4.1) and on the SDK packages of other 4.x
    releases laid over the twin's (:data:`COMPARED_SDKS`; ``--sdk all``: every distinct combination of the table),
    two passes at a time.
 
@@ -46,16 +46,16 @@ import install
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-IMAGE_LIST = HERE / "sagemaker-distribution-4.4.1.txt"
+IMAGE_LIST = HERE / "sagemaker-distribution-4.5.0.txt"
 IMAGE_TORCH = "torch==2.8.0"
 TWIN_TORCH = "torch==2.13.0"  # on this machine's disk, CPU build, Python 3.11
-IMAGE_PIP = "pip==26.2.1"  # aws/sagemaker-distribution build_artifacts/v4/v4.4/v4.4.1/cpu.env.out
-IMAGE_VERSION = "4.4.1-twin"  # what the twin's IMAGE_VERSION says (the image sets IMAGE_VERSION=4.4.1)
+IMAGE_PIP = "pip==26.2.1"  # aws/sagemaker-distribution build_artifacts/v4/v4.5/v4.5.0/cpu.env.out
+IMAGE_VERSION = "4.5.0-twin"  # what the twin's IMAGE_VERSION says (the image sets IMAGE_VERSION=4.5.0)
 # The SDK packages of every 4.x release (sdk-combinations.json, read from aws/sagemaker-distribution's cpu.env.out
-# files). The requests are compared on the twin's own (4.4.1: core 2.20.0, past sagemaker-core 2.13.1-2.17.0, which
-# build their SageMaker client from a botocore session of their own; helpers/aws/sdk_compat.py) and on these, laid
-# over it: the oldest (core 2.7.1, before that range) and 4.0.9 (core 2.17.0, in it). `--sdk all` compares every
-# distinct combination (by hand).
+# files). The requests are compared on the twin's own (4.5.0 and 4.4.1: core 2.20.0, past sagemaker-core
+# 2.13.1-2.17.0, which build their SageMaker client from a botocore session of their own; helpers/aws/sdk_compat.py)
+# and on these, laid over it: the oldest (core 2.7.1, before that range) and 4.0.9 (core 2.17.0, in it). `--sdk all`
+# compares every distinct combination (by hand).
 SDK_TABLE = HERE / "sdk-combinations.json"
 COMPARED_SDKS = ("4.0.0", "4.0.9")
 DRY_RUNS_AT_ONCE = 2  # this machine has 2 cores
@@ -115,8 +115,8 @@ class Image:
         self.python = self.prefix / "bin" / "python3"
 
     def env(self, local_bin: bool = True) -> dict[str, str]:
-        """A Studio terminal's environment: the image's Python first on PATH, ``~/.local/bin`` last (4.4.1's PATH
-        ends with it; ``local_bin=False``: 4.0 to 4.3's, without it), the home directory, and the variables Studio
+        """A Studio terminal's environment: the image's Python first on PATH, ``~/.local/bin`` last (4.4 and 4.5's
+        PATH ends with it; ``local_bin=False``: 4.0 to 4.3's, without it), the home directory, and the variables Studio
         sets that make studio reads."""
         env = {k: v for k, v in os.environ.items() if k not in NOT_IN_STUDIO}
         path = [str(self.prefix / "bin"), os.environ.get("PATH", "")]
@@ -294,7 +294,7 @@ def twin(
     python, pins = read_list(IMAGE_LIST, torch)
     image = Image(root, base_python)
     report: dict = {
-        "image": f"SageMaker Distribution 4.4.1 ({IMAGE_LIST.name}, {len(pins)} packages pinned)",
+        "image": f"SageMaker Distribution 4.5.0 ({IMAGE_LIST.name}, {len(pins)} packages pinned)",
         "stand_ins": stand_ins(image.python_version(), python, torch),
     }
     print(f"studio twin: {report['image']}; stand-ins: {report['stand_ins']}", flush=True)
@@ -318,7 +318,7 @@ def twin(
 def compare_requests(image: Image, root: Path, out: Path, main_python: str, sdks: list[str]) -> dict:
     """Every lab's requests from make's environment, the twin's SDK and each release's SDK in ``sdks`` laid over
     the twin, compared field for field with make's."""
-    sides = {"sdk 3.12.0, core 2.20.0, train 1.14.0 (the twin's own, 4.4.1)": image.env()}
+    sides = {"sdk 3.12.0, core 2.20.0, train 1.14.0 (the twin's own, 4.5.0 and 4.4.1)": image.env()}
     by_release = {r: combo for combo, releases in sdk_combinations().items() for r in releases}
     for release in sdks:
         versions = sdk_for(release)
