@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import botocore.session
@@ -351,3 +352,34 @@ def test_two_labs_run_at_once_each_pinned_to_a_core_of_its_own(tmp_path, capsys,
 def test_streams_are_refused_below_one(tmp_path):
     with pytest.raises(SystemExit):
         run_labs.main(["--out", str(tmp_path / "out"), "--streams", "0"])
+
+
+def _ready_in(python: str, home, before: str = "") -> subprocess.CompletedProcess:
+    """labs/ready.py imported as a lab's kernel imports it (from the labs folder), by ``python`` with ``home``, after
+    ``before`` ran in that same interpreter."""
+    env = {"HOME": str(home), "PATH": os.environ["PATH"]}
+    return subprocess.run(
+        [python, "-c", f"{before}\nimport ready"], cwd=lab.LABS_DIR, env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_a_kernel_without_the_helpers_is_told_what_to_do_and_one_started_before_the_install_to_restart(tmp_path):
+    import sys
+
+    bare = getattr(sys, "_base_executable", sys.executable)  # this machine's Python, without the .venv's packages
+    probe = subprocess.run([bare, "-c", "import helpers"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    if probe.returncode == 0:
+        pytest.skip(f"{bare} has the helpers itself")
+    done = _ready_in(bare, tmp_path)
+    assert done.returncode != 0 and "ModuleNotFoundError" in done.stderr
+    assert "run `make studio`" in done.stderr and "restart this kernel" in done.stderr
+
+    # make studio runs while the kernel is up: the user site, and the helpers' link in it, appear after its start
+    install = (
+        "import pathlib, site; user = pathlib.Path(site.getusersitepackages()); user.mkdir(parents=True); "
+        f"(user / 'workshop.pth').write_text({str(lab.LABS_DIR.parent)!r})"
+    )
+    late = _ready_in(bare, tmp_path, before=install)
+    assert late.returncode != 0 and "after this kernel started" in late.stderr and "restart the kernel" in late.stderr
+    assert _ready_in(bare, tmp_path).returncode == 0  # a restarted kernel sees them
+    assert _ready_in(sys.executable, tmp_path / "elsewhere").returncode == 0  # the .venv has them

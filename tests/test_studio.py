@@ -704,3 +704,30 @@ def test_a_failure_in_one_clone_gives_another_clone_s_helpers_link_back(monkeypa
     with pytest.raises(install.StudioError, match="link failed"):
         install.add([], tmp_path, target, False, {}, outcome)
     assert calls[-1][-2:] == ("-e", "/home/me/first-clone")  # the first clone's link, given back
+
+
+def test_the_lifecycle_variant_runs_the_template_s_own_script_on_this_checkout(tmp_path, monkeypatch):
+    """The twin's lifecycle variant renders the event template's script as CloudFormation does, pointed at this
+    checkout and a home folder of the twin's; its verdict needs the set-up done and a kernel that sees the helpers."""
+    monkeypatch.syspath_prepend(str(STUDIO))
+    variants = _load("variants")
+    twin = _load("twin")
+    script = variants.lifecycle_script(REPO / "infra" / "workshop-account.yaml", f"file://{REPO}", tmp_path / "h")
+    assert f"url='file://{REPO}'" in script and "make studio" in script and "nohup" in script
+    assert "/home/sagemaker-user" not in script and f"home={tmp_path / 'h'}" in script
+    ok = {"labs": [{"lab": "07_profiling", "status": "ok", "seconds": 1.0, "error": ""}], "said": ["[setup] /dev/shm"]}
+    lcc = {"setup_done": True, "kernel_ok": True, "script_returned_s": 0.1, "setup_s": 20, "log_tail": [], "kernel": []}
+    found = {"lab05_without_local_bin": ok["labs"], "lab07_small_shm": ok, "lifecycle": lcc}
+    assert twin.variants_passed(found)
+    assert not twin.variants_passed({**found, "lifecycle": {**lcc, "kernel_ok": False}})
+    assert not twin.variants_passed({**found, "lab07_small_shm": {**ok, "said": []}})  # the lab must say it
+    assert "set-up done in 20 s" in "\n".join(variants.report_lines(found))
+
+
+def test_the_small_shared_memory_lines_are_read_from_the_executed_notebook(tmp_path):
+    variants = _load("variants")
+    executed = tmp_path / "07.ipynb"
+    text = "x\n[setup] /dev/shm: 0.1 MB free; DataLoader workers 2 -> 0\n"
+    executed.write_text(json.dumps({"cells": [{"outputs": [{"text": [text]}, {"data": {}}]}]}))
+    assert variants.shm_lines(executed) == ["[setup] /dev/shm: 0.1 MB free; DataLoader workers 2 -> 0"]
+    assert variants.shm_lines(tmp_path / "missing.ipynb") == []

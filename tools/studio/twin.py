@@ -43,6 +43,7 @@ from pathlib import Path
 
 import dry_requests
 import install
+import variants
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -268,13 +269,15 @@ def dry_runs(python: str, out: Path, env: dict) -> dict:
     return {"python": python, "seconds": seconds, "failed": failed}
 
 
-def labs(image: Image, out: Path, only: tuple[str, ...] = (), env: dict | None = None) -> list[dict]:
+def labs(
+    image: Image, out: Path, only: tuple[str, ...] = (), env: dict | None = None, prefix: list[str] | None = None
+) -> list[dict]:
     """Every lab (or ``only`` these) headless in smoke size, local target, on the image's Python; each one's status,
     time and cores. The lab runner runs two at a time, each on its own half of the cores (``helpers.run_labs``), so
     every lab runs beside another that keeps the rest of the machine busy, and the whole takes about half as long."""
     shutil.rmtree(out, ignore_errors=True)
     chosen = ["--labs", *only] if only else []
-    command = [str(image.python), "-m", "helpers.run_labs", "--out", str(out), *chosen]
+    command = [*(prefix or []), str(image.python), "-m", "helpers.run_labs", "--out", str(out), *chosen]
     run(command, env or image.env(), echo=True)
     summary = out / "summary.json"
     if not summary.is_file():
@@ -289,7 +292,14 @@ def labs(image: Image, out: Path, only: tuple[str, ...] = (), env: dict | None =
 
 
 def twin(
-    root: Path, out: Path, torch: str, base_python: Path, main_python: str, sdks: list[str], variants: bool = False
+    root: Path,
+    out: Path,
+    torch: str,
+    base_python: Path,
+    main_python: str,
+    sdks: list[str],
+    variants: bool = False,
+    only_variants: bool = False,
 ) -> dict:
     python, pins = read_list(IMAGE_LIST, torch)
     image = Image(root, base_python)
@@ -307,12 +317,26 @@ def twin(
     after = image.packages()
     report["image_changed"] = install.changed(before, {k: {"version": v} for k, v in after.items()})
     report["image_added"] = sorted(set(after) - set(before))
-    report["labs"] = labs(image, out / "labs")
-    if variants:  # SageMaker Distribution 4.0 to 4.3 leave ~/.local/bin off PATH: lab 05 must still find weed
-        report["lab05_without_local_bin"] = labs(image, out / "labs-4.0-path", ("05",), image.env(local_bin=False))
-    report["requests"] = compare_requests(image, root, out, main_python, sdks)
+    report["labs"] = [] if only_variants else labs(image, out / "labs")
+    if variants or only_variants:
+        report["variants"] = run_variants(image, root, out)
+    report["requests"] = {} if only_variants else compare_requests(image, root, out, main_python, sdks)
     report["passed"] = verdict(report)
     return report
+
+
+def run_variants(image: Image, root: Path, out: Path) -> dict:
+    """What a started space does that the release's list does not show (tools/studio/variants.py)."""
+    found: dict = {"lab05_without_local_bin": labs(image, out / "labs-4.0-path", ("05",), image.env(local_bin=False))}
+    problem = variants.namespace_problem()
+    if problem:
+        found["skipped"] = f"lab07_small_shm and lifecycle: {problem}"
+        return found
+    small = labs(image, out / "labs-small-shm", ("07",), prefix=variants.small_shm_prefix())
+    said = variants.shm_lines(out / "labs-small-shm" / "07_profiling.ipynb")
+    found["lab07_small_shm"] = {"labs": small, "said": said}
+    found["lifecycle"] = variants.lifecycle(image.prefix, root, REPO, REPO / "infra" / "workshop-account.yaml")
+    return found
 
 
 def compare_requests(image: Image, root: Path, out: Path, main_python: str, sdks: list[str]) -> dict:
@@ -363,8 +387,20 @@ def verdict(report: dict) -> bool:
         and not report["image_added"]
         and bool(first["added"])
         and second["nothing_to_add"]
-        and all(lab["status"] == "ok" for lab in report["labs"] + report.get("lab05_without_local_bin", []))
+        and all(lab["status"] == "ok" for lab in report["labs"])
         and all(r["equal"] for k, r in report["requests"].items() if k != "main")
+        and variants_passed(report.get("variants", {}))
+    )
+
+
+def variants_passed(found: dict) -> bool:
+    small = found.get("lab07_small_shm", {"labs": [], "said": [""]})
+    lcc = found.get("lifecycle", {"setup_done": True, "kernel_ok": True})
+    return (
+        all(lab["status"] == "ok" for lab in found.get("lab05_without_local_bin", []) + small["labs"])
+        and bool(small["said"])
+        and lcc["setup_done"]
+        and lcc["kernel_ok"]
     )
 
 
@@ -390,13 +426,11 @@ def table(report: dict) -> str:
     for r in report["labs"]:
         on = f"core {','.join(map(str, r.get('cores', [])))}" if r.get("cores") else ""
         lines.append(f"    {r['lab']:<22} {r['status']:<7} {r['seconds']:>6.1f} s  {on:<8} {_first(r['error'])}")
-    if "lab05_without_local_bin" in report:
-        lines.append("  lab 05 with 4.0-4.3's PATH (no ~/.local/bin):")
-    for r in report.get("lab05_without_local_bin", []):
-        lines.append(f"    {r['lab']:<22} {r['status']:<7} {r['seconds']:>6.1f} s  {_first(r['error'])}")
-    main = report["requests"]["main"]
-    lines.append(f"  dry-run requests (target {dry_requests.TARGET}) against make's .venv (SDK {main['sdk']}):")
-    lines += [f"    .venv: FAILED {f}" for f in main["failed"]]
+    lines += variants.report_lines(report.get("variants"))
+    if report["requests"]:
+        main = report["requests"]["main"]
+        lines.append(f"  dry-run requests (target {dry_requests.TARGET}) against make's .venv (SDK {main['sdk']}):")
+        lines += [f"    .venv: FAILED {f}" for f in main["failed"]]
     for name, r in report["requests"].items():
         if name != "main":
             verdict_text = "equal" if r["equal"] else f"NOT EQUAL ({len(r['differences'])} differences)"
@@ -425,12 +459,15 @@ def main(argv: list[str] | None = None) -> int:
         default=list(COMPARED_SDKS),
         help="the 4.x releases whose SDK the requests are also compared on ('all': one of each distinct combination)",
     )
-    ap.add_argument("--variants", action="store_true", help="also run lab 05 with 4.0-4.3's PATH (by hand)")
+    ap.add_argument("--variants", action="store_true", help="also run the variants (variants.py; by hand)")
+    ap.add_argument("--only-variants", action="store_true", help="the image, make studio, then the variants only")
     a = ap.parse_args(argv)
     sdks = [releases[-1] for releases in sdk_combinations().values()] if a.sdk == ["all"] else a.sdk
     a.out.mkdir(parents=True, exist_ok=True)
     try:
-        report = twin(a.root.resolve(), a.out.resolve(), a.torch, a.python, a.main_python, sdks, a.variants)
+        report = twin(
+            a.root.resolve(), a.out.resolve(), a.torch, a.python, a.main_python, sdks, a.variants, a.only_variants
+        )
     except TwinError as err:
         print(f"studio twin: {err}", file=sys.stderr)
         return 1
