@@ -32,8 +32,11 @@ def build_model(args, vocab_size: int):
 
 
 def lm_loss(model, x: torch.Tensor, y: torch.Tensor, autocast) -> torch.Tensor:
+    # An explicit all-ones mask: without one, transformers 4.57 (SageMaker Distribution 4.x) reads the rows as packed
+    # sequences and builds a batch x tokens x tokens mask that attention keeps for backward; with it, 4.57 and 5.x
+    # both take SDPA's is_causal path, and the activations are the ones lab 04's planner counts.
     with autocast:
-        logits = model(input_ids=x).logits
+        logits = model(input_ids=x, attention_mask=torch.ones_like(x)).logits
     return token_loss(logits, y)
 
 

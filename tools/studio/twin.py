@@ -17,7 +17,8 @@ Then, with ``.studio-twin/home`` as the home directory and the PATH and environm
 2. the image's packages checked against what they were: none may have changed version, none may have been added;
 3. every lab headless in smoke size with the image's Python (the learner's kernel), each one's time: two at once,
    as ``make`` runs them, each on its own half of the cores, so every lab runs beside another that keeps the other
-   core busy;
+   core busy; and each lesson its prose states checked against that run (tests/lab_claims.py), as ``make
+   labs-check`` checks make's;
 4. every lab's dry-run ``CreateTrainingJob`` requests compared, field for field, with those of make's ``.venv`` (the
    newest SDK): on the twin's SDK (3.12.0, SageMaker Distribution 4.5.0 and 4.4.1) and on the SDK packages of other 4.x
    releases laid over the twin's (:data:`COMPARED_SDKS`; ``--sdk all``: every distinct combination of the table),
@@ -44,6 +45,9 @@ from pathlib import Path
 import dry_requests
 import install
 import variants
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
+import lab_claims  # noqa: E402 - each lab's lessons, as the tests check them (tests/lab_claims.py)
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -283,7 +287,14 @@ def labs(
     if not summary.is_file():
         raise TwinError(f"the lab runner wrote no summary in {out}")
     return [
-        {"lab": r["lab"], "status": r["status"], "seconds": r["seconds"], "error": r["error"], "cores": r["cores"]}
+        {
+            "lab": r["lab"],
+            "status": r["status"],
+            "seconds": r["seconds"],
+            "error": r["error"],
+            "cores": r["cores"],
+            "wrong_claims": lab_claims.wrong(r["lab"], r.get("figures", {})) if r["status"] == "ok" else [],
+        }
         for r in json.loads(summary.read_text())["labs"]
     ]
 
@@ -387,7 +398,7 @@ def verdict(report: dict) -> bool:
         and not report["image_added"]
         and bool(first["added"])
         and second["nothing_to_add"]
-        and all(lab["status"] == "ok" for lab in report["labs"])
+        and all(lab["status"] == "ok" and not lab.get("wrong_claims") for lab in report["labs"])
         and all(r["equal"] for k, r in report["requests"].items() if k != "main")
         and variants_passed(report.get("variants", {}))
     )
@@ -426,6 +437,7 @@ def table(report: dict) -> str:
     for r in report["labs"]:
         on = f"core {','.join(map(str, r.get('cores', [])))}" if r.get("cores") else ""
         lines.append(f"    {r['lab']:<22} {r['status']:<7} {r['seconds']:>6.1f} s  {on:<8} {_first(r['error'])}")
+        lines += [f"      WRONG: {claim}" for claim in r.get("wrong_claims", [])]
     lines += variants.report_lines(report.get("variants"))
     if report["requests"]:
         main = report["requests"]["main"]
