@@ -717,8 +717,11 @@ def test_the_lifecycle_variant_runs_the_template_s_own_script_on_this_checkout(t
     assert "/home/sagemaker-user" not in script and f"home={tmp_path / 'h'}" in script
     ok = {"labs": [{"lab": "07_profiling", "status": "ok", "seconds": 1.0, "error": ""}], "said": ["[setup] /dev/shm"]}
     lcc = {"setup_done": True, "kernel_ok": True, "script_returned_s": 0.1, "setup_s": 20, "log_tail": [], "kernel": []}
-    found = {"lab05_without_local_bin": ok["labs"], "lab07_small_shm": ok, "lifecycle": lcc}
-    assert twin.variants_passed(found)
+    gone = {"status": 0, "removed_mid_run": True, "named": sorted(variants.REMOVED_AT_START), "note": "", "added": []}
+    found = {"lab05_without_local_bin": ok["labs"], "lab07_small_shm": ok, "lifecycle": lcc, "startup_removal": gone}
+    assert twin.variants_passed(found) and twin.variants_passed({})
+    assert not twin.variants_passed({**found, "startup_removal": {**gone, "removed_mid_run": False}})
+    assert not twin.variants_passed({**found, "startup_removal": {**gone, "named": []}})  # must name them
     assert not twin.variants_passed({**found, "lifecycle": {**lcc, "kernel_ok": False}})
     assert not twin.variants_passed({**found, "lab07_small_shm": {**ok, "said": []}})  # the lab must say it
     assert "set-up done in 20 s" in "\n".join(variants.report_lines(found))

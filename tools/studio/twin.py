@@ -346,8 +346,19 @@ def run_variants(image: Image, root: Path, out: Path) -> dict:
     small = labs(image, out / "labs-small-shm", ("07",), prefix=variants.small_shm_prefix())
     said = variants.shm_lines(out / "labs-small-shm" / "07_profiling.ipynb")
     found["lab07_small_shm"] = {"labs": small, "said": said}
+    image.new_home()  # a learner's first start, while the image still removes its start-up packages
+    command = ["make", "--no-print-directory", "studio"]
+    site_packages = Path(install_site(image))
+    found["startup_removal"] = variants.startup_removal(command, image.env(), site_packages, REPO)
     found["lifecycle"] = variants.lifecycle(image.prefix, root, REPO, REPO / "infra" / "workshop-account.yaml")
     return found
+
+
+def install_site(image: Image) -> str:
+    """The image's own site-packages (where conda put its packages)."""
+    probe = "import sysconfig; print(sysconfig.get_path('purelib'))"
+    out, _ = checked([str(image.python), "-c", probe], "finding the image's site-packages", image.env())
+    return out.strip().splitlines()[-1]
 
 
 def compare_requests(image: Image, root: Path, out: Path, main_python: str, sdks: list[str]) -> dict:
@@ -405,11 +416,20 @@ def verdict(report: dict) -> bool:
 
 
 def variants_passed(found: dict) -> bool:
-    small = found.get("lab07_small_shm", {"labs": [], "said": [""]})
-    lcc = found.get("lifecycle", {"setup_done": True, "kernel_ok": True})
+    """Every variant that ran did what a started space must (none ran: nothing to hold)."""
+    if not found:
+        return True
+    path_ok = all(lab["status"] == "ok" for lab in found["lab05_without_local_bin"])
+    if "skipped" in found:
+        return path_ok
+    small, gone, lcc = found["lab07_small_shm"], found["startup_removal"], found["lifecycle"]
     return (
-        all(lab["status"] == "ok" for lab in found.get("lab05_without_local_bin", []) + small["labs"])
-        and bool(small["said"])
+        path_ok
+        and all(lab["status"] == "ok" for lab in small["labs"])
+        and bool(small["said"])  # the jobs said what they did about the small /dev/shm
+        and gone["status"] == 0
+        and gone["removed_mid_run"]  # the removal landed between make studio's stock-taking and its check
+        and gone["named"] == sorted(variants.REMOVED_AT_START)
         and lcc["setup_done"]
         and lcc["kernel_ok"]
     )

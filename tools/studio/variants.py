@@ -6,6 +6,12 @@ twin without them.
   ``make studio`` puts SeaweedFS's ``weed``: the lab must still find it (in the user scripts folder).
 - ``lab07_small_shm``: lab 07, whose jobs start DataLoader workers, in a private mount namespace whose ``/dev/shm`` is
   64 KB (Studio's has been small: sagemaker-python-sdk #937, #5592): the lab must pass, each job saying what it did.
+- ``startup_removal``: ``make studio`` while the image's start-up removes some of its packages (4.4.1's
+  ``start-jupyter-server``: ``micromamba remove -y jupyter-ai jupyter_server_documents jupyter-collaboration
+  jupyterlab-chat`` at every start, before JupyterLab): those packages, at the release's versions, stand in the twin's
+  site-packages (their metadata only: nothing imports them) and are removed the moment ``make studio`` says what it
+  will add, after it took stock and before it checks what changed. It must keep its install and name them as not
+  its doing.
 - ``lifecycle``: the event template's lifecycle script (infra/workshop-account.yaml) as a space runs it: no terminal,
   ``env -i`` (nothing but a bare PATH, as SageMaker documents no more), the twin's image mounted where the real one is
   (``/opt/conda``), the space's metadata file in place, a home folder of its own; the script clones this checkout and
@@ -60,6 +66,65 @@ def shm_lines(executed: Path) -> list[str]:
         for o in c.get("outputs", [])
     )
     return sorted({line.strip() for line in text.splitlines() if "/dev/shm" in line})
+
+
+# ---- the image's start-up, removing packages while make studio runs
+
+# 4.4.1's start-jupyter-server removes these at every start (aws/sagemaker-distribution, aa8a7fb0,
+# build_artifacts/v4/v4.4/v4.4.1/dirs/usr/local/bin/start-jupyter-server); versions from that release's cpu.env.out
+REMOVED_AT_START = {"jupyter-ai": "3.1.3", "jupyter_server_documents": "0.3.3", "jupyterlab-chat": "0.23.2"}
+
+
+def _stand_in(site_packages: Path, name: str, version: str) -> Path:
+    """A distribution's metadata as conda leaves it in site-packages, nothing else: pip lists it, nothing imports."""
+    info = site_packages / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    (info / "INSTALLER").write_text("conda\n")
+    (info / "RECORD").write_text("")
+    return info
+
+
+def startup_removal(make_studio: list[str], env: dict, site_packages: Path, cwd: Path) -> dict:
+    """``make_studio`` (a command) with the start-up's packages removed when it prints its plan; what it said."""
+    infos = [_stand_in(site_packages, n, v) for n, v in REMOVED_AT_START.items()]
+    removed_at = None
+    lines: list[str] = []
+    proc = subprocess.Popen(make_studio, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.append(line.rstrip())
+        if removed_at is None and line.startswith("  to add:"):  # stock taken, install next: the start-up strikes
+            for info in infos:
+                shutil.rmtree(info)
+            removed_at = len(lines)
+    status = proc.wait()
+    for info in infos:  # a run that never printed a plan: leave the image as it was
+        shutil.rmtree(info, ignore_errors=True)
+    notes = [line for line in lines if line.startswith("note: while make studio ran, something else changed")]
+    return {
+        "status": status,
+        "removed_mid_run": removed_at is not None,
+        "note": notes[0] if notes else "",
+        "named": sorted(n for n in REMOVED_AT_START if notes and install_name(n) in notes[0]),
+        "added": _added(lines),
+    }
+
+
+def _added(lines: list[str]) -> list[str]:
+    """The packages make studio's "added (...)" block lists, its total aside."""
+    start = next((i for i, line in enumerate(lines) if line.startswith("added (")), len(lines))
+    block = []
+    for line in lines[start + 1 :]:
+        if not line.startswith("  ") or line.startswith("  total"):
+            break
+        block.append(line.split()[0])
+    return block
+
+
+def install_name(name: str) -> str:
+    """How make studio names a package (PEP 503, as install.canonical does)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 # ---- the lifecycle script
@@ -181,6 +246,12 @@ def report_lines(found: dict | None) -> list[str]:
     lines.append(f"    lab 07 with a {SMALL_SHM}B /dev/shm (a private mount namespace):")
     lines += [lab.format(**{**r, "error": _first(r["error"])}) for r in small["labs"]]
     lines += [f"      said: {line}" for line in small["said"][:3]] or ["      said nothing about /dev/shm"]
+    gone = found["startup_removal"]
+    lines.append(
+        f"    make studio while the start-up removes {', '.join(REMOVED_AT_START)}: exit {gone['status']}, "
+        + ("removed mid-run" if gone["removed_mid_run"] else "NOT removed mid-run")
+        + f", named as not its doing: {', '.join(gone['named']) or 'none'}; kept: {', '.join(gone['added']) or 'none'}"
+    )
     lcc = found["lifecycle"]
     lines.append(
         f"    lifecycle script (env -i, the image at /opt/conda): returned in {lcc['script_returned_s']} s, "
