@@ -715,15 +715,22 @@ def test_the_lifecycle_variant_runs_the_template_s_own_script_on_this_checkout(t
     script = variants.lifecycle_script(REPO / "infra" / "workshop-account.yaml", f"file://{REPO}", tmp_path / "h")
     assert f"url='file://{REPO}'" in script and "make studio" in script and "nohup" in script
     assert "/home/sagemaker-user" not in script and f"home={tmp_path / 'h'}" in script
-    ok = {"labs": [{"lab": "07_profiling", "status": "ok", "seconds": 1.0, "error": ""}], "said": ["[setup] /dev/shm"]}
+    ran = [{"lab": "07_profiling", "status": "ok", "seconds": 1.0, "error": "", "wrong_claims": []}]
+    ok = {"labs": ran, "said": ["[setup] /dev/shm"]}
     lcc = {"setup_done": True, "kernel_ok": True, "script_returned_s": 0.1, "setup_s": 20, "log_tail": [], "kernel": []}
+    lcc |= {"make_status": 0, "labs": ran}
     gone = {"status": 0, "removed_mid_run": True, "named": sorted(variants.REMOVED_AT_START), "note": "", "added": []}
-    found = {"lab05_without_local_bin": ok["labs"], "lab07_small_shm": ok, "lifecycle": lcc, "startup_removal": gone}
+    gone |= {"labs": ran}
+    found = {"without_local_bin": ran, "small_shm": ok, "lifecycle": lcc, "startup_removal": gone}
     assert twin.variants_passed(found) and twin.variants_passed({})
     assert not twin.variants_passed({**found, "startup_removal": {**gone, "removed_mid_run": False}})
     assert not twin.variants_passed({**found, "startup_removal": {**gone, "named": []}})  # must name them
     assert not twin.variants_passed({**found, "lifecycle": {**lcc, "kernel_ok": False}})
-    assert not twin.variants_passed({**found, "lab07_small_shm": {**ok, "said": []}})  # the lab must say it
+    assert not twin.variants_passed({**found, "lifecycle": {**lcc, "labs": []}})  # every lab must have run
+    assert not twin.variants_passed({**found, "small_shm": {**ok, "said": []}})  # the jobs must say it
+    unlearned = [{**ran[0], "lab": "05_input_modes", "wrong_claims": ["FSx pays once"]}]
+    assert not twin.variants_passed({**found, "without_local_bin": unlearned})  # a lesson that did not hold
+    assert twin.variants_passed({**found, "small_shm": {**ok, "labs": [{**ran[0], "wrong_claims": ["fix wins"]}]}})
     assert "set-up done in 20 s" in "\n".join(variants.report_lines(found))
 
 

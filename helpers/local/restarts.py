@@ -65,14 +65,16 @@ def restart_drill(job: Job, target: str = "local_cpu") -> RestartDrill:
     crash = [(t, l) for t, _, l in lines if l.startswith("--fault crash:")]
     restarts = [l for _, _, l in lines if RESTARTING in l]
     metric = [(t, m) for t, _, l in lines if (m := parse_metric_line(l))]
-    # the first attempt's lines all come before torchrun's restart line: it restarts once every worker has exited
-    split = next((t for t, _, l in lines if RESTARTING in l), float("inf"))
-    checkpoints = [int(m["step"]) for t, m in metric if m["kind"] == "checkpoint" and t <= split]
-    resumed = [int(m["step"]) for t, m in metric if m["kind"] == "resume" and t > split]
-    trained = [(t, int(m["step"]), m["train_loss"]) for t, m in metric if m["kind"] == "train"]
+    # The attempts are told apart by the training script's own lines, in the order it wrote them: the restarted
+    # group's first is its [resume]. Not by arrival time against torchrun's restart line: that one comes on stderr,
+    # read by another thread, and under load it can arrive before the first attempt's last step line.
+    split = next((i for i, (_, m) in enumerate(metric) if m["kind"] == "resume"), len(metric))
+    checkpoints = [int(m["step"]) for _, m in metric[:split] if m["kind"] == "checkpoint"]
+    resumed = [int(m["step"]) for _, m in metric[split:] if m["kind"] == "resume"]
+    trained = [(i, t, int(m["step"]), m["train_loss"]) for i, (t, m) in enumerate(metric) if m["kind"] == "train"]
     crash_t = crash[0][0] if crash else float("inf")
-    before = {s: loss for t, s, loss in trained if t <= split}
-    after = [(t, s, loss) for t, s, loss in trained if t > split]
+    before = {s: loss for i, _, s, loss in trained if i < split}
+    after = [(t, s, loss) for i, t, s, loss in trained if i > split]
     redone = sorted(s for _, s, _ in after if s in before)
     step = re.search(r"at step (\d+)", crash[0][1]) if crash else None
     d = RestartDrill(
@@ -84,7 +86,7 @@ def restart_drill(job: Job, target: str = "local_cpu") -> RestartDrill:
         resumed[0] if resumed else -1,
         redone,
         bool(redone) and all(before[s] == loss for _, s, loss in after if s in before),
-        max((s for _, s, _ in trained), default=0),
+        max((s for _, _, s, _ in trained), default=0),
         (after[0][0] - crash_t) if after else float("nan"),
         left,
         [l for _, _, l in lines if l.startswith(("--fault crash:", "[resume]", "[checkpoint]")) or RESTARTING in l],

@@ -2,10 +2,13 @@
 (``python tools/studio/twin.py --variants``, after the twin's own checks) and recorded in the README; CI runs the
 twin without them.
 
-- ``lab05_without_local_bin``: lab 05 with SageMaker Distribution 4.0-4.3's PATH, which lacks ``~/.local/bin``, where
-  ``make studio`` puts SeaweedFS's ``weed``: the lab must still find it (in the user scripts folder).
-- ``lab07_small_shm``: lab 07, whose jobs start DataLoader workers, in a private mount namespace whose ``/dev/shm`` is
-  64 KB (Studio's has been small: sagemaker-python-sdk #937, #5592): the lab must pass, each job saying what it did.
+Every lab runs on each (``make``'s size, the local target), and each must teach its lessons (tests/lab_claims.py).
+
+- ``without_local_bin``: SageMaker Distribution 4.0-4.3's PATH, which lacks ``~/.local/bin``, where ``make studio``
+  puts SeaweedFS's ``weed``: lab 05 must still find it (in the user scripts folder).
+- ``small_shm``: a private mount namespace whose ``/dev/shm`` is 64 KB (Studio's has been small:
+  sagemaker-python-sdk #937, #5592): every lab must pass, the jobs that wanted DataLoader workers saying what they
+  did instead; lab 07's lesson (a fed loader beats a starved one) needs the workers, so it is excused there.
 - ``startup_removal``: ``make studio`` while the image's start-up removes some of its packages (4.4.1's
   ``start-jupyter-server``: ``micromamba remove -y jupyter-ai jupyter_server_documents jupyter-collaboration
   jupyterlab-chat`` at every start, before JupyterLab): those packages, at the release's versions, stand in the twin's
@@ -16,8 +19,9 @@ twin without them.
   ``env -i`` (nothing but a bare PATH, as SageMaker documents no more), the twin's image mounted where the real one is
   (``/opt/conda``), the space's metadata file in place, a home folder of its own; the script clones this checkout and
   runs ``make studio`` in the background. Then a kernel's view of that home, with 4.0-4.3's PATH: the helpers import,
-  ``weed`` is found. ``/opt/conda`` and ``/opt/ml/metadata`` are mount points made for the run (empty folders, removed
-  after it when the run made them).
+  ``weed`` is found; and the README's Studio path, ``make PY=python3`` in the clone (its data, then every lab).
+  ``/opt/conda`` and ``/opt/ml/metadata`` are mount points made for the run (empty folders, removed after it when the
+  run made them).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from pathlib import Path
 
 SMALL_SHM = "64k"
 SETUP_WAIT_S = 600
+LABS_WAIT_S = 1800  # every lab, after the set-up, from the clone
 SPACE_USER_HOME = "/home/sagemaker-user"  # the script's own home folder, moved to the twin's
 MOUNT_POINTS = (Path("/opt/conda"), Path("/opt/ml/metadata"))
 SPACE_METADATA = {"DomainId": "d-twin", "SpaceName": "twin-space", "UserProfileName": "attendee-twin"}
@@ -203,6 +208,26 @@ def lifecycle(prefix: Path, root: Path, repository: Path, template: Path) -> dic
             timeout=120,
             check=False,
         )
+        clone = home / repository.name
+        # then the README's Studio path from a terminal-less shell: `make PY=python3` (the data, then every lab)
+        every_lab = subprocess.run(
+            [
+                *in_namespace(_space_preamble(prefix, metadata)),
+                "env",
+                "-i",
+                f"HOME={home}",
+                "PATH=/opt/conda/bin:/usr/bin:/bin",
+                "make",
+                "--no-print-directory",
+                "-C",
+                str(clone),
+                "PY=/opt/conda/bin/python3",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=LABS_WAIT_S,
+            check=False,
+        )
     finally:
         for p in made:  # empty on this side: the mounts were the namespace's own
             shutil.rmtree(p, ignore_errors=True)
@@ -215,6 +240,9 @@ def lifecycle(prefix: Path, root: Path, repository: Path, template: Path) -> dic
         "log_tail": text.strip().splitlines()[-8:],
         "kernel": kernel.stdout.strip().splitlines() if kernel.returncode == 0 else [kernel.stderr.strip()[-600:]],
         "kernel_ok": kernel.returncode == 0 and all(str(home) in line for line in kernel.stdout.split()[:2]),
+        "make_status": every_lab.returncode,
+        "make_tail": (every_lab.stdout + every_lab.stderr).strip().splitlines()[-3:],
+        "summary": str(clone / "runs" / "labs" / "summary.json"),
     }
 
 
@@ -237,14 +265,13 @@ def report_lines(found: dict | None) -> list[str]:
     """The variants' part of the twin's table."""
     if not found:
         return []
-    lines = ["  variants (tools/studio/variants.py):", "    lab 05 with 4.0-4.3's PATH (no ~/.local/bin):"]
-    lab = "      {lab:<22} {status:<7} {seconds:>6.1f} s  {error}"
-    lines += [lab.format(**{**r, "error": _first(r["error"])}) for r in found["lab05_without_local_bin"]]
+    lines = ["  variants (tools/studio/variants.py), every lab on each:", "    4.0-4.3's PATH (no ~/.local/bin):"]
+    lines += _lab_lines(found["without_local_bin"])
     if "skipped" in found:
         return [*lines, f"    skipped {found['skipped']}"]
-    small = found["lab07_small_shm"]
-    lines.append(f"    lab 07 with a {SMALL_SHM}B /dev/shm (a private mount namespace):")
-    lines += [lab.format(**{**r, "error": _first(r["error"])}) for r in small["labs"]]
+    small = found["small_shm"]
+    lines.append(f"    a {SMALL_SHM}B /dev/shm (a private mount namespace):")
+    lines += _lab_lines(small["labs"])
     lines += [f"      said: {line}" for line in small["said"][:3]] or ["      said nothing about /dev/shm"]
     gone = found["startup_removal"]
     lines.append(
@@ -252,6 +279,7 @@ def report_lines(found: dict | None) -> list[str]:
         + ("removed mid-run" if gone["removed_mid_run"] else "NOT removed mid-run")
         + f", named as not its doing: {', '.join(gone['named']) or 'none'}; kept: {', '.join(gone['added']) or 'none'}"
     )
+    lines += _lab_lines(gone["labs"])
     lcc = found["lifecycle"]
     lines.append(
         f"    lifecycle script (env -i, the image at /opt/conda): returned in {lcc['script_returned_s']} s, "
@@ -259,7 +287,17 @@ def report_lines(found: dict | None) -> list[str]:
     )
     lines += [f"      log: {line}" for line in lcc["log_tail"][-3:]]
     lines += [f"      kernel (4.0-4.3's PATH): {line}" for line in lcc["kernel"][:3]]
+    lines.append(f"      make PY=/opt/conda/bin/python3 in the clone: exit {lcc['make_status']}")
+    lines += _lab_lines(lcc["labs"])
     return lines
+
+
+def _lab_lines(runs: list[dict]) -> list[str]:
+    out = []
+    for r in runs:
+        out.append(f"      {r['lab']:<22} {r['status']:<7} {r['seconds']:>6.1f} s  {_first(r['error'])}")
+        out += [f"        WRONG: {claim}" for claim in r.get("wrong_claims", [])]
+    return out or ["      (no lab ran)"]
 
 
 def _first(error: str) -> str:
