@@ -51,6 +51,7 @@ def _lab01_for(target: str, folder):
     cell["source"] = src
     folder.mkdir()
     (folder / "01_single_gpu.ipynb").write_text(json.dumps(nb), encoding="utf-8")
+    shutil.copy(REPO / "labs" / "ready.py", folder)  # the lab's first import, beside it as in labs/
 
 
 @pytest.fixture
