@@ -383,3 +383,18 @@ def test_a_kernel_without_the_helpers_is_told_what_to_do_and_one_started_before_
     assert late.returncode != 0 and "after this kernel started" in late.stderr and "restart the kernel" in late.stderr
     assert _ready_in(bare, tmp_path).returncode == 0  # a restarted kernel sees them
     assert _ready_in(sys.executable, tmp_path / "elsewhere").returncode == 0  # the .venv has them
+
+
+def test_two_labs_at_a_time_only_on_free_cores_of_a_cpu(monkeypatch, capsys):
+    from helpers.local import monitor
+
+    monkeypatch.setattr(run_labs.os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(run_labs, "resolve", lambda target: type("T", (), {"gpus": 1 if target == "gpu" else 0})())
+    monkeypatch.setattr(monitor, "free_cores", lambda seconds=1.0: 1.9)
+    assert run_labs.default_streams("local_cpu", 8) == 2
+    assert run_labs.default_streams("local_cpu", 1) == 1  # one lab
+    assert run_labs.default_streams("gpu", 8) == 1  # a GPU is not shared
+    assert run_labs.default_streams("ml.g5.xlarge", 8) == 1  # a dry run
+    monkeypatch.setattr(monitor, "free_cores", lambda seconds=1.0: 1.1)  # another process holds a core
+    assert run_labs.default_streams("local_cpu", 8) == 1
+    assert "1.1 of 2 cores free): one lab at a time" in capsys.readouterr().out
