@@ -36,6 +36,7 @@ from helpers.aws.offline import OFFLINE_ENV_FLAG
 from helpers.errors import TargetError
 from helpers.job import RUNS_DIR
 from helpers.lab import LABS_DIR, LabError, declared_parameters, numbered_notebooks, with_solutions
+from helpers.local import monitor
 from helpers.report import FIGURES_ENV, RESULT
 from helpers.targets import SAGEMAKER, resolve
 
@@ -268,9 +269,7 @@ def default_streams(target: str, labs: int) -> int:
             return 1
     except TargetError:
         return 1
-    from helpers.local.monitor import free_cores
-
-    free = free_cores()
+    free = monitor.free_cores()
     if free < cores - 0.5:
         print(f"other work keeps this machine busy ({free:.1f} of {cores} cores free): one lab at a time", flush=True)
         return 1

@@ -53,6 +53,7 @@ def check_segments(d: drill_plan.Drill, every: int, forwarded: bool = False) -> 
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_sigterm_and_sigkill_at_random_steps_resume_bit_identically(small_catalog, tmp_path):
     job = Job("drill-one", DRILL, catalog_channels(small_catalog), processes_per_host=1)
     d = drill.run_drill(job, "local_cpu", interruptions=2, seed=1, runs_dir=tmp_path)
@@ -78,6 +79,7 @@ def test_sigterm_and_sigkill_at_random_steps_resume_bit_identically(small_catalo
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_ddp_run_with_a_forwarded_sigterm_resumes_bit_identically(small_catalog, tmp_path):
     """The best case: SIGTERM reaches both ranks, which agree on a step, save there and leave."""
     job = Job("drill-ddp", DRILL, catalog_channels(small_catalog), processes_per_host=2)
@@ -91,6 +93,7 @@ def test_ddp_run_with_a_forwarded_sigterm_resumes_bit_identically(small_catalog,
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_two_ranks_killed_three_times_mid_run_resume_bit_identically(small_catalog, tmp_path):
     """The case a new user tried: 2 ranks, a global batch of 32, 40 steps, a checkpoint every 5 steps and three
     interruptions. Every process of a launch dies with it (torchrun's workers run in sessions of their own), so

@@ -216,6 +216,7 @@ def test_compile_with_inductor_keeps_the_loss_curve(small_catalog, tmp_path, pla
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_the_cpu_visible_fast_path_keeps_validation_accuracy(small_catalog, tmp_path):
     """Length buckets change which titles share a batch, not what is learnt: accuracy stays in the same ballpark
     (3 epochs of 3,000 titles; chance is 1 in 44). Buckets of one exact length failed this (fastpath.bucket_keys).
@@ -251,6 +252,7 @@ def test_the_cpu_visible_fast_path_keeps_validation_accuracy(small_catalog, tmp_
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_benchmark_runs_end_to_end_on_cpu_and_compares_like_with_like(tmp_path):
     out = tmp_path / "bench.json"
     done = run_script(

@@ -68,6 +68,7 @@ def test_the_ci_workflow_is_valid_and_runs_the_readme_s_two_commands():
     local = [line for line in (REPO / ".ci" / "run").read_text().splitlines() if line.startswith("make")]
     for ci in (commands, local):  # the labs' own runs are a step after the suite, on the hosted runner as here
         assert ci.index("make labs-check") == ci.index("make test") + 1
+        assert ci.index("make long-check") == ci.index("make labs-check") + 1  # what the suite leaves out runs
     kept = [s for s in steps if s.get("uses", "").startswith("actions/upload-artifact")]
     assert kept and kept[0]["with"]["path"].startswith("runs/labs") and kept[0]["if"] == "always()"
 
