@@ -259,8 +259,10 @@ def run_all(a: argparse.Namespace, labs: list[Path], parameters: dict) -> int:
 def default_streams(target: str, labs: int) -> int:
     """Two labs at a time on the local CPU target of a machine of two cores or more whose cores are free; one
     otherwise (a GPU is not shared between labs, and a dry run is quick). On a machine other work keeps busy, one lab
-    at a time gets every core that work leaves: two labs, each pinned to a core the other work also takes, gave lab
-    07's A/B pairs that disagreed (1.29x, 0.87x) where one at a time gave two that agreed (1.42x, 1.07x)."""
+    at a time gets every core that work leaves. Measured on 2 cores: two labs, each pinned to a core that one spinning
+    process also took, gave lab 07's A/B pairs that disagreed (1.29x, 0.87x); one lab at a time, beside two such
+    processes, gave pairs that agreed (1.42x, 1.07x). Not a like-for-like comparison: a whole one-at-a-time `make`
+    beside one busy process is still to be measured."""
     cores = len(os.sched_getaffinity(0))
     if labs < 2 or cores < 2 or target.strip().lower().startswith("ml.") or target == SAGEMAKER:
         return 1
