@@ -166,7 +166,7 @@ def test_torchrun_restarts_a_crashed_rank_in_place_and_the_group_resumes_from_it
     hp = {"steps": 10, "subset": 800, "global_batch": 32, "micro_batch": 8, "dist_timeout_s": 20}
     job = Job(
         "restart",
-        {**hp, "fault": "crash", "fault_rank": 1, "fault_step": 7, "checkpoint_every": 5},
+        {**hp, "fault": "crash", "fault_rank": 0, "fault_step": 7, "checkpoint_every": 5},
         {"train": DATA_DIR / "catalog" / "train"},
         entry_point="train_elastic.py",
         processes_per_host=2,

@@ -302,3 +302,22 @@ def test_progress_is_saved_and_restored_as_the_checkpoints_have_always_held_it()
     assert dataclasses.asdict(again) == state  # every counter back, the training time it had reached included
     again.start_clocks()  # a resumed job's training time goes on from the saved one
     assert again.seconds() >= state["train_seconds"]
+
+
+def test_a_log_line_is_one_write_so_another_ranks_line_cannot_land_inside_it(monkeypatch):
+    """Every rank prints into one log, unbuffered as SageMaker runs it: print()'s two writes (the text, then the
+    newline) let another rank's line land between them and merge into one line the metric scrape misreads."""
+    import io
+    import sys
+
+    writes = []
+
+    class Log(io.StringIO):
+        def write(self, s):
+            writes.append(s)
+            return len(s)
+
+    monkeypatch.setattr(sys, "stdout", Log())
+    ranks.say("[timing] step=10 rank=1 wait_ms=3.00")
+    ranks.Dist.print(type("Master", (), {"master": True})(), "[train] step=10", "train_loss=0.5")
+    assert writes == ["[timing] step=10 rank=1 wait_ms=3.00\n", "[train] step=10 train_loss=0.5\n"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 
 import torch
 import torch.distributed as dist
@@ -108,11 +109,18 @@ class Dist:
 
     def print(self, *a):
         if self.master:
-            print(*a, flush=True)
+            say(" ".join(map(str, a)))
 
     def exit(self, code: int = 0):
         """Leave cleanly, past gloo's abort at interpreter exit (:func:`container.leave`)."""
         container.leave(code, process_group=self.enabled)
+
+
+def say(line: str) -> None:
+    """One log line in one write: every rank prints into one log, unbuffered (``PYTHONUNBUFFERED``, as SageMaker
+    runs it), and print()'s two writes (text, then newline) let another rank's line land between them."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
 
 
 def pick_precision(requested: str, device: torch.device, without_bf16: str = "fp16") -> str:
@@ -125,10 +133,9 @@ def pick_precision(requested: str, device: torch.device, without_bf16: str = "fp
         raise SystemExit("--precision fp16 needs a GPU; use bf16 or fp32 on CPU")
     if device.type == "cuda" and requested == "bf16" and not bf16_cores:
         # the same notebook runs on a T4 or V100: their mixed precision is fp16 (loss-scaled), said in the log
-        print(
+        say(
             f"[warn] --precision bf16: {torch.cuda.get_device_name(device)} has no bf16 tensor cores; "
-            f"running {without_bf16} instead",
-            flush=True,
+            f"running {without_bf16} instead"
         )
         return without_bf16
     return requested
@@ -155,7 +162,7 @@ class Metrics:
             return
         self.history.append({"kind": kind, **values})
         body = " ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items())
-        print(f"[{kind}] {body}", flush=True)
+        say(f"[{kind}] {body}")
 
     def write(self, args, **results) -> None:
         """``$SM_OUTPUT_DATA_DIR/metrics.json``: ``results``, every metric line logged, and the hyperparameters."""

@@ -37,7 +37,7 @@ import faults
 import options
 from catalog_data import read_channel, read_labels
 from container import run
-from ranks import Dist
+from ranks import Dist, say
 from sampling import GlobalBatchPlan
 
 META = "meta.json"  # a checkpoint's settings and position, written last: a checkpoint without it is incomplete
@@ -100,12 +100,10 @@ def main(args) -> None:
         optimizer.zero_grad()
         t2 = time.perf_counter()
         ms = lambda s: f"{1000 * s:.2f}"  # noqa: E731
-        print(
+        say(
             f"[timing] step={step} rank={d.rank} compute_ms={ms(t1 - t0)} wait_ms={ms(wait_s)} "
-            f"update_ms={ms(t2 - t1 - wait_s)} step_ms={ms(t2 - t0)}\n",
-            end="",  # the line and its newline in one write: every rank prints into one log, and print()'s two
-            flush=True,  # writes (text, then end) let another rank's line land between them
-        )
+            f"update_ms={ms(t2 - t1 - wait_s)} step_ms={ms(t2 - t0)}"
+        )  # every rank's own line, in one write (ranks.say)
         batch_id = zlib.crc32(",".join(map(str, global_rows)).encode())  # which rows: the data position, checkable
         d.print(f"[train] step={step} train_loss={loss_all:.6f} batch={batch_id} world_size={d.world}")
         history.append({"step": step, "train_loss": loss_all, "batch": batch_id})
@@ -230,7 +228,7 @@ def save(args, d: Dist, model, optimizer, meta: dict) -> None:
             json.dump(meta, f, indent=1)
         shutil.rmtree(final, ignore_errors=True)
         os.replace(partial, final)
-        print(f"[checkpoint] step={meta['step']} world_size={d.world} files={len(os.listdir(final))}", flush=True)
+        say(f"[checkpoint] step={meta['step']} world_size={d.world} files={len(os.listdir(final))}")
     if d.enabled:
         dist.barrier()
 
