@@ -65,7 +65,7 @@ test: setup data lint
 
 # Every lab at make's size with its reference answers, each on one core while the others are kept busy (a
 # learner's laptop doing something else), and every lesson its prose states checked against its own run
-# (tests/test_notebooks.py, tests/lab_claims.py). CI's step after `make test`; 6 to 11 minutes on 2 cores. The labs
+# (tests/test_notebooks.py, helpers/lessons.py). CI's step after `make test`; 6 to 11 minutes on 2 cores. The labs
 # go out longest first, one at a time to whichever worker is free (--dist load).
 labs-check: setup data
 	$(PY) -m pytest -m labs --dist load $(PYTEST_ARGS)

@@ -31,6 +31,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from helpers import lessons
 from helpers.aws.dry_run import REQUESTS_ENV
 from helpers.aws.offline import OFFLINE_ENV_FLAG
 from helpers.errors import TargetError
@@ -53,6 +54,18 @@ class LabRun:
     error: str = ""
     requests: list[str] = field(default_factory=list)  # JSON files of the SageMaker requests its dry runs built
     cores: list[int] = field(default_factory=list)  # the cores it ran on, where it ran in a stream of its own
+    lessons_not_held: list[str] = field(default_factory=list)  # its prose's claims this run did not bear out
+
+    @property
+    def passed(self) -> bool:
+        """It ran, and taught what its prose says it shows."""
+        return self.status == "ok" and not self.lessons_not_held
+
+    def line(self) -> str:
+        """Its line in the runner's output: status, time, result, and what went wrong, if anything."""
+        error = f"\n    {self.error}" if self.error else ""
+        untaught = "".join(f"\n    LESSON NOT HELD: {claim}" for claim in self.lessons_not_held)
+        return f"{self.status} ({self.seconds:.0f} s)  {headline(self)}{error}{untaught}"
 
 
 def kernel_config(socket_dir: Path | str):
@@ -129,7 +142,11 @@ def run_lab(notebook: Path, out_dir: Path, parameters: dict, verbose: bool = Fal
         os.environ.pop(REQUESTS_ENV, None)
     figures = json.loads(figures_file.read_text()) if figures_file.is_file() else {}
     requests = [str(p) for p in sorted(requests_dir.glob("*.json"))]
-    return LabRun(notebook.stem, status, round(time.perf_counter() - start, 1), str(executed), figures, error, requests)
+    # the lessons are what a local run shows (a dry run of real jobs measures nothing)
+    local = str(parameters.get("target", "local")).strip().lower().startswith("local")
+    untaught = lessons.wrong(notebook.stem, figures) if status == "ok" and local else []
+    seconds = round(time.perf_counter() - start, 1)
+    return LabRun(notebook.stem, status, seconds, str(executed), figures, error, requests, lessons_not_held=untaught)
 
 
 def write_summary(runs: list[LabRun], out_dir: Path, parameters: dict) -> None:
@@ -140,6 +157,7 @@ def write_summary(runs: list[LabRun], out_dir: Path, parameters: dict) -> None:
     for r in runs:
         figs = ", ".join(f"{k}={v}" for k, v in r.figures.items() if k != RESULT) or ""
         status = f"{r.status}{': ' + r.error if r.error else ''}"
+        status += "".join(f"; lesson not held: {claim}" for claim in r.lessons_not_held)
         lines.append(f"| {r.lab} | {status} | {r.seconds} | {r.figures.get(RESULT, '')} | {figs} |")
     (out_dir / "summary.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
@@ -241,7 +259,7 @@ def run_all(a: argparse.Namespace, labs: list[Path], parameters: dict) -> int:
         run = run_lab(labs[0], a.out, parameters, a.verbose, solutions=a.solutions)
         run.cores = sorted(os.sched_getaffinity(0))
         a.stream_record.write_text(json.dumps(asdict(run), ensure_ascii=False))
-        return 0 if run.status == "ok" else 1
+        return 0 if run.passed else 1
     with open(a.out / ".run_labs.lock", "w") as lock:
         try:  # one run per folder: two would interleave their request files and overwrite each other's summary
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -329,12 +347,7 @@ def _run_streams(a: argparse.Namespace, labs: list[Path], parameters: dict, stre
             run = _one_stream(a, notebook, share)
             with lock:
                 runs[notebook.stem] = run
-                error = f"\n    {run.error}" if run.error else ""
-                print(
-                    f"[{len(runs)}/{len(labs)}] {notebook.stem} on core {_cores(share)}: {run.status} "
-                    f"({run.seconds:.0f} s)  {headline(run)}{error}",
-                    flush=True,
-                )
+                print(f"[{len(runs)}/{len(labs)}] {notebook.stem} on core {_cores(share)}: {run.line()}", flush=True)
                 write_summary([runs[nb.stem] for nb in labs if nb.stem in runs], a.out, parameters)
 
     workers = [threading.Thread(target=stream, args=(share,), daemon=True) for share in shares]
@@ -356,15 +369,8 @@ def _run_streams(a: argparse.Namespace, labs: list[Path], parameters: dict, stre
         write_summary(done + stopped, a.out, parameters)
         raise
     ordered = [runs[nb.stem] for nb in labs]
-    write_summary(ordered, a.out, parameters)
-    failed = [r for r in ordered if r.status != "ok"]
-    print(
-        f"{len(ordered) - len(failed)}/{len(ordered)} labs passed: {sum(r.seconds for r in ordered):.0f} s of lab "
-        f"time in {time.perf_counter() - start:.0f} s, {streams} at a time; summary: {a.out / 'summary.md'}"
-    )
-    for r in failed:
-        print(f"FAILED {r.lab}: {r.error}\n    executed notebook: {r.notebook}", file=sys.stderr)
-    return 1 if failed else 0
+    lab_time, wall = sum(r.seconds for r in ordered), time.perf_counter() - start
+    return _finish(ordered, a.out, parameters, f": {lab_time:.0f} s of lab time in {wall:.0f} s, {streams} at a time")
 
 
 def _one_stream(a: argparse.Namespace, notebook: Path, share: list[int]) -> LabRun:
@@ -406,14 +412,20 @@ def _run_each(a: argparse.Namespace, labs: list[Path], parameters: dict) -> int:
             write_summary([*runs, stopped], a.out, parameters)
             raise
         runs.append(run)
-        error = f"\n    {run.error}" if run.error else ""
-        print(f"{run.status} ({run.seconds:.0f} s)  {headline(run)}{error}", flush=True)
+        print(run.line(), flush=True)
         write_summary(runs, a.out, parameters)
-    failed = [r for r in runs if r.status != "ok"]
-    total = sum(r.seconds for r in runs)
-    print(f"{len(runs) - len(failed)}/{len(runs)} labs passed in {total:.0f} s; summary: {a.out / 'summary.md'}")
+    return _finish(runs, a.out, parameters, f" in {sum(r.seconds for r in runs):.0f} s")
+
+
+def _finish(runs: list[LabRun], out: Path, parameters: dict, how: str) -> int:
+    """The run's summary and last lines: how many labs passed (ran, and taught their lessons), and what each of the
+    others did instead; the exit status."""
+    write_summary(runs, out, parameters)
+    failed = [r for r in runs if not r.passed]
+    print(f"{len(runs) - len(failed)}/{len(runs)} labs passed{how}; summary: {out / 'summary.md'}")
     for r in failed:
-        print(f"FAILED {r.lab}: {r.error}\n    executed notebook: {r.notebook}", file=sys.stderr)
+        why = r.error or "it ran, but its run did not show: " + "; ".join(r.lessons_not_held)
+        print(f"FAILED {r.lab}: {why}\n    executed notebook: {r.notebook}", file=sys.stderr)
     return 1 if failed else 0
 
 

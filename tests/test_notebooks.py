@@ -11,9 +11,8 @@ import botocore.session
 import nbformat
 import pytest
 from botocore.validate import validate_parameters
-from lab_claims import wrong  # what each lab's prose says its own run shows
 
-from helpers import lab, lab_time, report, run_labs
+from helpers import lab, lab_time, lessons, report, run_labs
 
 LABS = [one.notebook for one in lab.LABS]  # every registered lab (tests/test_registries.py)
 CREATE_TRAINING_JOB = (
@@ -86,8 +85,9 @@ def test_lab_runs_headless_in_smoke_size_with_every_answer_right_and_in_its_stat
     core, full = t.stated
     assert lab_time.within(core, t.core.minutes), f"core path: stated {core} min, estimated {t.core.minutes:.1f}"
     assert lab_time.within(full, t.full.minutes), f"whole lab: stated {full} min, estimated {t.full.minutes:.1f}"
-    unborne = wrong(notebook.stem, run.figures)
+    unborne = lessons.wrong(notebook.stem, run.figures)
     assert not unborne, f"the prose says {unborne}, its run recorded {run.figures}"
+    assert run.lessons_not_held == unborne and run.passed, "the runner checks the lessons as this test does"
     assert run.requests, "every core path shows its job's request on the lab's real target (jobs.on_sagemaker)"
     for path in run.requests:
         saved = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -132,6 +132,30 @@ def test_runner_names_the_failing_cell_and_exits_non_zero(tmp_path, capsys):
     assert fine["status"] == "ok" and fine["figures"] == {"seen_target": "local_cpu"}  # the parameter was injected
     assert broken["status"] == "failed" and "cell 3" in broken["error"] and "the data went missing" in broken["error"]
     assert "FAILED 02_broken" in capsys.readouterr().err
+
+
+def test_runner_names_a_lesson_a_lab_ran_but_did_not_show_and_exits_non_zero(tmp_path, monkeypatch, capsys):
+    """A lab that runs to its end but whose run does not bear out what its prose says did not teach: ``make`` says
+    which lesson, in its line and in the summary, and exits non-zero. A dry run of real jobs is not held to them."""
+    labs = tmp_path / "labs"
+    labs.mkdir()
+    _notebook(
+        labs / "01_fine.ipynb",
+        [("params", "target = 'x'\nsmoke = True"), ("code", "from helpers import report\nreport.record(margin=1.5)")],
+    )
+    monkeypatch.setitem(lessons.CLAIMS, "01_fine", {"the margin is at least 2 points": lambda f: f["margin"] >= 2})
+    args = ["--labs-dir", str(labs), "--out", str(tmp_path / "out"), "--streams", "1"]
+    assert run_labs.main([*args, "--target", "local_cpu"]) == 1
+    out, err = capsys.readouterr()
+    assert "LESSON NOT HELD: the margin is at least 2 points" in out and "0/1 labs passed" in out
+    assert "FAILED 01_fine: it ran, but its run did not show: the margin is at least 2 points" in err
+    (run,) = json.loads((tmp_path / "out" / "summary.json").read_text())["labs"]
+    assert run["status"] == "ok" and run["lessons_not_held"] == ["the margin is at least 2 points"]
+    assert "lesson not held: the margin is at least 2 points" in (tmp_path / "out" / "summary.md").read_text()
+    monkeypatch.setitem(lessons.CLAIMS, "01_fine", {"the margin is at least 1 point": lambda f: f["margin"] >= 1})
+    assert run_labs.main([*args, "--target", "local_cpu"]) == 0
+    monkeypatch.setitem(lessons.CLAIMS, "01_fine", {"never": lambda f: False})
+    assert run_labs.main([*args, "--target", "ml.g5.2xlarge"]) == 0  # a dry run measures nothing
 
 
 def test_runner_gives_a_lab_s_own_folders_a_place_under_its_output_folder(tmp_path):

@@ -17,7 +17,6 @@ import re
 
 import pytest
 from conftest import REPO
-from lab_claims import CLAIMS
 from test_notebooks_dry_run import EXPECTED
 
 from helpers import exercises, input_mode, lab, lab_time
@@ -28,6 +27,7 @@ from helpers.exercises import lab05
 from helpers.facilitator import lab_targets
 from helpers.job import DATA_DIR, Job
 from helpers.jobs import on_sagemaker
+from helpers.lessons import CLAIMS
 from helpers.local import input_modes as local_input_modes
 from helpers.planning import cost, instances, memory, scaling, spot
 from helpers.targets import Target
@@ -41,7 +41,7 @@ def per_lab_tables() -> dict[str, set[str]]:
     return {
         "exercises (helpers/exercises/labNN.py)": {id.split(".")[0] for id in exercises.registry()},
         "reference answers (labs/solutions/)": {p.name[:2] for p in lab.SOLUTIONS_DIR.glob("[0-9][0-9]_*.py")},
-        "claims (tests/lab_claims.py)": {stem[:2] for stem in CLAIMS},
+        "claims (helpers/lessons.py)": {stem[:2] for stem in CLAIMS},
         "request checks (tests/test_notebooks_dry_run.py EXPECTED)": {stem[:2] for stem in EXPECTED},
         "real targets (helpers/facilitator/lab_targets.py TARGETS)": {t.lab for t in lab_targets.TARGETS},
         "the README's table of labs": set(re.findall(r"^\| `(\d\d)_\w+` \|", README, re.M)),
@@ -56,7 +56,7 @@ def missing(one: lab.Lab) -> list[str]:
     if lab_time.stated(one.notebook) is None:
         gaps.append("its stated time (**Time:** core path N min, with the deep dives M min.)")
     if one.stem not in CLAIMS:
-        gaps.append(f"its claims under its stem ({one.stem!r}) in tests/lab_claims.py")
+        gaps.append(f"its claims under its stem ({one.stem!r}) in helpers/lessons.py")
     if one.stem not in EXPECTED:
         gaps.append(f"its request checks under its stem ({one.stem!r}) in tests/test_notebooks_dry_run.py")
     return sorted(set(gaps))
@@ -82,7 +82,7 @@ def test_every_per_lab_table_names_registered_labs_only():
 
 def test_a_lab_missing_from_a_table_is_named_with_the_table():
     assert "its notebook labs/99_missing.ipynb" in missing(lab.Lab("99_missing"))
-    assert "claims (tests/lab_claims.py)" in missing(lab.Lab("99_missing"))
+    assert "claims (helpers/lessons.py)" in missing(lab.Lab("99_missing"))
 
 
 # ---------------------------------------------------------------------------------------------- check rules

@@ -2,7 +2,7 @@
 (``python tools/studio/twin.py --variants``, after the twin's own checks) and recorded in the README; CI runs the
 twin without them.
 
-Every lab runs on each (``make``'s size, the local target), and each must teach its lessons (tests/lab_claims.py).
+Every lab runs on each (``make``'s size, the local target), and each must teach its lessons (helpers/lessons.py).
 
 - ``without_local_bin``: SageMaker Distribution 4.0-4.3's PATH, which lacks ``~/.local/bin``, where ``make studio``
   puts SeaweedFS's ``weed``: lab 05 must still find it (in the user scripts folder).
