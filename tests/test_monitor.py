@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
 import types
 
 import matplotlib
-import psutil
 import pytest
 
 matplotlib.use("Agg")
@@ -181,4 +181,11 @@ def test_missing_profile_says_what_to_do(tmp_path):
 
 def test_free_cores_is_between_none_and_all():
     free = monitor.free_cores(seconds=0.2)
-    assert 0.0 <= free <= psutil.cpu_count()
+    assert 0.0 <= free <= len(os.sched_getaffinity(0))
+
+
+def test_free_cores_counts_only_the_cores_this_process_may_use(monkeypatch):
+    """A lab pinned to one core of two (two labs at a time) has one core, however idle the other is."""
+    monkeypatch.setattr(monitor.psutil, "cpu_percent", lambda interval, percpu: [30.0, 0.0, 100.0, 0.0])
+    monkeypatch.setattr(monitor.os, "sched_getaffinity", lambda pid: {0, 2})
+    assert monitor.free_cores(seconds=0) == pytest.approx(0.7)

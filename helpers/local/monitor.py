@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -344,10 +345,10 @@ class Monitor:
 
 
 def free_cores(seconds: float = 1.0) -> float:
-    """How many cores nothing else is using right now (measured over ``seconds``): on a shared laptop or instance
-    this, not the core count, is what a job's threads and workers can have."""
+    """How many of this process's cores (its affinity) nothing else is using right now, measured over ``seconds``: on
+    a shared laptop or instance this, not the core count, is what a job's threads and workers can have."""
     busy = psutil.cpu_percent(interval=seconds, percpu=True)
-    return sum(100.0 - b for b in busy) / 100.0
+    return sum(100.0 - busy[c] for c in os.sched_getaffinity(0) if c < len(busy)) / 100.0
 
 
 def training_window(history: list[dict]) -> tuple[float, float] | None:
