@@ -142,9 +142,8 @@ def run_lab(notebook: Path, out_dir: Path, parameters: dict, verbose: bool = Fal
         os.environ.pop(REQUESTS_ENV, None)
     figures = json.loads(figures_file.read_text()) if figures_file.is_file() else {}
     requests = [str(p) for p in sorted(requests_dir.glob("*.json"))]
-    # the lessons are what a local run shows (a dry run of real jobs measures nothing)
-    local = str(parameters.get("target", "local")).strip().lower().startswith("local")
-    untaught = lessons.wrong(notebook.stem, figures) if status == "ok" and local else []
+    measured = not real_jobs(str(parameters.get("target", "local")))  # a dry run of real jobs measures nothing
+    untaught = lessons.wrong(notebook.stem, figures) if status == "ok" and measured else []
     seconds = round(time.perf_counter() - start, 1)
     return LabRun(notebook.stem, status, seconds, str(executed), figures, error, requests, lessons_not_held=untaught)
 
@@ -179,6 +178,13 @@ def parse_value(text: str):
         return ast.literal_eval(text)
     except (ValueError, SyntaxError):
         return text
+
+
+def real_jobs(target: str) -> bool:
+    """Whether ``target`` names SageMaker instances (an ``ml.*`` type, or ``sagemaker``: each lab's real_target): a
+    dry run of real jobs unless the labs are told to launch, and nothing measured on this machine."""
+    target = target.strip()
+    return target.lower().startswith("ml.") or target == SAGEMAKER
 
 
 def refuse_bad(ap: argparse.ArgumentParser, a: argparse.Namespace, labs: list[Path], target: str) -> None:
@@ -242,8 +248,7 @@ def _run(ap: argparse.ArgumentParser, a: argparse.Namespace, parameters: dict) -
     labs = numbered_notebooks(a.labs_dir, only=a.labs)
     target = str(parameters["target"])  # --target, or a "-p target ..." given after it
     refuse_bad(ap, a, labs, target)
-    real = target.strip().lower().startswith("ml.") or target.strip() == SAGEMAKER
-    if real and not parameters.get("launch") and OFFLINE_ENV_FLAG not in os.environ:
+    if real_jobs(target) and not parameters.get("launch") and OFFLINE_ENV_FLAG not in os.environ:
         # a dry run of every lab: placeholders for account, role and bucket, nothing sent (launch=True lifts it)
         os.environ[OFFLINE_ENV_FLAG] = "1"
         try:
@@ -282,7 +287,7 @@ def default_streams(target: str, labs: int) -> int:
     at a time, sizing its fix to the free core, gave pairs that agreed (9.87x, 11.03x), every lab's lessons held, in
     9 min 58 s for all eight."""
     cores = len(os.sched_getaffinity(0))
-    if labs < 2 or cores < 2 or target.strip().lower().startswith("ml.") or target == SAGEMAKER:
+    if labs < 2 or cores < 2 or real_jobs(target):
         return 1
     try:
         if resolve(target).gpus:
