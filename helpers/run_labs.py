@@ -39,7 +39,7 @@ from helpers.job import RUNS_DIR
 from helpers.lab import LABS_DIR, LabError, declared_parameters, numbered_notebooks, with_solutions
 from helpers.local import monitor
 from helpers.report import FIGURES_ENV, RESULT
-from helpers.targets import SAGEMAKER, resolve
+from helpers.targets import SAGEMAKER, local_cpu_count, resolve
 
 REPO_RECORD = LABS_DIR.parent / "docs" / "studio-twin.json"  # the Studio twin's last run, committed: each lab's time
 
@@ -286,8 +286,8 @@ def default_streams(target: str, labs: int) -> int:
     each pinned to a core the process also took by turns, gave lab 07's pairs that disagreed (1.29x, 0.87x); one lab
     at a time, sizing its fix to the free core, gave pairs that agreed (9.87x, 11.03x), every lab's lessons held, in
     9 min 58 s for all eight."""
-    cores = len(os.sched_getaffinity(0))
-    if labs < 2 or cores < 2 or real_jobs(target):
+    cores = local_cpu_count()
+    if labs < 2 or cores < 2 or real_jobs(target) or not hasattr(os, "sched_setaffinity"):  # macOS cannot pin
         return 1
     try:
         if resolve(target).gpus:

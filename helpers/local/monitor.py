@@ -348,7 +348,8 @@ def free_cores(seconds: float = 1.0) -> float:
     """How many of this process's cores (its affinity) nothing else is using right now, measured over ``seconds``: on
     a shared laptop or instance this, not the core count, is what a job's threads and workers can have."""
     busy = psutil.cpu_percent(interval=seconds, percpu=True)
-    return sum(100.0 - busy[c] for c in os.sched_getaffinity(0) if c < len(busy)) / 100.0
+    mine = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else range(len(busy))  # macOS: every core
+    return sum(100.0 - busy[c] for c in mine if c < len(busy)) / 100.0
 
 
 def training_window(history: list[dict]) -> tuple[float, float] | None:
