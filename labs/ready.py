@@ -3,6 +3,17 @@
 Standard library only (it runs where the helpers are missing). Two cases: nothing installed for this Python (run
 ``make studio`` in Studio, ``make`` on a laptop), or installed into the user site after this kernel started: Python
 adds the user site to ``sys.path`` only if it exists when the interpreter starts, so the kernel must be restarted.
+
+A kernel finds this file when it runs in ``labs/`` (JupyterLab, ``jupyter nbconvert --execute``, papermill run from
+``labs/``, ``make``). Each lab's first lines fall back to importing the helpers themselves where it does not (papermill
+run from the repository's root or anywhere else: the kernel's folder is the caller's):
+
+    try:
+        import ready
+    except ModuleNotFoundError:
+        import helpers
+
+so what this raises is an ``ImportError`` but not a ``ModuleNotFoundError``: the fallback must not swallow it.
 """
 
 from __future__ import annotations
@@ -31,4 +42,4 @@ def problem() -> str:
 
 
 if found := problem():
-    raise ModuleNotFoundError(found, name="helpers")
+    raise ImportError(found, name="helpers")  # not ModuleNotFoundError, which each lab's fallback catches
