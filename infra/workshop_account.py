@@ -1,10 +1,11 @@
-"""The generated blocks of infra/workshop-account.yaml: the Studio attendees' profiles and the spaces' sizing.
+"""The generated blocks of infra/workshop-account.yaml: each attendee's job role and Studio profile, the policies, the
+enforcer of what IAM cannot express, and the spaces' sizing.
 
-CloudFormation has no loops, so the template holds MAX_ATTENDEES user profiles in groups of ATTENDEE_STEP, each group
-behind a condition that holds when the StudioUsers parameter reaches it. (Groups, not one condition per count:
-cfn-lint's time grows steeply with the number of values one parameter is compared with: 2.7 s for 8, 15 s for 20,
-over 3 minutes for 40.) The spaces' default storage and instance type are computed here from measured figures
-(update the constants, then rewrite the template):
+CloudFormation has no loops, so the template holds MAX_ATTENDEES job roles (and, with Studio, user profiles) in groups
+of ATTENDEE_STEP, each group behind a condition that holds when the Attendees parameter reaches it. (Groups, not one
+condition per count: cfn-lint's time grows steeply with the number of values one parameter is compared with: 2.7 s
+for 8, 15 s for 20, over 3 minutes for 40.) The spaces' default storage and instance type are computed here from
+measured figures (update the constants, then rewrite the template):
 
     python infra/workshop_account.py --write    # rewrite the generated blocks of workshop-account.yaml
     python infra/workshop_account.py --check    # exit 1 if they differ from what this writes (the tests check too)
@@ -37,9 +38,18 @@ CONTENTSPEC = REPO / "contentspec.yaml"
 STATIC = REPO / "static"
 
 MAX_ATTENDEES = 40
-ATTENDEE_STEP = 5  # StudioUsers takes multiples of this; spare profiles cost nothing
+ATTENDEE_STEP = 5  # Attendees takes multiples of this; spare roles and profiles cost nothing
 DEFAULT_ATTENDEES = 10
 PROFILE_NAME = "attendee-{:02d}"  # the attendee prefix of their jobs and S3 keys (helpers.aws.account)
+ATTENDEE_TAG = "workshop-attendee"  # the tag of an attendee's jobs and of their job role
+JOB_ROLE_PATH = "/workshop-jobs/${AWS::StackName}/"  # then the attendee: <path><attendee>/<role name>
+SHARED_PREFIX = "shared"  # the bucket's read-only data for everyone (the facilitator writes it)
+# What IAM cannot express, enforced by the enforcer (infra/enforcer.py) as each job starts; from the labs' real targets
+# (course/facilitator/lab_targets.py, tests/test_event_account_policies.py holds them together):
+MAX_INSTANCES_PER_JOB = 2  # lab 02's two nodes
+MAX_INSTANCES_PER_ATTENDEE = 3  # lab 05's three one-instance jobs at once
+# sagemaker:KeepAlivePeriod: lab 08's warm pool (warm_pool_s=1800), and no longer
+MAX_WARM_POOL_S = 1800
 
 # --- A space's home directory (its EBS volume): what the workshop puts there, in MB ----------------------------------
 # Measured 2026-11-25 on a fresh clone of commit 010941b (`du -sm`).
@@ -134,19 +144,29 @@ def jupyterlab_instance() -> JupyterLabType:
 
 
 # --- The generated blocks -------------------------------------------------------------------------------------------
-def _condition(n: int) -> str:
-    """The condition of attendee n's profile: the domain exists and StudioUsers reaches n's group."""
-    first = (n - 1) // ATTENDEE_STEP * ATTENDEE_STEP + 1
-    return "CreateStudio" if first == 1 else f"Attendees{first:02d}To{first + ATTENDEE_STEP - 1:02d}"
+def _first(n: int) -> int:
+    return (n - 1) // ATTENDEE_STEP * ATTENDEE_STEP + 1
+
+
+def _condition(n: int) -> str | None:
+    """The condition of attendee n's job role: Attendees reaches n's group (None: the first group always exists)."""
+    first = _first(n)
+    return None if first == 1 else f"Attendees{first:02d}To{first + ATTENDEE_STEP - 1:02d}"
+
+
+def _profile_condition(n: int) -> str:
+    """The condition of attendee n's Studio profile: the domain exists and Attendees reaches n's group."""
+    group = _condition(n)
+    return "CreateStudio" if group is None else f"Studio{group}"
 
 
 def studio_parameters() -> str:
     chosen = jupyterlab_instance()
     counts = ", ".join(f'"{n}"' for n in range(ATTENDEE_STEP, MAX_ATTENDEES + 1, ATTENDEE_STEP))
     users = (
-        f"With WithStudio, how many attendee profiles the domain gets ({PROFILE_NAME.format(1)} ... "
-        f"{PROFILE_NAME.format(MAX_ATTENDEES)}), in steps of {ATTENDEE_STEP}: round up (a spare profile costs "
-        f"nothing). Each profile's name is the attendee prefix of that person's jobs and S3 keys."
+        f"How many attendees ({PROFILE_NAME.format(1)} ... {PROFILE_NAME.format(MAX_ATTENDEES)}), in steps of "
+        f"{ATTENDEE_STEP}: round up (a spare costs nothing). Each gets a job role of their own and, with WithStudio, a "
+        f"Studio user profile; the name is the attendee prefix of that person's jobs and S3 keys."
     )
     instance = (
         f"With WithStudio, the spaces' default JupyterLab instance: {chosen.name} has {chosen.cores} physical cores "
@@ -159,7 +179,7 @@ def studio_parameters() -> str:
         + "."
     )
     return f"""\
-  StudioUsers:
+  Attendees:
     Type: String
     Default: "{DEFAULT_ATTENDEES}"
     AllowedValues: [{counts}]
@@ -179,12 +199,16 @@ def studio_parameters() -> str:
 
 
 def studio_attendee_conditions() -> str:
-    """A chain: group k exists when group k - 1 does and StudioUsers is not the count that ends group k - 1."""
-    firsts = range(ATTENDEE_STEP + 1, MAX_ATTENDEES + 1, ATTENDEE_STEP)
-    return "".join(
-        f'  {_condition(n)}: !And [!Condition {_condition(n - 1)}, !Not [!Equals [!Ref StudioUsers, "{n - 1}"]]]\n'
-        for n in firsts
-    )
+    """A chain: group k exists when group k - 1 does and Attendees is not the count that ends group k - 1; its
+    profiles exist when the group and the domain do."""
+    out = []
+    for n in range(ATTENDEE_STEP + 1, MAX_ATTENDEES + 1, ATTENDEE_STEP):
+        before = _condition(n - 1)
+        reached = f'!Not [!Equals [!Ref Attendees, "{n - 1}"]]'
+        out.append(f"  {_condition(n)}: " + (f"!And [!Condition {before}, {reached}]" if before else reached) + "\n")
+    for n in range(ATTENDEE_STEP + 1, MAX_ATTENDEES + 1, ATTENDEE_STEP):
+        out.append(f"  {_profile_condition(n)}: !And [!Condition CreateStudio, !Condition {_condition(n)}]\n")
+    return "".join(out)
 
 
 def studio_attendee_profiles() -> str:
@@ -194,7 +218,7 @@ def studio_attendee_profiles() -> str:
             f"""\
   StudioAttendee{n:02d}:
     Type: AWS::SageMaker::UserProfile
-    Condition: {_condition(n)}
+    Condition: {_profile_condition(n)}
     Properties:
       DomainId: !GetAtt StudioDomain.DomainId
       UserProfileName: {PROFILE_NAME.format(n)}
@@ -288,36 +312,63 @@ def sub(text: str) -> dict | str:
     return {"Fn::Sub": text} if re.search(r"\$\{(?!!)", text) else plain
 
 
-def statement(sid: str, actions: list[str], resource, condition: dict | None = None) -> dict:
-    out = {"Sid": sid, "Effect": "Allow", "Action": actions if len(actions) > 1 else actions[0], "Resource": resource}
+def statement(sid: str, actions: list[str], resource, condition: dict | None = None, effect: str = "Allow") -> dict:
+    out = {"Sid": sid, "Effect": effect, "Action": actions if len(actions) > 1 else actions[0], "Resource": resource}
     return out | ({"Condition": condition} if condition else {})
+
+
+def deny(sid: str, actions: list[str], not_resource, condition: dict) -> dict:
+    """A Deny of ``actions`` for anyone (a bucket policy's statement) outside ``not_resource``, when ``condition``."""
+    return {"Sid": sid, "Effect": "Deny", "Principal": "*", "Action": actions, "NotResource": not_resource} | {
+        "Condition": condition
+    }
+
+
+BUCKET = "${WorkshopBucket.Arn}"
+JOB = f"${{!aws:PrincipalTag/{ATTENDEE_TAG}}}"  # a job's attendee: its job role's tag (set by the template)
+READ = ["s3:GetObject"]
+WRITE = ["s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"]
+FSX_DIRECTORY = {"Fn::If": ["CreateFsx", {"Fn::Sub": "/${FileSystem.LustreMountName}/${!aws:SourceIdentity}/*"}, ""]}
+
+
+def job_role_arn(who: str = ME) -> dict | str:
+    return sub(f"{ARN}:iam::${{AWS::AccountId}}:role{JOB_ROLE_PATH}{who}/*")
+
+
+def prefix_statements(sid: str, who: str) -> list[dict]:
+    """``who``'s own prefix (read, write, list), and the shared data (read, list)."""
+    return [
+        statement(f"{sid}OwnPrefixObjects", READ + WRITE, sub(f"{BUCKET}/{who}/*")),
+        statement(f"{sid}SharedData", READ, sub(f"{BUCKET}/{SHARED_PREFIX}/*")),
+        statement(
+            f"{sid}OwnPrefixListing",
+            ["s3:ListBucket"],
+            sub(BUCKET),
+            {"StringLike": {"s3:prefix": [sub(who), sub(f"{who}/*"), f"{SHARED_PREFIX}/*"]}},
+        ),
+    ]
 
 
 def attendee_statements() -> list[dict]:
     """What an attendee may do, wherever they work: their own prefix and jobs, within the guardrails."""
-    mine = {"StringEquals": {"aws:ResourceTag/workshop-attendee": sub(ME)}}
+    mine = {"StringEquals": {f"aws:ResourceTag/{ATTENDEE_TAG}": sub(ME)}}
     return [
-        statement(
-            "OwnPrefixObjects",
-            ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
-            sub(f"${{WorkshopBucket.Arn}}/{ME}/*"),
-        ),
-        statement(
-            "OwnPrefixListing",
-            ["s3:ListBucket"],
-            sub("${WorkshopBucket.Arn}"),
-            {"StringLike": {"s3:prefix": [sub(ME), sub(f"{ME}/*")]}},
-        ),
+        *prefix_statements("", ME),
         statement("BucketLookup", ["s3:ListAllMyBuckets"], "*"),
         statement(
             "CreateOwnJobsWithinTheGuardrails",
             ["sagemaker:CreateTrainingJob"],
             sub(f"{SM}:training-job/{ME}-*"),
             {
-                "StringEquals": {"aws:RequestTag/workshop-attendee": sub(ME)},
+                "StringEquals": {f"aws:RequestTag/{ATTENDEE_TAG}": sub(ME)},
                 "ForAllValues:StringEquals": {"sagemaker:InstanceTypes": list(guardrails.TRAINING_INSTANCE_TYPES)},
                 "Null": {"sagemaker:InstanceTypes": "false", "sagemaker:MaxRuntimeInSeconds": "false"},
                 "NumericLessThanEquals": {"sagemaker:MaxRuntimeInSeconds": str(guardrails.EVENT_MAX_RUNTIME_S)},
+                # a warm pool bills after the job, outside MaxRuntime: lab 08's, and no longer
+                "NumericLessThanEqualsIfExists": {"sagemaker:KeepAlivePeriod": str(MAX_WARM_POOL_S)},
+                # an FSx channel: read-only, and only the attendee's own directory of the template's file system
+                "StringEqualsIfExists": {"sagemaker:FileSystemAccessMode": "ro"},
+                "StringLikeIfExists": {"sagemaker:FileSystemDirectoryPath": FSX_DIRECTORY},
             },
         ),
         statement(
@@ -335,12 +386,14 @@ def attendee_statements() -> list[dict]:
         statement("ListJobs", ["sagemaker:ListTrainingJobs"], "*"),
         statement("JobTags", ["sagemaker:ListTags"], sub(f"{SM}:training-job/*")),
         statement(
-            "PassOnlyTheJobRole",
+            "PassOnlyTheirOwnJobRole",
             ["iam:PassRole"],
-            sub("${ExecutionRole.Arn}"),
+            job_role_arn(),
             {"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}},
         ),
-        statement("SdkChecks", ["iam:GetRole", "iam:SimulatePrincipalPolicy"], sub("${ExecutionRole.Arn}")),
+        statement("SdkChecks", ["iam:GetRole", "iam:SimulatePrincipalPolicy"], job_role_arn()),
+        # how a space's set-up and the helpers find the attendee's role: its path holds the attendee's name
+        statement("FindTheirJobRole", ["iam:ListRoles"], "*"),
         statement("OwnJobLogs", ["logs:GetLogEvents"], sub(f"{LOG_GROUP}:log-stream:{ME}-*")),
         statement("JobLogStreams", ["logs:DescribeLogStreams"], sub(f"{LOG_GROUP}:*")),
         statement(
@@ -358,11 +411,122 @@ def attendee_statements() -> list[dict]:
     ]
 
 
+def job_statements() -> list[dict]:
+    """What an attendee's jobs run as (one role per attendee, tagged with the attendee's name): that attendee's prefix
+    (read-only on the shared data), their own jobs' log streams, the images, and with WithFsx the VPC's interfaces and
+    the file system's description. Nothing that creates jobs or passes roles."""
+    return [
+        *prefix_statements("Jobs", JOB),
+        statement("JobsBucketLocation", ["s3:GetBucketLocation"], sub(BUCKET)),
+        statement(
+            "TrainingImages",
+            ["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"],
+            sub(f"{ARN}:ecr:*:*:repository/*"),
+        ),
+        statement("TrainingImagesLogin", ["ecr:GetAuthorizationToken"], "*"),
+        statement("JobLogGroup", ["logs:CreateLogGroup", "logs:DescribeLogStreams"], sub(f"{LOG_GROUP}:*")),
+        statement(
+            "OwnJobLogStreams",
+            ["logs:CreateLogStream", "logs:PutLogEvents"],
+            sub(f"{LOG_GROUP}:log-stream:{JOB}-*"),
+        ),
+        statement(
+            "JobMetrics",
+            ["cloudwatch:PutMetricData"],
+            "*",
+            {"StringLike": {"cloudwatch:namespace": "/aws/sagemaker/*"}},
+        ),
+        *vpc_statements(),
+    ]
+
+
+def vpc_statements() -> list[dict]:
+    """With WithFsx, a job's interfaces in the template's VPC, and the file system's description (fsx:Describe*
+    takes no resource: "*")."""
+    vpc = sub(f"{ARN}:ec2:${{AWS::Region}}:${{AWS::AccountId}}:vpc/${{Vpc}}")
+    parts = [
+        statement(
+            "JobsDescribeTheVpc",
+            [
+                "ec2:DescribeNetworkInterfaces",
+                "ec2:DescribeVpcs",
+                "ec2:DescribeDhcpOptions",
+                "ec2:DescribeSubnets",
+                "ec2:DescribeSecurityGroups",
+            ],
+            "*",
+        ),
+        statement(
+            "JobsInTheVpc",
+            [
+                "ec2:CreateNetworkInterface",
+                "ec2:CreateNetworkInterfacePermission",
+                "ec2:DeleteNetworkInterface",
+                "ec2:DeleteNetworkInterfacePermission",
+            ],
+            "*",
+            {"ArnEquals": {"ec2:Vpc": vpc}},
+        ),
+        statement("FsxChannel", ["fsx:DescribeFileSystems"], "*"),
+    ]
+    return [{"Fn::If": ["CreateFsx", s, {"Ref": "AWS::NoValue"}]} for s in parts]
+
+
+def bucket_statements() -> list[dict]:
+    """The bucket's own policy, a second layer under the roles' policies: TLS only; an attendee's session (its source
+    identity) and an attendee's job (its role's tag) touch only that attendee's prefix and read the shared data,
+    whatever an identity policy grants; the attendee role without a source identity touches nothing."""
+    both = [sub(BUCKET), sub(f"{BUCKET}/*")]
+    session = {"StringLike": {"aws:SourceIdentity": "attendee-*"}}
+    job = {"StringLike": {f"aws:PrincipalTag/{ATTENDEE_TAG}": "attendee-*"}}
+    out = [
+        {
+            "Sid": "TlsOnly",
+            "Effect": "Deny",
+            "Principal": "*",
+            "Action": "s3:*",
+            "Resource": both,
+            "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+        }
+    ]
+    for sid, who, when in (("Attendee", ME, session), ("Job", JOB, job)):
+        own, shared = sub(f"{BUCKET}/{who}/*"), sub(f"{BUCKET}/{SHARED_PREFIX}/*")
+        listing = {"StringNotLike": {"s3:prefix": [sub(who), sub(f"{who}/*"), f"{SHARED_PREFIX}/*"]}}
+        out += [
+            deny(f"{sid}ReadsOnlyOwnAndShared", READ, [own, shared], when),
+            deny(f"{sid}WritesOnlyOwn", WRITE, [own], when),
+            {
+                "Sid": f"{sid}ListsOnlyOwnAndShared",
+                "Effect": "Deny",
+                "Principal": "*",
+                "Action": "s3:ListBucket",
+                "Resource": sub(BUCKET),
+                "Condition": when | listing,
+            },
+        ]
+    out.append(
+        {
+            "Sid": "AttendeeRoleNeedsASourceIdentity",
+            "Effect": "Deny",
+            "Principal": "*",
+            "Action": "s3:*",
+            "Resource": both,
+            "Condition": {
+                "ArnLike": {"aws:PrincipalArn": sub("${AttendeeRole.Arn}")},
+                "Null": {"aws:SourceIdentity": "true"},
+            },
+        }
+    )
+    return out
+
+
 def studio_statements() -> list[dict]:
-    """What Studio needs to let each attendee run their own private space (AWS's policy for private spaces, limited
-    to the space's owner by the variables Studio sets), on the JupyterLab types the template offers."""
+    """What Studio needs to let each attendee run their own private space (AWS's policy for private spaces), limited
+    to the space's owner by the session's source identity (the user profile's name), to JupyterLab apps, and to the
+    JupyterLab types the template offers, which CreateApp must name."""
     types = {"ForAllValues:StringEquals": {"sagemaker:InstanceTypes": [t.name for t in JUPYTERLAB_TYPES]}}
-    owner = sub(f"{SM}:user-profile/${{!sagemaker:DomainId}}/${{!sagemaker:UserProfileName}}")
+    named = {"Null": {"sagemaker:InstanceTypes": "false"}}
+    owner = sub(f"{SM}:user-profile/*/{ME}")
     own = {
         "ArnLike": {"sagemaker:OwnerUserProfileArn": owner},
         "StringEquals": {"sagemaker:SpaceSharingType": "Private"},
@@ -388,24 +552,27 @@ def studio_statements() -> list[dict]:
             sub(f"{SM}:*/*"),
             {"Null": {"sagemaker:TaggingAction": "false"}},
         ),
+        # an app of the attendee's own profile (not in a space): the profile's name is in the app's ARN
         statement(
-            "StudioAppsWithoutOwner",
-            ["sagemaker:CreateApp", "sagemaker:DeleteApp"],
-            sub(f"{SM}:app/*"),
-            {"Null": {"sagemaker:OwnerUserProfileArn": "true"}} | types,
+            "StudioOwnProfileApps",
+            ["sagemaker:CreateApp"],
+            sub(f"{SM}:app/*/{ME}/jupyterlab/*"),
+            {"Null": {"sagemaker:OwnerUserProfileArn": "true", **named["Null"]}} | types,
         ),
         statement(
             "StudioOwnPrivateSpaces",
             ["sagemaker:CreateSpace", "sagemaker:UpdateSpace", "sagemaker:DeleteSpace"],
-            sub(f"{SM}:space/${{!sagemaker:DomainId}}/*"),
-            own,
+            sub(f"{SM}:space/*/*"),
+            own | types,
         ),
         statement(
             "StudioOwnPrivateSpaceApps",
-            ["sagemaker:CreateApp", "sagemaker:DeleteApp"],
-            sub(f"{SM}:app/${{!sagemaker:DomainId}}/*"),
-            own | types,
+            ["sagemaker:CreateApp"],
+            sub(f"{SM}:app/*/*/jupyterlab/*"),
+            own | types | named,
         ),
+        statement("StudioDeleteOwnProfileApps", ["sagemaker:DeleteApp"], sub(f"{SM}:app/*/{ME}/*")),
+        statement("StudioDeleteOwnSpaceApps", ["sagemaker:DeleteApp"], sub(f"{SM}:app/*/*/*"), own),
     ]
 
 
@@ -431,6 +598,64 @@ def attendee_policies() -> str:
     )
 
 
+def job_roles() -> str:
+    """One job role per attendee, with the one policy that each role's tag makes that attendee's."""
+    document = {"Version": "2012-10-17", "Statement": job_statements()}
+    out = (
+        "  AttendeeJobPolicy:\n    Type: AWS::IAM::ManagedPolicy\n    Properties:\n"
+        "      Description: An attendee's training jobs, through the job role tagged with their name\n"
+        "      PolicyDocument:\n" + _yaml(document, 8)
+    )
+    trust = (
+        '{Version: "2012-10-17", Statement: [{Effect: Allow, Principal: {Service: sagemaker.amazonaws.com}, '
+        "Action: [sts:AssumeRole, sts:SetSourceIdentity]}]}"
+    )
+    for n in range(1, MAX_ATTENDEES + 1):
+        who, condition = PROFILE_NAME.format(n), _condition(n)
+        out += f"""\
+  JobRole{n:02d}:
+    Type: AWS::IAM::Role
+{f"    Condition: {condition}{chr(10)}" if condition else ""}\
+    Properties:
+      Path: !Sub "{JOB_ROLE_PATH}{who}/"
+      AssumeRolePolicyDocument: {trust}
+      ManagedPolicyArns: [!Ref AttendeeJobPolicy]
+      Tags: [{{Key: {ATTENDEE_TAG}, Value: {who}}}, {{Key: workshop, Value: !Ref AWS::StackName}}]
+"""
+    return out
+
+
+def bucket_policy() -> str:
+    return _yaml({"Version": "2012-10-17", "Statement": bucket_statements()}, 8)
+
+
+ENFORCER = Path(__file__).resolve().with_name("enforcer.py")
+ZIPFILE_LIMIT = 4096  # CloudFormation's limit on a function's inline code
+
+
+def enforcer() -> str:
+    code = ENFORCER.read_text(encoding="utf-8")
+    if len(code.encode()) > ZIPFILE_LIMIT:
+        raise ValueError(f"{ENFORCER.name} is {len(code.encode())} bytes: inline code takes {ZIPFILE_LIMIT} at most")
+    body = "".join(f"          {line}\n" if line else "\n" for line in code.splitlines())
+    return f"""\
+  JobLimits:
+    Type: AWS::Lambda::Function
+    Properties:
+      Description: Stops a training job above the room's instance limits (infra/enforcer.py), tagging it with why
+      Runtime: python3.12
+      Handler: index.handler
+      Timeout: 60
+      Role: !GetAtt JobLimitsRole.Arn
+      Environment:
+        Variables:
+          MAX_INSTANCES_PER_JOB: "{MAX_INSTANCES_PER_JOB}"
+          MAX_INSTANCES_PER_ATTENDEE: "{MAX_INSTANCES_PER_ATTENDEE}"
+      Code:
+        ZipFile: |
+{body}"""
+
+
 # --- AWS Workshop Studio: the same account, provisioned per participant ---------------------------------------------
 # Workshop Studio gives each participant an account of their own and deploys the template in it: the account is the
 # isolation. Its participant role signs in to the console with no source identity, so the attendee policy (keyed on
@@ -444,8 +669,9 @@ WS_NAMES = {
     "${AWS::AccountId}": "*",
     "${WorkshopBucket.Arn}": "arn:aws:s3:::*-workshopbucket-*",
     "${ExecutionRole.Arn}": "arn:aws:iam::*:role/*-ExecutionRole-*",
+    "${AWS::StackName}": "*",
 }
-WS_PARAMETERS = {"WithStudio": "true", "StudioUsers": "5", "WithFsx": "false"}
+WS_PARAMETERS = {"WithStudio": "true", "Attendees": "5", "WithFsx": "false"}
 WS_REGION = "us-east-1"
 
 
@@ -471,7 +697,11 @@ def participant_statements() -> list[dict]:
         statement("OpenStudioAsAProfile", ["sagemaker:CreatePresignedDomainUrl"], sub(f"{SM}:user-profile/*/*")),
         statement("FollowJobs", ["sagemaker:DescribeTrainingJob", "sagemaker:ListTags"], sub(f"{SM}:training-job/*")),
         statement("ListJobs", ["sagemaker:ListTrainingJobs"], "*"),
-        statement("JobLogs", ["logs:GetLogEvents", "logs:DescribeLogStreams"], sub(f"{LOG_GROUP}:*")),
+        statement(
+            "JobLogs", ["logs:GetLogEvents", "logs:DescribeLogStreams", "logs:FilterLogEvents"], sub(f"{LOG_GROUP}:*")
+        ),
+        # the console's log pages list the groups first (DescribeLogGroups takes no resource)
+        statement("FindLogGroups", ["logs:DescribeLogGroups"], "*"),
     ]
 
 
@@ -533,6 +763,9 @@ BLOCKS = {
     "guardrails-setting": guardrails_setting,
     "guardrails-output": guardrails_output,
     "attendee-policies": attendee_policies,
+    "attendee-job-roles": job_roles,
+    "bucket-policy": bucket_policy,
+    "enforcer": enforcer,
 }
 
 

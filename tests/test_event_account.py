@@ -211,22 +211,42 @@ def test_the_nat_path_is_off_by_default_and_says_what_it_costs():
 # ---- Studio
 
 
-def test_the_defaults_create_only_the_roles_and_the_bucket():
-    assert set(Stack().resources) == {"WorkshopBucket", "WorkshopBucketPolicy", "ExecutionRole", "AttendeeRole"}
+def test_the_defaults_create_only_the_roles_the_bucket_and_the_limits():
+    jobs = {f"JobRole{n:02d}" for n in range(1, 11)}  # Attendees defaults to 10: a job role each
+    limits = {"JobLimits", "JobLimitsRole", "JobStarts", "JobStartsInvokeJobLimits"}
+    assert set(Stack().resources) == {
+        "WorkshopBucket",
+        "WorkshopBucketPolicy",
+        "ExecutionRole",
+        "AttendeeRole",
+        "AttendeeJobPolicy",
+        *jobs,
+        *limits,
+    }
 
 
 @pytest.mark.parametrize("users", [5, 10, 40])
-def test_studio_users_makes_that_many_attendee_profiles(users):
-    stack = Stack(WithStudio="true", StudioUsers=str(users), RepositoryUrl=REPOSITORY)
+def test_attendees_makes_that_many_job_roles_and_studio_profiles(users):
+    stack = Stack(WithStudio="true", Attendees=str(users), RepositoryUrl=REPOSITORY)
     names = sorted(stack.prop(k, "UserProfileName") for k in stack.of_type("AWS::SageMaker::UserProfile"))
     assert names == [f"attendee-{n:02d}" for n in range(1, users + 1)]
+    roles = {k: v for k, v in stack.of_type("AWS::IAM::Role").items() if k.startswith("JobRole")}
+    tags = sorted(
+        t["Value"] for r in roles.values() for t in r["Properties"]["Tags"] if t["Key"] == "workshop-attendee"
+    )
+    assert tags == names  # one job role per attendee, tagged with their name, its path holding it
+    for role in roles.values():
+        who = next(t["Value"] for t in role["Properties"]["Tags"] if t["Key"] == "workshop-attendee")
+        assert role["Properties"]["Path"] == {"Fn::Sub": f"/workshop-jobs/${{AWS::StackName}}/{who}/"}
     assert {"Vpc", "Subnet", "StudioDomain", "StudioSetup"} <= set(stack.resources)
     assert "FileSystem" not in stack.resources
+    laptops = Stack(Attendees=str(users))  # without Studio: the job roles, no profile
+    assert len([k for k in laptops.resources if k.startswith("JobRole")]) == users
+    assert not laptops.of_type("AWS::SageMaker::UserProfile")
 
 
-def test_studio_needs_the_repository_to_clone():
-    refused = Stack(WithStudio="true").refused()
-    assert refused and "RepositoryUrl" in refused[0]
+def test_studio_deploys_without_a_repository_and_the_set_up_says_how_to_clone():
+    assert not Stack(WithStudio="true").refused()  # Workshop Studio passes none: the spaces clone nothing
     assert not Stack(WithStudio="true", RepositoryUrl=REPOSITORY).refused()
 
 
@@ -294,7 +314,10 @@ def test_workshop_studio_runs_the_same_template_and_a_participant_policy_that_op
     assert (REPO / template["templateLocation"]).read_text(encoding="utf-8") == TEMPLATE.read_text(encoding="utf-8")
     declared = TEMPLATE_DOC["Parameters"]
     given = {p["templateParameter"]: p["defaultValue"] for p in template["parameters"]}
-    assert set(given) <= set(declared) and not Stack(**given, RepositoryUrl=REPOSITORY).refused()
+    # exactly what Workshop Studio passes, nothing added: the template's rules hold, and every parameter without a
+    # default is given
+    assert set(given) <= set(declared) and not Stack(**given).refused(), Stack(**given).refused()
+    assert all("Default" in spec or name in given for name, spec in declared.items())
     policy = json.loads((REPO / "static" / "iam_policy.json").read_text(encoding="utf-8"))
     # the participant's own account holds one event: its role opens Studio, where the attendee policy applies
     assert [s["Sid"] for s in policy["Statement"]] == [s["Sid"] for s in account_template.participant_statements()]
@@ -324,11 +347,28 @@ def test_the_bucket_takes_only_tls_and_the_budget_alerts_by_email():
     budget = Stack(BudgetEmail="facilitator@example.com").resources["EventBudget"]["Properties"]
     thresholds = sorted(n["Notification"]["Threshold"] for n in budget["NotificationsWithSubscribers"])
     assert thresholds == [50, 80, 100, 100]
+    # at 100% the budget stops new work: it attaches a deny of new jobs and apps to the attendees' role
+    stack = Stack(BudgetEmail="facilitator@example.com")
+    action = stack.prop("BudgetStopsNewWork", "Definition")["IamActionDefinition"]
+    assert stack.prop("BudgetStopsNewWork", "ActionThreshold") == {"Type": "PERCENTAGE", "Value": 100}
+    assert action["Roles"] == [{"Ref": "AttendeeRole"}] and action["PolicyArn"] == {"Ref": "BudgetSpentDeny"}
+    denied = stack.prop("BudgetSpentDeny", "PolicyDocument")["Statement"]
+    assert denied == [
+        {
+            "Sid": "BudgetSpent",
+            "Effect": "Deny",
+            "Action": ["sagemaker:CreateTrainingJob", "sagemaker:CreateApp"],
+            "Resource": "*",
+        }
+    ]
+    valid = botocore.session.get_session().get_service_model("budgets").shape_for("ActionType").enum
+    assert stack.prop("BudgetStopsNewWork", "ActionType") in valid
 
 
-def test_the_template_fits_a_deploy_without_an_s3_upload():
-    # `aws cloudformation deploy --template-file` sends the body itself: 51,200 bytes at most
-    assert len(TEMPLATE.read_bytes()) <= 51_200
+def test_the_template_fits_cloudformation_s_limit_through_s3():
+    # a job role per attendee takes it over the 51,200 bytes a body sent inline may have: deployed through S3
+    # (`aws cloudformation deploy --s3-bucket`, the console's upload, Workshop Studio), 1 MB at most
+    assert 51_200 < len(TEMPLATE.read_bytes()) <= 1_000_000
 
 
 # ---- the lifecycle script, run here as a space runs it
@@ -345,6 +385,7 @@ def _lifecycle_script(home, repository: str, branch: str = "") -> str:
         "RepositoryUrl": repository,
         "RepositoryBranch": branch,
         "ExecutionRole.Arn": "arn:aws:iam::111122223333:role/event-ExecutionRole-x",
+        "AWS::Partition": "aws",
         "WorkshopBucket": "event-bucket",
     }
 
@@ -409,7 +450,8 @@ def test_a_space_s_set_up_runs_in_the_background_and_once_cloned_stays(tmp_path,
     assert "open " + str(home / "workshop" / "labs") in text
     assert "== python: " in text and "image: unknown" in text  # the Python it chose, said in the log
     settings = (home / ".workshop-env").read_text()
-    assert "export WORKSHOP_BUCKET=event-bucket\n" in settings and "WORKSHOP_ROLE_ARN=arn:aws:iam::" in settings
+    assert "export WORKSHOP_BUCKET=event-bucket\n" in settings
+    assert "WORKSHOP_ROLE_ARN" not in settings  # no profile known here: no role of anyone's
     startup = home / ".ipython" / "profile_default" / "startup" / "00-workshop-env.py"
     kernel_env = subprocess.run(
         [sys.executable, "-c", f"exec(open({str(startup)!r}).read()); import os; print(os.environ['WORKSHOP_BUCKET'])"],
@@ -431,7 +473,11 @@ def test_a_space_s_set_up_names_the_attendee_and_says_what_failed(tmp_path, work
         pytest.skip("no jq here (SageMaker Distribution ships it): apt-get install jq")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "aws").write_text('#!/bin/bash\necho "$@" > "$HOME/aws-args"; echo attendee-07\n')
+    role = "arn:aws:iam::111122223333:role/workshop-jobs/event/attendee-07/event-JobRole07-x"
+    (bin_dir / "aws").write_text(
+        '#!/bin/bash\necho "$@" >> "$HOME/aws-args"\n'
+        f'case "$2" in describe-space) echo attendee-07;; list-roles) echo {role};; esac\n'
+    )
     (bin_dir / "aws").chmod(0o755)
     home = tmp_path / "home"
     meta = tmp_path / "resource-metadata.json"
@@ -441,8 +487,17 @@ def test_a_space_s_set_up_names_the_attendee_and_says_what_failed(tmp_path, work
     _start_space(home, script, path=f"{bin_dir}:{os.environ['PATH']}")
     text = _wait_for(home / "workshop-setup.log", "== set-up FAILED")
     assert "git clone file:///no/such/repository.git did not work (check the stack's RepositoryUrl)" in text
-    assert "export WORKSHOP_ATTENDEE=attendee-07" in (home / ".workshop-env").read_text()
-    assert "--domain-id d-abc123 --space-name my-space" in (home / "aws-args").read_text()
+    settings = (home / ".workshop-env").read_text()
+    assert "export WORKSHOP_ATTENDEE=attendee-07" in settings
+    assert f"export WORKSHOP_ROLE_ARN={role}\n" in settings  # the attendee's own jobs' role, found by its path
+    calls = (home / "aws-args").read_text()
+    assert "--domain-id d-abc123 --space-name my-space" in calls
+    assert "iam list-roles --path-prefix /workshop-jobs/event/attendee-07/" in calls
+
+    bare = tmp_path / "bare"  # Workshop Studio: no RepositoryUrl; the settings are written, the log says what to do
+    _start_space(bare, _lifecycle_script(bare, ""))
+    text = _wait_for(bare / "workshop-setup.log", "== no RepositoryUrl")
+    assert "clone the workshop into" in text and (bare / ".workshop-env").exists()
 
     broken = tmp_path / "broken"
     subprocess.run(["git", "clone", "-q", str(workshop_repository), str(broken / "workshop")], check=True)

@@ -1,390 +1,523 @@
-"""Thirty attendees in one account: the event template's attendee policy, evaluated offline against concrete requests
-(tests/iam_policy.py, the IAM features the template uses, each named by the case that needs it). Attendee A may touch
-only A's prefix and A's jobs, may create jobs only tagged as A, on the guardrails' types and runtime, and may pass
-only the jobs' role; the preflight refuses what the guardrails would, first, naming the limit."""
+"""Thirty attendees in one account, checked by AWS's IAM logic (tests/iam_engine.py: @cloud-copilot/iam-simulate):
+the template's identity policies, its bucket policy and its roles' trust policies, asked the questions an attendee who
+tries would ask, from the attendee's own session and from their job's role. Each attack has a legitimate twin that
+must stay allowed. The training-job requests are the helpers' own dry runs (a real CreateTrainingJob request, turned
+into what IAM sees: its resource and condition keys), changed only where the attack changes them; Studio's requests
+have no dry run in the labs and are written here. The engine also reports any context key a request carries that
+does not apply to its action, so a condition on a key AWS never sends cannot pass unnoticed."""
 
 from __future__ import annotations
 
 import json
 import re
 from dataclasses import replace
+from functools import cache
 
+import iam_engine
 import pytest
 from cfnlint.decode import cfn_yaml
 from conftest import REPO
-from iam_policy import Request, decide
+from iam_engine import Question, Request
 
+from course.facilitator import lab_targets
 from helpers import guardrails
+from helpers.aws import input_modes as aws_input_modes
 from helpers.aws import launch
 from helpers.aws.settings import sanitize_attendee
 from helpers.checks import findings, target_rules
-from helpers.facilitator import lab_targets
 from helpers.job import Job
 from helpers.planning import instances
 from helpers.targets import Target
 
 TEMPLATE = REPO / "infra" / "workshop-account.yaml"
-ACCOUNT, REGION = "111122223333", "us-east-1"
+TEMPLATE_DOC = cfn_yaml.loads(TEMPLATE.read_text(encoding="utf-8"))
+ACCOUNT, REGION, STACK = iam_engine.ACCOUNT, "us-east-1", "event"
 BUCKET = "event-workshopbucket-abc123"
-JOB_ROLE = f"arn:aws:iam::{ACCOUNT}:role/event-ExecutionRole-x"
+A, B = "attendee-01", "attendee-02"
+SM = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}"
+LOGS = f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/sagemaker/TrainingJobs"
 ATTENDEE_ROLE = f"arn:aws:iam::{ACCOUNT}:role/event-AttendeeRole-x"
+FACILITATOR_JOB_ROLE = f"arn:aws:iam::{ACCOUNT}:role/event-ExecutionRole-x"
+MOUNT = "abcdef12"
+OPTIONS = {"WithFsx": "true", "WithStudio": "true", "BudgetEmail": "f@example.com", "Attendees": "30"}
+CONDITIONS = {"CreateFsx": True, "CreateStudio": True, "CreateBudget": True, "CreateVpc": True}
+NO_VALUE = object()
+
+needs_engine = pytest.mark.skipif(iam_engine.missing() is not None, reason=str(iam_engine.missing()))
+
+
+def job_role(who: str) -> str:
+    n = int(who.rsplit("-", 1)[1])
+    return f"arn:aws:iam::{ACCOUNT}:role/workshop-jobs/{STACK}/{who}/{STACK}-JobRole{n:02d}-x"
+
+
 VALUES = {
     "AWS::Partition": "aws",
     "AWS::Region": REGION,
     "AWS::AccountId": ACCOUNT,
+    "AWS::StackName": STACK,
     "WorkshopBucket.Arn": f"arn:aws:s3:::{BUCKET}",
-    "ExecutionRole.Arn": JOB_ROLE,
+    "ExecutionRole.Arn": FACILITATOR_JOB_ROLE,
+    "AttendeeRole.Arn": ATTENDEE_ROLE,
     "Vpc": "vpc-0abc",
     "FileSystem": "fs-0abc",
+    "FileSystem.LustreMountName": MOUNT,
 }
 
 
 def resolve(node):
-    """The template's values in a policy, as CloudFormation's Fn::Sub writes them (``${!x}`` stays ``${x}``)."""
-    if isinstance(node, dict) and set(node) == {"Fn::Sub"}:
-        return re.sub(r"\$\{(!?)([^}]+)\}", lambda m: "${" + m[2] + "}" if m[1] else VALUES[m[2]], node["Fn::Sub"])
+    """The template's values in a policy, as CloudFormation writes them for OPTIONS (``${!x}`` stays ``${x}``)."""
+    if isinstance(node, dict) and len(node) == 1:
+        ((fn, arg),) = node.items()
+        if fn == "Fn::Sub":
+            return re.sub(r"\$\{(!?)([^}]+)\}", lambda m: "${" + m[2] + "}" if m[1] else VALUES[m[2]], arg)
+        if fn == "Fn::If":
+            return resolve(arg[1] if CONDITIONS[arg[0]] else arg[2])
+        if fn == "Ref":
+            return NO_VALUE if arg == "AWS::NoValue" else VALUES[arg]
+        if fn == "Fn::GetAtt":
+            return VALUES[arg if isinstance(arg, str) else ".".join(arg)]
     if isinstance(node, dict):
-        return {k: resolve(v) for k, v in node.items()}
+        return {k: v for k, v in ((k, resolve(v)) for k, v in node.items()) if v is not NO_VALUE}
     if isinstance(node, list):
-        return [resolve(v) for v in node]
+        return [v for v in map(resolve, node) if v is not NO_VALUE]
     return node
 
 
-def attendee_statements(template: dict) -> list[dict]:
-    r = template["Resources"]
-    own = [s for p in r["AttendeeRole"]["Properties"]["Policies"] for s in p["PolicyDocument"]["Statement"]]
-    return resolve(own + r["StudioAttendeePolicy"]["Properties"]["PolicyDocument"]["Statement"])
+R = TEMPLATE_DOC["Resources"]
+ATTENDEE_POLICIES = (
+    resolve(R["AttendeeRole"]["Properties"]["Policies"][0]["PolicyDocument"]),
+    resolve(R["StudioAttendeePolicy"]["Properties"]["PolicyDocument"]),
+)
+JOB_POLICIES = (resolve(R["AttendeeJobPolicy"]["Properties"]["PolicyDocument"]),)
+FACILITATOR_JOB_POLICIES = (resolve(R["ExecutionRole"]["Properties"]["Policies"][0]["PolicyDocument"]),)
+BUCKET_POLICY = resolve(R["WorkshopBucketPolicy"]["Properties"]["PolicyDocument"])
 
 
-TEMPLATE_DOC = cfn_yaml.loads(TEMPLATE.read_text(encoding="utf-8"))
-A, B = "attendee-01", "attendee-02"
-SM = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}"
-LOGS = f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/sagemaker/TrainingJobs"
-OK_JOB = {
-    "aws:RequestTag/workshop-attendee": A,
-    "sagemaker:InstanceTypes": ["ml.g6.xlarge"],
-    "sagemaker:MaxRuntimeInSeconds": "7200",
+# ---- who asks
+
+
+def session(who: str | None) -> tuple[str, dict]:
+    """An attendee's session (Studio or laptop) of the attendee role; ``None``: one without a source identity."""
+    context = {"aws:PrincipalArn": ATTENDEE_ROLE, "aws:SecureTransport": "true"}
+    return f"arn:aws:sts::{ACCOUNT}:assumed-role/event-AttendeeRole-x/{who or 'console'}", context | (
+        {"aws:SourceIdentity": who} if who else {}
+    )
+
+
+def job(who: str) -> tuple[str, dict]:
+    """A job of ``who``'s, as SageMaker runs it: a session of their job role, which carries the role's tag."""
+    name = job_role(who).rsplit("/", 1)[1]
+    context = {"aws:PrincipalArn": job_role(who), "aws:PrincipalTag/workshop-attendee": who}
+    return f"arn:aws:sts::{ACCOUNT}:assumed-role/{name}/SageMaker", context | {"aws:SecureTransport": "true"}
+
+
+def ask(asker: tuple[str, dict], action: str, resource: str, policies, resource_policy=None, **context) -> Question:
+    principal, base = asker
+    return Question(Request(principal, action, resource, base | context), tuple(policies), resource_policy)
+
+
+def as_attendee(who: str | None, action: str, resource: str, **context) -> Question:
+    s3 = action.startswith("s3:")
+    return ask(session(who), action, resource, ATTENDEE_POLICIES, BUCKET_POLICY if s3 else None, **context)
+
+
+def as_job(who: str, action: str, resource: str, policies=JOB_POLICIES, **context) -> Question:
+    s3 = action.startswith("s3:")
+    return ask(job(who), action, resource, policies, BUCKET_POLICY if s3 else None, **context)
+
+
+# ---- the requests the labs' dry runs make
+
+
+DATA = REPO / "data" / "catalog"  # the committed catalogue: the dry runs stage it under the attendee's prefix
+FSX = {
+    "file_system_id": "fs-0123456789abcdef0",
+    "mount_name": MOUNT,
+    "subnets": ["subnet-0a1b2c3d"],
+    "security_group_ids": ["sg-0a1b2c3d"],
 }
 
 
-def me(**context) -> dict:
-    return {"aws:SourceIdentity": A} | context
+@cache
+def dry_requests() -> dict[str, dict]:
+    """Real CreateTrainingJob requests from the helpers' dry runs (nothing is sent): lab 01's job, lab 08's job
+    with its warm pool, lab 06's with checkpoints, and lab 05's FSx job. The offline sandbox's placeholder bucket and
+    role are the event's (the helpers take the attendee's own role from the space's settings)."""
+    from helpers import jobs
+
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("WORKSHOP_ATTENDEE", A)
+        built = _dry_runs(jobs)
+    out = {}
+    for name, request in built.items():
+        placeholder = request["OutputDataConfig"]["S3OutputPath"].removeprefix("s3://").split("/")[0]
+        text = json.dumps(request).replace(f"s3://{placeholder}/", f"s3://{BUCKET}/")
+        out[name] = json.loads(text) | {"RoleArn": job_role(A)}
+    return out
 
 
-# (what the request is, the IAM feature it turns on, the request, the answer)
-CASES = [
-    (
-        "A reads A's object",
-        "Resource policy variable",
-        Request("s3:GetObject", f"arn:aws:s3:::{BUCKET}/{A}/code.tar.gz", me()),
-        "allowed",
-    ),
-    (
-        "A reads B's object",
-        "Resource policy variable",
-        Request("s3:GetObject", f"arn:aws:s3:::{BUCKET}/{B}/code.tar.gz", me()),
-        "implicitly denied",
-    ),
-    (
-        "A overwrites B's source tarball",
-        "Resource policy variable",
-        Request("s3:PutObject", f"arn:aws:s3:::{BUCKET}/{B}/src/sourcedir.tar.gz", me()),
-        "implicitly denied",
-    ),
-    (
-        "A deletes B's output",
-        "Resource policy variable",
-        Request("s3:DeleteObject", f"arn:aws:s3:::{BUCKET}/{B}/out/model.tar.gz", me()),
-        "implicitly denied",
-    ),
-    (
-        "A lists A's prefix",
-        "StringLike s3:prefix",
-        Request("s3:ListBucket", f"arn:aws:s3:::{BUCKET}", me(**{"s3:prefix": f"{A}/"})),
-        "allowed",
-    ),
-    (
-        "A lists B's prefix",
-        "StringLike s3:prefix",
-        Request("s3:ListBucket", f"arn:aws:s3:::{BUCKET}", me(**{"s3:prefix": f"{B}/"})),
-        "implicitly denied",
-    ),
-    (
-        "A lists the whole bucket",
-        "StringLike s3:prefix",
-        Request("s3:ListBucket", f"arn:aws:s3:::{BUCKET}", me()),
-        "implicitly denied",
-    ),
-    (
-        "a session without a source identity reads A's object",
-        "missing policy variable",
-        Request("s3:GetObject", f"arn:aws:s3:::{BUCKET}/{A}/x", {}),
-        "implicitly denied",
-    ),
-    (
-        "A creates a job tagged A on ml.g6.xlarge for 2 h",
-        "StringEquals aws:RequestTag",
-        Request("sagemaker:CreateTrainingJob", f"{SM}:training-job/{A}-lab01-x", me(**OK_JOB)),
-        "allowed",
-    ),
-    (
-        "A creates an untagged job",
-        "StringEquals aws:RequestTag",
-        Request(
-            "sagemaker:CreateTrainingJob",
-            f"{SM}:training-job/{A}-lab01-x",
-            me(**{k: v for k, v in OK_JOB.items() if "RequestTag" not in k}),
+def _dry_runs(jobs) -> dict[str, dict]:
+    base = Job("lab01", {"epochs": 1}, {"train": str(DATA)})
+    built = {
+        "lab01": jobs.on_sagemaker(base, "ml.g6.xlarge", echo=False).request,
+        "lab08": jobs.on_sagemaker(replace(base, name="lab08", warm_pool_s=1800), "ml.g6.xlarge", echo=False).request,
+        "lab06": jobs.on_sagemaker(replace(base, name="lab06", checkpoints=True), "ml.g6.xlarge", echo=False).request,
+    }
+    fsx_job = aws_input_modes.sagemaker_jobs_per_mode(Job("lab05", {"epochs": 1}), {"train": str(DATA)}, FSX)["FSx"]
+    built["lab05-fsx"] = jobs.on_sagemaker(fsx_job, "ml.g6.xlarge", echo=False).request
+    return built
+
+
+def as_b(request: dict, *fields: str) -> dict:
+    """``request`` with B's prefix in ``fields`` (top-level names): what A would write to reach B's data."""
+    return {k: json.loads(json.dumps(v).replace(f"/{A}/", f"/{B}/")) if k in fields else v for k, v in request.items()}
+
+
+def create_job(request: dict) -> tuple[str, dict]:
+    """What IAM sees of a CreateTrainingJob request: the job's ARN and the condition keys SageMaker sets from it."""
+    rc, tags = request["ResourceConfig"], {t["Key"]: t["Value"] for t in request.get("Tags", [])}
+    context = {f"aws:RequestTag/{k}": v for k, v in tags.items()} | {"aws:TagKeys": list(tags)}
+    context["sagemaker:InstanceTypes"] = [rc["InstanceType"]]
+    context["sagemaker:MaxRuntimeInSeconds"] = str(request["StoppingCondition"]["MaxRuntimeInSeconds"])
+    if "KeepAlivePeriodInSeconds" in rc:
+        context["sagemaker:KeepAlivePeriod"] = str(rc["KeepAlivePeriodInSeconds"])
+    if "VpcConfig" in request:
+        context["sagemaker:VpcSubnets"] = request["VpcConfig"]["Subnets"]
+        context["sagemaker:VpcSecurityGroupIds"] = request["VpcConfig"]["SecurityGroupIds"]
+    for channel in request.get("InputDataConfig", []):
+        fs = channel["DataSource"].get("FileSystemDataSource")
+        if fs:
+            context["sagemaker:FileSystemId"] = fs["FileSystemId"]
+            context["sagemaker:FileSystemAccessMode"] = fs["FileSystemAccessMode"]
+            context["sagemaker:FileSystemDirectoryPath"] = fs["DirectoryPath"]
+            context["sagemaker:FileSystemType"] = fs["FileSystemType"]
+    return f"{SM}:training-job/{request['TrainingJobName']}", context
+
+
+def launches(who: str, request: dict) -> Question:
+    resource, context = create_job(request)
+    return as_attendee(who, "sagemaker:CreateTrainingJob", resource, **context)
+
+
+def passes(who: str, request: dict) -> Question:
+    return as_attendee(who, "iam:PassRole", request["RoleArn"], **{"iam:PassedToService": "sagemaker.amazonaws.com"})
+
+
+def s3_uri(request: dict, what: str) -> str:
+    if what == "output":
+        return request["OutputDataConfig"]["S3OutputPath"]
+    if what == "checkpoint":
+        return request["CheckpointConfig"]["S3Uri"]
+    channel = next(c for c in request["InputDataConfig"] if c["ChannelName"] == what)
+    return channel["DataSource"]["S3DataSource"]["S3Uri"]
+
+
+def object_arn(uri: str, key: str = "part-0") -> str:
+    return "arn:aws:s3:::" + uri.removeprefix("s3://").rstrip("/") + "/" + key
+
+
+def lists(uri: str) -> tuple[str, dict]:
+    bucket, _, prefix = uri.removeprefix("s3://").partition("/")
+    return f"arn:aws:s3:::{bucket}", {"s3:prefix": prefix}
+
+
+def stream(request: dict) -> str:
+    return f"{LOGS}:log-stream:{request['TrainingJobName']}/algo-1-1700000000"
+
+
+# ---- the attack table: (attack, its legitimate twin), each a question to the engine
+
+
+def studio(who: str, action: str, resource: str, owner: str | None, types: list[str] | None) -> Question:
+    context = {"sagemaker:SpaceSharingType": "Private"} if owner else {}
+    if owner:
+        context["sagemaker:OwnerUserProfileArn"] = f"{SM}:user-profile/d-1/{owner}"
+    if types is not None:
+        context["sagemaker:InstanceTypes"] = types
+    return as_attendee(who, action, resource, **context)
+
+
+def _table() -> dict[str, tuple[Question, Question]]:
+    d = dry_requests()
+    lab01, lab08, lab06, fsx = d["lab01"], d["lab08"], d["lab06"], d["lab05-fsx"]
+    b_input, b_out, b_ckpt = (
+        as_b(lab01, "InputDataConfig"),
+        as_b(lab01, "OutputDataConfig"),
+        as_b(lab06, "CheckpointConfig"),
+    )
+    rows = {
+        "A's job reads B's input data": (
+            as_job(A, "s3:GetObject", object_arn(s3_uri(b_input, "train"))),
+            as_job(A, "s3:GetObject", object_arn(s3_uri(lab01, "train"))),
         ),
-        "implicitly denied",
-    ),
-    (
-        "A creates a job tagged B",
-        "StringEquals aws:RequestTag",
-        Request(
-            "sagemaker:CreateTrainingJob",
-            f"{SM}:training-job/{A}-lab01-x",
-            me(**OK_JOB | {"aws:RequestTag/workshop-attendee": B}),
+        "A's job lists B's input prefix": (
+            as_job(A, "s3:ListBucket", lists(s3_uri(b_input, "train"))[0], **lists(s3_uri(b_input, "train"))[1]),
+            as_job(A, "s3:ListBucket", lists(s3_uri(lab01, "train"))[0], **lists(s3_uri(lab01, "train"))[1]),
         ),
-        "implicitly denied",
-    ),
-    (
-        "A creates a job named as B's",
-        "Resource policy variable",
-        Request("sagemaker:CreateTrainingJob", f"{SM}:training-job/{B}-lab01-x", me(**OK_JOB)),
-        "implicitly denied",
-    ),
-    (
-        "A creates a job on ml.p4d.24xlarge",
-        "ForAllValues:StringEquals sagemaker:InstanceTypes",
-        Request(
-            "sagemaker:CreateTrainingJob",
-            f"{SM}:training-job/{A}-lab03-x",
-            me(**OK_JOB | {"sagemaker:InstanceTypes": ["ml.p4d.24xlarge"]}),
+        "A's job writes its output over B's": (
+            as_job(A, "s3:PutObject", object_arn(s3_uri(b_out, "output"), "model.tar.gz")),
+            as_job(A, "s3:PutObject", object_arn(s3_uri(lab01, "output"), "model.tar.gz")),
         ),
-        "implicitly denied",
-    ),
-    (
-        "A creates a job with no instance type key",
-        "Null sagemaker:InstanceTypes",
-        Request(
-            "sagemaker:CreateTrainingJob",
-            f"{SM}:training-job/{A}-lab01-x",
-            me(**{k: v for k, v in OK_JOB.items() if k != "sagemaker:InstanceTypes"}),
+        "A's job writes checkpoints into B's": (
+            as_job(A, "s3:PutObject", object_arn(s3_uri(b_ckpt, "checkpoint"), "step-10.pt")),
+            as_job(A, "s3:PutObject", object_arn(s3_uri(lab06, "checkpoint"), "step-10.pt")),
         ),
-        "implicitly denied",
-    ),
-    (
-        "A creates a job for 3 h",
-        "NumericLessThanEquals sagemaker:MaxRuntimeInSeconds",
-        Request(
-            "sagemaker:CreateTrainingJob",
-            f"{SM}:training-job/{A}-lab01-x",
-            me(**OK_JOB | {"sagemaker:MaxRuntimeInSeconds": "10800"}),
+        "A's job script deletes B's code": (
+            as_job(A, "s3:DeleteObject", object_arn(s3_uri(as_b(lab01, "InputDataConfig"), "code"), "source.tar.gz")),
+            as_job(A, "s3:DeleteObject", object_arn(s3_uri(lab01, "code"), "source.tar.gz")),
         ),
-        "implicitly denied",
-    ),
-    (
-        "A tags A's job as it is created",
-        "Null sagemaker:TaggingAction",
-        Request(
-            "sagemaker:AddTags",
-            f"{SM}:training-job/{A}-lab01-x",
-            me(**{"sagemaker:TaggingAction": "CreateTrainingJob"}),
+        "A's job script reads B's code": (
+            as_job(A, "s3:GetObject", object_arn(s3_uri(as_b(lab01, "InputDataConfig"), "code"), "source.tar.gz")),
+            as_job(A, "s3:GetObject", object_arn(s3_uri(lab01, "code"), "source.tar.gz")),
         ),
-        "allowed",
-    ),
-    (
-        "A tags a job after its creation",
-        "Null sagemaker:TaggingAction",
-        Request("sagemaker:AddTags", f"{SM}:training-job/{A}-lab01-x", me()),
-        "implicitly denied",
-    ),
-    (
-        "A stops A's job",
-        "StringEquals aws:ResourceTag",
-        Request(
-            "sagemaker:StopTrainingJob",
-            f"{SM}:training-job/{A}-lab01-x",
-            me(**{"aws:ResourceTag/workshop-attendee": A}),
+        "A's job writes the shared data": (
+            as_job(A, "s3:PutObject", f"arn:aws:s3:::{BUCKET}/shared/catalog/train.parquet"),
+            as_job(A, "s3:GetObject", f"arn:aws:s3:::{BUCKET}/shared/catalog/train.parquet"),
         ),
-        "allowed",
-    ),
-    (
-        "A stops B's job",
-        "StringEquals aws:ResourceTag",
-        Request(
-            "sagemaker:StopTrainingJob",
-            f"{SM}:training-job/{B}-lab01-x",
-            me(**{"aws:ResourceTag/workshop-attendee": B}),
+        "A's job writes B's log stream": (
+            as_job(A, "logs:PutLogEvents", stream(json.loads(json.dumps(lab01).replace(A, B)))),
+            as_job(A, "logs:PutLogEvents", stream(lab01)),
         ),
-        "implicitly denied",
-    ),
-    (
-        "A describes B's job",
-        "StringEquals aws:ResourceTag",
-        Request(
-            "sagemaker:DescribeTrainingJob",
-            f"{SM}:training-job/{B}-lab01-x",
-            me(**{"aws:ResourceTag/workshop-attendee": B}),
+        "A's job creates a job (it holds no SageMaker rights)": (
+            as_job(A, "sagemaker:CreateTrainingJob", create_job(lab01)[0], **create_job(lab01)[1]),
+            as_job(A, "s3:GetObject", object_arn(s3_uri(lab01, "train"))),
         ),
-        "implicitly denied",
-    ),
-    (
-        "A reads A's job log",
-        "Resource policy variable",
-        Request("logs:GetLogEvents", f"{LOGS}:log-stream:{A}-lab01-x/algo-1-1", me()),
-        "allowed",
-    ),
-    (
-        "A reads B's job log",
-        "Resource policy variable",
-        Request("logs:GetLogEvents", f"{LOGS}:log-stream:{B}-lab01-x/algo-1-1", me()),
-        "implicitly denied",
-    ),
-    (
-        "A passes the jobs' role to SageMaker",
-        "StringEquals iam:PassedToService",
-        Request("iam:PassRole", JOB_ROLE, me(**{"iam:PassedToService": "sagemaker.amazonaws.com"})),
-        "allowed",
-    ),
-    (
-        "A passes the jobs' role to EC2",
-        "StringEquals iam:PassedToService",
-        Request("iam:PassRole", JOB_ROLE, me(**{"iam:PassedToService": "ec2.amazonaws.com"})),
-        "implicitly denied",
-    ),
-    (
-        "A passes the attendee role to a job",
-        "Resource ARN",
-        Request("iam:PassRole", ATTENDEE_ROLE, me(**{"iam:PassedToService": "sagemaker.amazonaws.com"})),
-        "implicitly denied",
-    ),
-    (
-        "A starts A's space on ml.m5.xlarge",
-        "ArnLike sagemaker:OwnerUserProfileArn",
-        Request(
-            "sagemaker:CreateApp",
-            f"{SM}:app/d-1/{A}-space/jupyterlab/default",
-            me(
-                **{
-                    "sagemaker:DomainId": "d-1",
-                    "sagemaker:UserProfileName": A,
-                    "sagemaker:OwnerUserProfileArn": f"{SM}:user-profile/d-1/{A}",
-                    "sagemaker:SpaceSharingType": "Private",
-                    "sagemaker:InstanceTypes": ["ml.m5.xlarge"],
-                }
+        "A passes B's job role": (passes(A, lab01 | {"RoleArn": job_role(B)}), passes(A, lab01)),
+        "A passes the facilitator's job role": (passes(A, lab01 | {"RoleArn": FACILITATOR_JOB_ROLE}), passes(A, lab01)),
+        "A passes their job role to EC2": (
+            as_attendee(A, "iam:PassRole", job_role(A), **{"iam:PassedToService": "ec2.amazonaws.com"}),
+            passes(A, lab01),
+        ),
+        "A launches with a warm pool of 3600 s": (
+            launches(A, lab08 | {"ResourceConfig": lab08["ResourceConfig"] | {"KeepAlivePeriodInSeconds": 3600}}),
+            launches(A, lab08),
+        ),
+        "A launches on ml.p4d.24xlarge": (
+            launches(A, lab01 | {"ResourceConfig": lab01["ResourceConfig"] | {"InstanceType": "ml.p4d.24xlarge"}}),
+            launches(A, lab01),
+        ),
+        "A launches for 3 h": (
+            launches(A, lab01 | {"StoppingCondition": {"MaxRuntimeInSeconds": 3 * 3600}}),
+            launches(A, lab01),
+        ),
+        "A launches a job tagged B": (
+            launches(A, lab01 | {"Tags": [{"Key": "workshop-attendee", "Value": B}]}),
+            launches(A, lab01),
+        ),
+        "A launches an untagged job": (launches(A, lab01 | {"Tags": []}), launches(A, lab01)),
+        "A launches a job named as B's": (
+            launches(A, lab01 | {"TrainingJobName": lab01["TrainingJobName"].replace(A, B)}),
+            launches(A, lab01),
+        ),
+        "A's FSx channel mounts B's directory": (launches(A, as_b(fsx, "InputDataConfig")), launches(A, fsx)),
+        "A's FSx channel mounts read-write": (
+            launches(
+                A, json.loads(json.dumps(fsx).replace('"FileSystemAccessMode": "ro"', '"FileSystemAccessMode": "rw"'))
+            ),
+            launches(A, fsx),
+        ),
+        "A stops B's job": (
+            as_attendee(
+                A,
+                "sagemaker:StopTrainingJob",
+                create_job(lab01)[0].replace(A, B),
+                **{"aws:ResourceTag/workshop-attendee": B},
+            ),
+            as_attendee(
+                A, "sagemaker:StopTrainingJob", create_job(lab01)[0], **{"aws:ResourceTag/workshop-attendee": A}
             ),
         ),
-        "allowed",
-    ),
-    (
-        "A starts A's space on ml.g5.48xlarge",
-        "ForAllValues:StringEquals sagemaker:InstanceTypes",
-        Request(
-            "sagemaker:CreateApp",
-            f"{SM}:app/d-1/{A}-space/jupyterlab/default",
-            me(
-                **{
-                    "sagemaker:DomainId": "d-1",
-                    "sagemaker:UserProfileName": A,
-                    "sagemaker:OwnerUserProfileArn": f"{SM}:user-profile/d-1/{A}",
-                    "sagemaker:SpaceSharingType": "Private",
-                    "sagemaker:InstanceTypes": ["ml.g5.48xlarge"],
-                }
-            ),
+        "A reads B's job log": (
+            as_attendee(A, "logs:GetLogEvents", stream(json.loads(json.dumps(lab01).replace(A, B)))),
+            as_attendee(A, "logs:GetLogEvents", stream(lab01)),
         ),
-        "implicitly denied",
-    ),
-    (
-        "A starts B's space",
-        "ArnLike sagemaker:OwnerUserProfileArn",
-        Request(
-            "sagemaker:CreateApp",
-            f"{SM}:app/d-1/{B}-space/jupyterlab/default",
-            me(
-                **{
-                    "sagemaker:DomainId": "d-1",
-                    "sagemaker:UserProfileName": A,
-                    "sagemaker:OwnerUserProfileArn": f"{SM}:user-profile/d-1/{B}",
-                    "sagemaker:SpaceSharingType": "Private",
-                    "sagemaker:InstanceTypes": ["ml.m5.xlarge"],
-                }
-            ),
+        "A reads B's object from their session": (
+            as_attendee(A, "s3:GetObject", object_arn(s3_uri(b_input, "train"))),
+            as_attendee(A, "s3:GetObject", object_arn(s3_uri(lab01, "train"))),
         ),
-        "implicitly denied",
-    ),
+        "A lists the whole bucket": (
+            as_attendee(A, "s3:ListBucket", f"arn:aws:s3:::{BUCKET}"),
+            as_attendee(A, "s3:ListBucket", f"arn:aws:s3:::{BUCKET}", **{"s3:prefix": f"{A}/"}),
+        ),
+        "a session without a source identity reads an attendee's object": (
+            as_attendee(None, "s3:GetObject", object_arn(s3_uri(lab01, "train"))),
+            as_attendee(A, "s3:GetObject", object_arn(s3_uri(lab01, "train"))),
+        ),
+        "A creates an app without a ResourceSpec": (
+            studio(A, "sagemaker:CreateApp", f"{SM}:app/d-1/{A}-space/jupyterlab/default", A, None),
+            studio(A, "sagemaker:CreateApp", f"{SM}:app/d-1/{A}-space/jupyterlab/default", A, ["ml.m5.xlarge"]),
+        ),
+        "A creates an app on ml.g5.48xlarge": (
+            studio(A, "sagemaker:CreateApp", f"{SM}:app/d-1/{A}-space/jupyterlab/default", A, ["ml.g5.48xlarge"]),
+            studio(A, "sagemaker:CreateApp", f"{SM}:app/d-1/{A}-space/jupyterlab/default", A, ["ml.m5.xlarge"]),
+        ),
+        "A creates a space with ml.p5.48xlarge as default": (
+            studio(A, "sagemaker:CreateSpace", f"{SM}:space/d-1/{A}-space", A, ["ml.p5.48xlarge"]),
+            studio(A, "sagemaker:CreateSpace", f"{SM}:space/d-1/{A}-space", A, ["ml.m5.xlarge"]),
+        ),
+        "A updates their space to ml.p5.48xlarge": (
+            studio(A, "sagemaker:UpdateSpace", f"{SM}:space/d-1/{A}-space", A, ["ml.p5.48xlarge"]),
+            studio(A, "sagemaker:UpdateSpace", f"{SM}:space/d-1/{A}-space", A, ["ml.m5.large"]),
+        ),
+        "A creates an app under B's profile": (
+            studio(A, "sagemaker:CreateApp", f"{SM}:app/d-1/{B}/jupyterlab/default", None, ["ml.m5.xlarge"]),
+            studio(A, "sagemaker:CreateApp", f"{SM}:app/d-1/{A}/jupyterlab/default", None, ["ml.m5.xlarge"]),
+        ),
+        "A deletes an app under B's profile": (
+            studio(A, "sagemaker:DeleteApp", f"{SM}:app/d-1/{B}/jupyterlab/default", None, None),
+            studio(A, "sagemaker:DeleteApp", f"{SM}:app/d-1/{A}/jupyterlab/default", None, None),
+        ),
+        "A creates an app in B's space": (
+            studio(A, "sagemaker:CreateApp", f"{SM}:app/d-1/{B}-space/jupyterlab/default", B, ["ml.m5.xlarge"]),
+            studio(A, "sagemaker:CreateApp", f"{SM}:app/d-1/{A}-space/jupyterlab/default", A, ["ml.m5.xlarge"]),
+        ),
+        "A creates a CodeEditor app (no idle shutdown)": (
+            studio(A, "sagemaker:CreateApp", f"{SM}:app/d-1/{A}-space/codeeditor/default", A, ["ml.m5.xlarge"]),
+            studio(A, "sagemaker:CreateApp", f"{SM}:app/d-1/{A}-space/jupyterlab/default", A, ["ml.m5.xlarge"]),
+        ),
+    }
+    return rows
+
+
+@cache
+def table() -> dict[str, tuple[iam_engine.Answer, iam_engine.Answer]]:
+    rows = _table()
+    answers = iam_engine.decide_all([q for pair in rows.values() for q in pair])
+    return {name: (answers[2 * i], answers[2 * i + 1]) for i, name in enumerate(rows)}
+
+
+ROWS = [
+    "A's job reads B's input data",
+    "A's job lists B's input prefix",
+    "A's job writes its output over B's",
+    "A's job writes checkpoints into B's",
+    "A's job script deletes B's code",
+    "A's job script reads B's code",
+    "A's job writes the shared data",
+    "A's job writes B's log stream",
+    "A's job creates a job (it holds no SageMaker rights)",
+    "A passes B's job role",
+    "A passes the facilitator's job role",
+    "A passes their job role to EC2",
+    "A launches with a warm pool of 3600 s",
+    "A launches on ml.p4d.24xlarge",
+    "A launches for 3 h",
+    "A launches a job tagged B",
+    "A launches an untagged job",
+    "A launches a job named as B's",
+    "A's FSx channel mounts B's directory",
+    "A's FSx channel mounts read-write",
+    "A stops B's job",
+    "A reads B's job log",
+    "A reads B's object from their session",
+    "A lists the whole bucket",
+    "a session without a source identity reads an attendee's object",
+    "A creates an app without a ResourceSpec",
+    "A creates an app on ml.g5.48xlarge",
+    "A creates a space with ml.p5.48xlarge as default",
+    "A updates their space to ml.p5.48xlarge",
+    "A creates an app under B's profile",
+    "A deletes an app under B's profile",
+    "A creates an app in B's space",
+    "A creates a CodeEditor app (no idle shutdown)",
 ]
 
 
-@pytest.mark.parametrize("what, feature, request_, expected", CASES, ids=[f"{c[0]} [{c[1]}]" for c in CASES])
-def test_the_attendee_policy_answers_each_request(what, feature, request_, expected):
-    assert decide(attendee_statements(TEMPLATE_DOC), request_) == expected, what
+@needs_engine
+def test_the_table_names_every_row():
+    assert list(table()) == ROWS
 
 
-def test_these_cases_fail_on_the_shared_role_the_template_had():
-    # the template before attendees had identities: one role, every prefix and job open to everyone
-    shared = [
-        {
-            "Effect": "Allow",
-            "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
-            "Resource": f"arn:aws:s3:::{BUCKET}/*",
-        },
-        {
-            "Effect": "Allow",
-            "Action": ["sagemaker:CreateTrainingJob", "sagemaker:StopTrainingJob"],
-            "Resource": f"{SM}:training-job/*",
-        },
+@needs_engine
+@pytest.mark.parametrize("row", ROWS)
+def test_each_attack_is_refused_and_its_twin_allowed(row):
+    attack, twin = table()[row]
+    assert attack.decision != "allowed", row
+    assert twin.decision == "allowed", f"{row}: the legitimate twin is {twin.decision}"
+    # every key the request carries applies to its action: no condition rests on a key AWS never sends
+    assert not attack.ignored and not twin.ignored, (attack.ignored, twin.ignored)
+
+
+@needs_engine
+def test_the_bucket_policy_alone_holds_jobs_and_sessions_to_their_prefix():
+    """The second layer: with an identity policy that grants the whole bucket (the facilitator's job role's), the
+    bucket policy still refuses A's job and A's session B's prefix, and a session of the attendee role without a
+    source identity anything; the facilitator's own jobs keep the whole bucket."""
+    d = dry_requests()["lab01"]
+    theirs, mine = object_arn(s3_uri(as_b(d, "InputDataConfig"), "train")), object_arn(s3_uri(d, "train"))
+    wide = FACILITATOR_JOB_POLICIES
+    facilitator = (
+        f"arn:aws:sts::{ACCOUNT}:assumed-role/event-ExecutionRole-x/SageMaker",
+        {"aws:PrincipalArn": FACILITATOR_JOB_ROLE},
+    )
+    questions = [
+        as_job(A, "s3:GetObject", theirs, policies=wide),
+        as_job(A, "s3:PutObject", theirs, policies=wide),
+        as_job(A, "s3:GetObject", mine, policies=wide),
+        ask(session(A), "s3:GetObject", theirs, wide, BUCKET_POLICY),
+        ask(session(None), "s3:GetObject", mine, wide, BUCKET_POLICY),
+        ask(facilitator, "s3:GetObject", theirs, wide, BUCKET_POLICY),
+        ask(facilitator, "s3:GetObject", theirs, wide, None),
     ]
-    leaks = [c[0] for c in CASES if c[3] != "allowed" and decide(shared, c[2]) == "allowed"]
-    assert {"A reads B's object", "A stops B's job", "A creates an untagged job"} <= set(leaks)
+    got = [a.decision for a in iam_engine.decide_all(questions)]
+    assert got == ["denied", "denied", "allowed", "denied", "denied", "allowed", "allowed"]
+    # and without the bucket policy, the wide grant is what the old shared job role gave every job: the leak
+    leak = iam_engine.decide(replace(questions[0], resource_policy=None))
+    assert leak.decision == "allowed"
 
 
-def test_the_evaluator_refuses_what_it_does_not_know():
-    with pytest.raises(NotImplementedError):
-        decide(
-            [
-                {
-                    "Effect": "Allow",
-                    "Action": "*",
-                    "Resource": "*",
-                    "Condition": {"DateLessThan": {"aws:CurrentTime": "x"}},
-                }
-            ],
-            Request("s3:GetObject", "arn:aws:s3:::b/k"),
-        )
-    deny = [
-        {"Effect": "Allow", "Action": "s3:*", "Resource": "*"},
-        {"Effect": "Deny", "Action": "s3:Get*", "Resource": "*"},
+@needs_engine
+def test_each_attendee_s_job_role_trusts_sagemaker_with_their_source_identity():
+    """A job launched from a session with a source identity: SageMaker assumes the job role and carries the source
+    identity, which the trust policy must allow (sts:SetSourceIdentity) or the launch fails."""
+    roles = {k: v["Properties"] for k, v in R.items() if k.startswith("JobRole")}
+    assert len(roles) == 40
+    trust = resolve(roles["JobRole01"]["AssumeRolePolicyDocument"])
+    sagemaker = ("sagemaker.amazonaws.com", {})
+    questions = [
+        Question(Request(sagemaker[0], "sts:AssumeRole", job_role(A), {}), (), trust),
+        Question(Request(sagemaker[0], "sts:SetSourceIdentity", job_role(A), {"sts:SourceIdentity": A}), (), trust),
+        Question(Request("ec2.amazonaws.com", "sts:AssumeRole", job_role(A), {}), (), trust),
+        Question(Request(session(A)[0], "sts:AssumeRole", job_role(A), session(A)[1]), (), trust),
     ]
-    assert decide(deny, Request("s3:GetObject", "arn:aws:s3:::b/k")) == "denied"
+    got = [a.decision for a in iam_engine.decide_all(questions)]
+    assert got == ["allowed", "allowed", "implicitly denied", "implicitly denied"]
+    assert all(resolve(p["AssumeRolePolicyDocument"]) == trust for p in roles.values())
+
+
+def test_jobs_run_as_roles_that_create_nothing():
+    for policies in (JOB_POLICIES, FACILITATOR_JOB_POLICIES):
+        actions = {
+            a
+            for p in policies
+            for s in p["Statement"]
+            for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
+        }
+        assert not {a for a in actions if a.startswith(("sagemaker:", "iam:", "sts:"))}, actions
+
+
+def test_the_warm_pool_limit_is_lab_08_s():
+    """The attendee policy's sagemaker:KeepAlivePeriod is the longest warm pool a lab asks for (lab 08's)."""
+    lab08 = (REPO / "labs" / "08_failures_at_scale.ipynb").read_text(encoding="utf-8")
+    asked = {int(s) for s in re.findall(r"warm_pool_s=(\d+)", lab08)}
+    create = next(s for s in ATTENDEE_POLICIES[0]["Statement"] if s["Sid"] == "CreateOwnJobsWithinTheGuardrails")
+    assert asked and {str(max(asked))} == {
+        create["Condition"]["NumericLessThanEqualsIfExists"]["sagemaker:KeepAlivePeriod"]
+    }
 
 
 def test_the_identity_is_the_helpers_attendee_prefix():
     # Studio's source identity is the user profile's name: it must be the prefix, tag and job-name start the helpers use
-    profiles = [
-        r["Properties"]["UserProfileName"]
-        for r in TEMPLATE_DOC["Resources"].values()
-        if r["Type"] == "AWS::SageMaker::UserProfile"
-    ]
+    profiles = [r["Properties"]["UserProfileName"] for r in R.values() if r["Type"] == "AWS::SageMaker::UserProfile"]
     assert profiles and all(sanitize_attendee(p) == p for p in profiles)
-    domain = TEMPLATE_DOC["Resources"]["StudioDomain"]["Properties"]
+    domain = R["StudioDomain"]["Properties"]
     assert domain["DomainSettings"]["ExecutionRoleIdentityConfig"] == "USER_PROFILE_NAME"
     assert domain["DefaultUserSettings"]["ExecutionRole"] == {"Fn::GetAtt": ["AttendeeRole", "Arn"]}
-    trust = TEMPLATE_DOC["Resources"]["AttendeeRole"]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    trust = R["AttendeeRole"]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
     assert all("sts:SetSourceIdentity" in s["Action"] for s in trust)
     laptop = next(s for s in trust if "AWS" in s["Principal"])
     assert laptop["Condition"]["StringLike"]["sts:SourceIdentity"] == "attendee-*"  # only the profiles' names
-
-
-def test_jobs_run_as_their_own_role_that_creates_nothing():
-    job_role = resolve(
-        TEMPLATE_DOC["Resources"]["ExecutionRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
-    )
-    flat = [s for s in job_role if "Fn::If" not in s] + [s["Fn::If"][1] for s in job_role if "Fn::If" in s]
-    actions = {a for s in flat for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
-    assert not {a for a in actions if a.startswith(("sagemaker:", "iam:", "sts:"))}, actions
-    request = Request("sagemaker:CreateTrainingJob", f"{SM}:training-job/x", {})
-    assert decide(flat, request) == "implicitly denied"
 
 
 # ---- the guardrails' one home, and the preflight that applies it
@@ -433,42 +566,44 @@ def test_a_lab_s_dry_run_on_a_type_outside_the_guardrails_still_shows_its_reques
 
 
 # Workshop Studio: a participant's console role, in an account of their own (static/iam_policy.json)
-PARTICIPANT = json.loads((REPO / "static" / "iam_policy.json").read_text(encoding="utf-8"))["Statement"]
+PARTICIPANT = (json.loads((REPO / "static" / "iam_policy.json").read_text(encoding="utf-8")),)
+CONSOLE = (f"arn:aws:sts::{ACCOUNT}:assumed-role/WSParticipantRole/Participant", {})
 PARTICIPANT_CASES = [
     (
         "opens Studio as the domain's profile",
-        Request("sagemaker:CreatePresignedDomainUrl", f"{SM}:user-profile/d-1/{A}"),
+        "sagemaker:CreatePresignedDomainUrl",
+        f"{SM}:user-profile/d-1/{A}",
         "allowed",
     ),
-    ("lists the domains and profiles", Request("sagemaker:ListUserProfiles", "*"), "allowed"),
-    ("follows a job", Request("sagemaker:DescribeTrainingJob", f"{SM}:training-job/{A}-lab01-x"), "allowed"),
-    ("reads a job's log", Request("logs:GetLogEvents", f"{LOGS}:log-stream:{A}-lab01-x/algo-1"), "allowed"),
+    ("lists the domains and profiles", "sagemaker:ListUserProfiles", "*", "allowed"),
+    ("follows a job", "sagemaker:DescribeTrainingJob", f"{SM}:training-job/{A}-lab01-x", "allowed"),
+    ("reads a job's log", "logs:GetLogEvents", f"{LOGS}:log-stream:{A}-lab01-x/algo-1", "allowed"),
+    ("finds the jobs' log group", "logs:DescribeLogGroups", "*", "allowed"),
+    ("searches a job's log", "logs:FilterLogEvents", f"{LOGS}:*", "allowed"),
     (
         "creates a job itself, round the guardrails",
-        Request("sagemaker:CreateTrainingJob", f"{SM}:training-job/x", OK_JOB),
+        "sagemaker:CreateTrainingJob",
+        f"{SM}:training-job/x",
         "implicitly denied",
     ),
-    (
-        "passes the jobs' role",
-        Request("iam:PassRole", JOB_ROLE, {"iam:PassedToService": "sagemaker.amazonaws.com"}),
-        "implicitly denied",
-    ),
-    ("stops a job", Request("sagemaker:StopTrainingJob", f"{SM}:training-job/{A}-lab01-x"), "implicitly denied"),
-    ("writes the bucket", Request("s3:PutObject", f"arn:aws:s3:::{BUCKET}/{A}/code.tar.gz"), "implicitly denied"),
+    ("passes a job role", "iam:PassRole", job_role(A), "implicitly denied"),
+    ("stops a job", "sagemaker:StopTrainingJob", f"{SM}:training-job/{A}-lab01-x", "implicitly denied"),
+    ("writes the bucket", "s3:PutObject", f"arn:aws:s3:::{BUCKET}/{A}/code.tar.gz", "implicitly denied"),
 ]
 
 
-@pytest.mark.parametrize("what, request_, expected", PARTICIPANT_CASES, ids=[c[0] for c in PARTICIPANT_CASES])
-def test_the_workshop_studio_participant_opens_studio_and_follows_jobs_only(what, request_, expected):
-    assert decide(PARTICIPANT, request_) == expected, what
+@needs_engine
+def test_the_workshop_studio_participant_opens_studio_and_follows_jobs_only():
+    questions = [ask(CONSOLE, action, resource, PARTICIPANT) for _, action, resource, _ in PARTICIPANT_CASES]
+    got = {c[0]: a.decision for c, a in zip(PARTICIPANT_CASES, iam_engine.decide_all(questions), strict=True)}
+    assert got == {c[0]: c[3] for c in PARTICIPANT_CASES}
 
 
+@needs_engine
 def test_a_console_participant_without_a_source_identity_gets_nothing_from_the_attendee_policy():
     """Why the participant role does not hold the attendee policy: the console sets no source identity, so every
     per-attendee statement fails to apply; in Studio the same person is attendee-01 and gets their jobs."""
-    statements = attendee_statements(TEMPLATE_DOC)
-    create = Request("sagemaker:CreateTrainingJob", f"{SM}:training-job/{A}-lab01-x", OK_JOB)
-    read = Request("s3:GetObject", f"arn:aws:s3:::{BUCKET}/{A}/code.tar.gz")
-    assert decide(statements, create) == decide(statements, read) == "implicitly denied"
-    assert decide(statements, replace(create, context=me(**OK_JOB))) == "allowed"
-    assert decide(statements, replace(read, context=me())) == "allowed"
+    lab01 = dry_requests()["lab01"]
+    create, read = launches(None, lab01), as_attendee(None, "s3:GetObject", object_arn(s3_uri(lab01, "train")))
+    got = [a.decision for a in iam_engine.decide_all([create, read, launches(A, lab01)])]
+    assert got[0] == "implicitly denied" and got[1] != "allowed" and got[2] == "allowed"
