@@ -99,12 +99,69 @@ def test_an_image_past_or_near_its_end_of_support_is_named_and_still_served():
     assert install.support_note(None) == ""  # not in Studio
 
 
-@pytest.mark.parametrize("image", ["5.1.0", "5.0.0-beta"])
-def test_an_image_newer_than_the_tested_line_is_refused_until_it_is_tested(image):
-    with pytest.raises(install.StudioError, match=f"SageMaker Distribution {image}; the workshop is tested on 4.x"):
-        install.check_image(image)
-    install.check_image("4.5.0")
-    install.check_image(None)  # not in Studio
+@pytest.mark.parametrize("image", ["5.1.0", "5.0.0-beta", "4.7.0"])
+def test_an_image_newer_than_the_tested_line_is_checked_in_place_not_refused(image):
+    said = install.untested_image(image)
+    assert f"SageMaker Distribution {image} is newer than the images the workshop is tested on (4.0 to 4.5" in said
+    assert "self-check" in said and "choose SageMaker Distribution 4.5" in said
+    assert install.untested_image("4.5.4") == install.untested_image("4.0.0") == ""  # tested minors
+    assert install.untested_image(None) == ""  # not in Studio
+
+
+def test_a_package_newer_than_its_range_is_named_and_planned_around_and_an_older_one_refused():
+    requirements = ["torch>=2.8,<2.15", "transformers>=4.57.6,<6", "sagemaker>=3.7.1,<4"]
+    installed = {"torch": "2.16.0", "transformers": "5.24.0", "sagemaker": "3.27.0"}
+    install.check_ranges(requirements, installed, "5.1.0")  # newer than the range: not refused
+    newer = install.out_of_range(requirements, installed, newer=True)
+    assert newer == [("torch", "torch>=2.8,<2.15", "2.16.0")]
+    assert "torch 2.16.0 (tested: torch>=2.8,<2.15)" in install.newer_note(newer)
+    assert install.relaxed(requirements, {"torch"}) == ["torch", *requirements[1:]]  # the constraints hold it
+    assert install.relaxed(["pkg[x]>=1,<2; python_version >= '3'"], {"pkg"}) == ['pkg[x]; python_version >= "3"']
+    with pytest.raises(install.StudioError, match="transformers is 4.44.2, the labs need transformers>=4.57.6,<6"):
+        install.check_ranges(requirements, {**installed, "transformers": "4.44.2"}, "5.1.0")
+
+
+def test_make_studio_plans_on_sagemaker_distribution_5_1_0(monkeypatch, capsys, tmp_path):
+    """A space reporting 5.1.0 (the variables Studio sets) whose torch is newer than the tested range: make studio
+    --plan plans instead of refusing, under the same rule, says what is untested and that the self-check follows.
+    The plan runs pip against this environment with no index: what is installed satisfies it."""
+    monkeypatch.setenv("IMAGE_VERSION", "5.1.0")
+    monkeypatch.setenv("SAGEMAKER_APP_TYPE_LOWERCASE", "jupyterlab")
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setattr(install, "this_target", lambda: install.Target(False, str(tmp_path), "a test"))
+    monkeypatch.setattr(install, "project_linked", lambda: False)  # so that pip plans (the helpers' link)
+    ours = [r for r in install.project_requirements() if not r.startswith("torch")]
+    monkeypatch.setattr(install, "project_requirements", lambda: ["torch>=2.8,<2.9", *ours])  # as if newer
+    ran = []
+    monkeypatch.setattr(install, "run_self_check", lambda *a, **k: ran.append(1) or {"passed": True})
+    assert install.main(["--plan"]) == 0
+    out = capsys.readouterr().out
+    assert "(SageMaker Distribution 5.1.0)" in out
+    assert "untested: SageMaker Distribution 5.1.0 is newer than the images the workshop is tested on" in out
+    assert "untested: newer than the releases the workshop is tested on: torch " in out
+    assert f"to add: {PROJECT} (editable, this checkout)" in out  # nothing of the image changes
+    assert "then: the self-check (the packages the labs import; lab 03 headless" in out
+    assert not ran and not list(tmp_path.iterdir())  # a plan: nothing run, nothing installed
+
+
+def test_the_self_check_says_what_passed_and_what_did_not(monkeypatch, tmp_path):
+    said = []
+    bare = getattr(sys, "_base_executable", sys.executable)
+    if subprocess.run([bare, "-c", "import torch"], capture_output=True).returncode == 0:
+        pytest.skip(f"{bare} has torch")
+    failed = install.run_self_check(bare, say=said.append)  # nothing the labs need: the lab is not even tried
+    assert not failed["passed"] and len(failed["steps"]) == len(install.SELF_CHECK_IMPORTS)
+    assert any("FAILED import torch: ModuleNotFoundError" in line for line in said)
+    assert "self-check FAILED" in said[-1] and "Choose SageMaker Distribution 4.5" in said[-1]
+
+    lab = {"what": "lab 03 headless (local job and dry run)", "passed": True, "said": "30 s", "seconds": 30.0}
+    monkeypatch.setattr(install, "lab_step", lambda python, out: lab)
+    said.clear()
+    passed = install.run_self_check(sys.executable, say=said.append)
+    assert passed["passed"], said
+    assert any(line.startswith("  ok     import sagemaker-train: ") for line in said)
+    assert "ok     lab 03 headless (local job and dry run): 30 s" in said[-2]
+    assert said[-1].startswith("self-check passed in ") and said[-1].endswith("the labs work on this Python")
 
 
 def test_a_python_older_than_3_10_is_refused():

@@ -5,16 +5,25 @@ changing nothing it has.
     python3 tools/studio/install.py                  # what `make studio` runs
     python3 tools/studio/install.py --plan           # what it would add; installs nothing
     python3 tools/studio/install.py --report r.json  # also write what it did as JSON
+    python3 tools/studio/install.py --self-check     # then check in place that the labs work (about a minute)
 
-Refused before anything is installed, each with one message that says what to use instead: a Python older than 3.10,
-no pip (or one older than 23), the SDK v2 of SageMaker Distribution 3.x, an installed package outside the workshop's
-ranges, nowhere this user may write. Then pip, holding every installed package at its version (constraints made from
-that Python's own ``pip freeze``), works out what is missing (``--dry-run --report``): the packages of
-``pyproject.toml`` that the Python lacks and what they need. A plan that would change an installed package is
-refused. The missing wheels are downloaded first (a network or index failure changes nothing), their unpacked size is
-checked against the free disk, then they are installed from the download with no network, and the helpers package is
-linked to this checkout (``pip install --no-deps -e .``). Anything that fails after the first install is undone. It
-prints what it added and how many MB; run again, it finds nothing to add in seconds.
+Refused before anything is installed, each with one message that says what to use instead: a Python older than 3.10, no
+pip (or one older than 23), the SDK v2 of SageMaker Distribution 3.x, an installed package older than the workshop's
+ranges (or outside them but for their upper bound), nowhere this user may write. Then pip, holding every installed
+package at its version (constraints made from that Python's own ``pip freeze``), works out what is missing (``--dry-run
+--report``): the packages of ``pyproject.toml`` that the Python lacks and what they need. A plan that would change an
+installed package is refused. The missing wheels are downloaded first (a network or index failure changes nothing),
+their unpacked size is checked against the free disk, then they are installed from the download with no network, and the
+helpers package is linked to this checkout (``pip install --no-deps -e .``). Anything that fails after the first install
+is undone. It prints what it added and how many MB; run again, it finds nothing to add in seconds.
+
+Verified in place, not refused: an image newer than the tested line (SageMaker Distribution 5.x, or a 4.x minor past
+the tested ones) or an installed package newer than a range's upper bound (a release the workshop has not run on
+yet). make studio plans under the same rule (what is installed stays), names what is untested, and after installing
+runs its self-check (``--self-check`` runs it anywhere, about a minute): the packages the labs import, imported;
+lab 03 run headless on the local target: its short local training job (its lessons checked by the lab runner) and the
+dry run of its SageMaker job (the requests built and validated offline). It says what passed, and exits non-zero if
+anything did not.
 
 Where: in SageMaker Studio into the user site, ``~/.local`` (``pip install --user``): a space keeps only its home
 directory across a restart, so the image comes back as it was and the labs come back with it, nothing to reinstall.
@@ -54,6 +63,13 @@ STUDIO_METADATA = Path("/opt/ml/metadata/resource-metadata.json")  # as helpers.
 STUDIO_APP_ENV = "SAGEMAKER_APP_TYPE_LOWERCASE"  # Studio sets it in every app (jupyterlab, codeeditor)
 IMAGE_VERSION_ENV = "IMAGE_VERSION"  # SageMaker Distribution's images set it (4.5.0)
 TESTED_MAJOR = 4  # the SageMaker Distribution line the workshop is tested on
+# its minors whose packages are sourced and tested (the releases of sdk-combinations.json: 4.0 to 4.5)
+SDK_TABLE = Path(__file__).resolve().parent / "sdk-combinations.json"
+TESTED_MINORS = sorted(
+    {".".join(r.split(".")[:2]) for r in json.loads(SDK_TABLE.read_text(encoding="utf-8"))["releases"]},
+    key=lambda minor: tuple(int(x) for x in minor.split(".")),
+)
+SELF_CHECK_LAB = "03"  # its local job and its dry run take about half a minute each on 2 cores
 # When AWS stops patching each tested minor line: aws/sagemaker-distribution's support_policy.md (main, aa8a7fb0,
 # 2026-08-19; 4.5 is not in that table yet). Past it, make studio still works, and says so.
 SUPPORTED_UNTIL = {
@@ -121,6 +137,8 @@ class Outcome:
     seconds: float = 0.0
     nothing_to_add: bool = False
     notes: list[str] = field(default_factory=list)
+    untested: list[str] = field(default_factory=list)  # why the self-check runs: a newer image, newer packages
+    self_check: dict = field(default_factory=dict)  # its steps, each passed or not, and how long it took
 
 
 # ---- reading what is installed and what the workshop needs
@@ -253,16 +271,22 @@ def check_sdk(installed: dict[str, str], image: str | None) -> None:
         )
 
 
-def check_image(image: str | None) -> None:
-    """An image newer than the tested 4.x line is refused until it is tested (its packages are not sourced here)."""
-    found = re.match(r"(\d+)\.", image or "")  # read without `packaging`, which a bare Python lacks
-    if found and int(found.group(1)) > TESTED_MAJOR:
-        raise StudioError(
-            f"this space's image is SageMaker Distribution {image}; the workshop is tested on {TESTED_MAJOR}.x (4.0 "
-            f"to 4.5, tools/studio/sdk-combinations.json) and make studio never replaces a package an image has. "
-            f"Choose a {TESTED_MAJOR}.x image for the space (JupyterLab space settings, Image), then run make "
-            f"studio again."
-        )
+def untested_image(image: str | None) -> str:
+    """A note for an image newer than the tested line (5.x, or a 4.x minor past the tested ones), else ''. Such an
+    image is not refused: its packages are not sourced here, so make studio checks in place that the labs work."""
+    found = re.match(r"(\d+)\.(\d+)", image or "")  # read without `packaging`, which a bare Python lacks
+    if not found:
+        return ""
+    newest = tuple(int(x) for x in TESTED_MINORS[-1].split("."))
+    if (int(found[1]), int(found[2])) <= newest:
+        return ""
+    return (
+        f"SageMaker Distribution {image} is newer than the images the workshop is tested on ({TESTED_MINORS[0]} to "
+        f"{TESTED_MINORS[-1]}; its package list is not known here). make studio adds what is missing under the same "
+        f"rule (nothing the image has changes), then checks in place that the labs work (its self-check, about a "
+        f"minute). If the self-check fails, choose SageMaker Distribution {TESTED_MINORS[-1]} for the space "
+        f"(JupyterLab space settings, Image)."
+    )
 
 
 def support_note(image: str | None, today: str | None = None) -> str:
@@ -285,8 +309,9 @@ def support_note(image: str | None, today: str | None = None) -> str:
     )
 
 
-def out_of_range(requirements: list[str], installed: dict[str, str]) -> list[tuple[str, str, str]]:
-    """(name, requirement, installed version) for each installed package the workshop's ranges do not admit."""
+def out_of_range(requirements: list[str], installed: dict[str, str], newer: bool = False) -> list[tuple[str, str, str]]:
+    """(name, requirement, installed version) for each installed package the workshop's ranges do not admit: those
+    newer than a range's upper bound alone when ``newer`` (untested: checked in place), else all the others."""
     requirement, _, _ = _packaging()
     found = []
     for text in requirements:
@@ -295,11 +320,42 @@ def out_of_range(requirements: list[str], installed: dict[str, str]) -> list[tup
             continue
         have = installed.get(canonical(req.name))
         if have and not req.specifier.contains(have, prereleases=True):
-            found.append((canonical(req.name), text, have))
+            missed = [s for s in req.specifier if not s.contains(have, prereleases=True)]
+            if all(s.operator in ("<", "<=") for s in missed) == newer:
+                found.append((canonical(req.name), text, have))
     return found
 
 
+def newer_note(newer: list[tuple[str, str, str]]) -> str:
+    """A note naming the installed packages newer than the tested ranges, else ''."""
+    if not newer:
+        return ""
+    listed = "; ".join(f"{name} {have} (tested: {r})" for name, r, have in newer)
+    return (
+        f"newer than the releases the workshop is tested on: {listed}. make studio keeps them (it never changes a "
+        f"package that is installed) and checks in place that the labs work on them (its self-check). If a lab "
+        f"fails there, use an environment with the tested releases: in SageMaker Studio SageMaker Distribution "
+        f"{TESTED_MINORS[-1]}, elsewhere `make` (its own .venv)."
+    )
+
+
+def relaxed(requirements: list[str], names: set[str]) -> list[str]:
+    """The requirements, those of ``names`` without their versions: an installed package newer than the tested range
+    is planned around as it is (the constraints hold it), not refused."""
+    requirement, _, _ = _packaging()
+    out = []
+    for text in requirements:
+        req = requirement(text)
+        if canonical(req.name) in names:
+            extras = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
+            text = f"{req.name}{extras}" + (f"; {req.marker}" if req.marker is not None else "")
+        out.append(text)
+    return out
+
+
 def check_ranges(requirements: list[str], installed: dict[str, str], image: str | None) -> None:
+    """An installed package older than the workshop's ranges is refused (the helpers cannot work with it and make
+    studio never replaces it); one newer than a range's upper bound is not (:func:`newer_note`)."""
     misses = out_of_range(requirements, installed)
     if misses:
         listed = "; ".join(f"{name} is {have}, the labs need {r}" for name, r, have in misses)
@@ -309,8 +365,8 @@ def check_ranges(requirements: list[str], installed: dict[str, str], image: str 
             else "use an environment that meets pyproject.toml's ranges, or `make` (its own .venv)"
         )
         raise StudioError(
-            f"this Python's packages are outside the workshop's tested ranges ({listed}), and make studio never "
-            f"changes a package that is installed: {instead}."
+            f"this Python's packages are outside the workshop's ranges ({listed}): the helpers cannot work with "
+            f"them, and make studio never changes a package that is installed. What to do: {instead}."
         )
 
 
@@ -666,6 +722,103 @@ def _mb(n: float) -> float:
     return round(n / 2**20, 1)
 
 
+# ---- the self-check: the labs work on this Python, checked in place
+
+
+SELF_CHECK_OUT = REPO / "runs" / "self-check"  # the executed notebooks, kept until the next self-check
+SELF_CHECK_WHAT = (
+    f"the packages the labs import; lab {SELF_CHECK_LAB} headless: its short local job with its lessons checked, and "
+    f"the dry run of its SageMaker job"
+)
+# (what, distribution whose version is shown, the import a lab makes)
+SELF_CHECK_IMPORTS = (
+    ("torch", "torch", "import torch"),
+    ("transformers", "transformers", "import transformers"),
+    ("tokenizers", "tokenizers", "import tokenizers"),
+    ("numpy", "numpy", "import numpy"),
+    ("sagemaker-train", "sagemaker-train", "from sagemaker.train import ModelTrainer"),
+    ("sagemaker-core", "sagemaker-core", "from sagemaker.core.training.configs import Compute, SourceCode"),
+    ("sagemaker", "sagemaker", "import sagemaker"),
+    ("papermill", "papermill", "import papermill"),
+    ("ipykernel", "ipykernel", "import ipykernel"),
+    ("the helpers", PROJECT, "import helpers.jobs, helpers.targets"),
+    ("the lab runner", PROJECT, "import course.run_labs"),
+)
+IMPORTS = r"""
+import json, sys, time
+from importlib import metadata
+found = []
+for what, dist, statement in json.loads(sys.argv[1]):
+    start = time.perf_counter()
+    try:
+        exec(statement, {})
+        version = metadata.version(dist)
+        found.append({"what": what, "passed": True, "said": version, "seconds": round(time.perf_counter() - start, 1)})
+    except Exception as err:
+        found.append({"what": what, "passed": False, "said": f"{type(err).__name__}: {err}"[:300], "seconds": 0.0})
+print(json.dumps(found))
+"""
+
+
+def run_self_check(python: str = sys.executable, say=print) -> dict:
+    """Check in place that the labs work on ``python``: the imports, then lab SELF_CHECK_LAB headless on the local
+    target (the lab runner checks its lessons) and as a dry run of its real job. Each step runs away from this
+    checkout (so from what is installed) and says what it found; ``{"passed", "steps", "seconds"}``."""
+    start = time.perf_counter()
+    say(f"self-check ({SELF_CHECK_WHAT}):")
+    wanted = json.dumps([list(i) for i in SELF_CHECK_IMPORTS])
+    done = subprocess.run([python, "-c", IMPORTS, wanted], capture_output=True, text=True, cwd=tempfile.gettempdir())
+    try:
+        steps = json.loads(done.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        steps = [{"what": "imports", "passed": False, "said": done.stderr.strip()[-400:], "seconds": 0.0}]
+    for step in steps:
+        say(f"  {'ok    ' if step['passed'] else 'FAILED'} import {step['what']}: {step['said']}")
+    if all(s["passed"] for s in steps):
+        shutil.rmtree(SELF_CHECK_OUT, ignore_errors=True)
+        step = lab_step(python, SELF_CHECK_OUT)
+        say(f"  {'ok    ' if step['passed'] else 'FAILED'} {step['what']}: {step['said']}")
+        steps.append(step)
+    passed = all(s["passed"] for s in steps)
+    seconds = round(time.perf_counter() - start, 1)
+    if passed:
+        say(f"self-check passed in {seconds} s: the labs work on this Python")
+    else:
+        failed = ", ".join(s["what"] for s in steps if not s["passed"])
+        say(
+            f"self-check FAILED in {seconds} s ({failed}): what make studio added stays, and nothing the image had "
+            f"changed. Choose SageMaker Distribution {TESTED_MINORS[-1]} for the space (JupyterLab space settings, "
+            f"Image), where every lab is tested, or use `make` on a laptop (its own .venv)."
+        )
+    return {"passed": passed, "steps": steps, "seconds": seconds}
+
+
+def lab_step(python: str, out: Path) -> dict:
+    """Lab SELF_CHECK_LAB through the lab runner (smoke size, the local target): its short local training job, its
+    lessons checked against that run, and the dry runs of its SageMaker job on its real target, each request built
+    and validated offline against the service's model (the lab does both)."""
+    what = f"lab {SELF_CHECK_LAB} headless (local job and dry run)"
+    command = [python, "-m", "course.run_labs", "--labs", SELF_CHECK_LAB, "--target", "local", "--out", str(out)]
+    start = time.perf_counter()
+    done = subprocess.run([*command, "--streams", "1"], capture_output=True, text=True, cwd=tempfile.gettempdir())
+    seconds = round(time.perf_counter() - start, 1)
+    summary = out / "summary.json"
+    labs = json.loads(summary.read_text(encoding="utf-8"))["labs"] if summary.is_file() else []
+    if not labs:
+        said = (done.stderr or done.stdout).strip()[-400:] or f"the lab runner exited {done.returncode}"
+        return {"what": what, "passed": False, "said": said, "seconds": seconds}
+    lab = labs[0]
+    wrong = lab.get("lessons_not_held", [])
+    passed = lab["status"] == "ok" and not wrong and done.returncode == 0
+    if passed:
+        requests = len(lab.get("requests", []))
+        said = f"{seconds} s; the local job trained, every lesson held, {requests} SageMaker request(s) dry-run"
+    else:
+        first = (lab.get("error") or "").splitlines()[:1] or wrong[:1] or [f"exit {done.returncode}"]
+        said = f"{first[0][:300]} (the executed notebook: {out / Path(lab['notebook']).name})"
+    return {"what": what, "passed": passed, "said": said, "seconds": seconds}
+
+
 # ---- the run
 
 
@@ -706,20 +859,33 @@ def unsatisfied(requirements: list[str]) -> list[str]:
     return missing
 
 
-def run(plan_only: bool = False) -> Outcome:
-    """make studio, from the first check to the last line it prints."""
+def run(plan_only: bool = False, self_check: bool = False) -> Outcome:
+    """make studio, from the first check to the last line it prints; then the self-check where the image or a package
+    is newer than the tested ones (or ``self_check``)."""
     start = time.perf_counter()
     check_python()
     check_pip(pip_version())
     image, versions, requirements = image_name(), installed_versions(), project_requirements()
-    check_image(image)
     if note := support_note(image):
         print(f"note: {note}")
     check_sdk(versions, image)
     check_ranges(requirements, versions, image)
+    newer = out_of_range(requirements, versions, newer=True)
+    untested = [n for n in (untested_image(image), newer_note(newer)) if n]
+    for note in untested:
+        print(f"untested: {note}")
+    requirements = relaxed(requirements, {name for name, _, _ in newer})
     target = this_target()
     with one_at_a_time(target):
-        return _run_held(target, versions, requirements, image, start, plan_only)
+        outcome = _run_held(target, versions, requirements, image, start, plan_only)
+    outcome.untested = untested
+    if plan_only:
+        if untested or self_check:
+            print(f"then: the self-check ({SELF_CHECK_WHAT}), about a minute")
+        return outcome
+    if untested or self_check:
+        outcome.self_check = run_self_check()
+    return outcome
 
 
 def _run_held(
@@ -830,9 +996,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="make studio", description=__doc__.split("\n\n")[0])
     ap.add_argument("--plan", action="store_true", help="say what would be added; install nothing")
     ap.add_argument("--report", type=Path, help="write what was done as JSON here")
+    ap.add_argument(
+        "--self-check",
+        action="store_true",
+        help="then check in place that the labs work (it runs by itself on an untested image), about a minute",
+    )
     a = ap.parse_args(argv)
     try:
-        outcome = run(plan_only=a.plan)
+        outcome = run(plan_only=a.plan, self_check=a.self_check)
     except StudioError as err:
         print(f"make studio: {err}", file=sys.stderr)
         return 1
@@ -842,6 +1013,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.report:
         a.report.parent.mkdir(parents=True, exist_ok=True)
         a.report.write_text(json.dumps(asdict(outcome), indent=1) + "\n", encoding="utf-8")
+    if outcome.self_check and not outcome.self_check["passed"]:
+        return 1
     return 0
 
 
