@@ -58,14 +58,14 @@ data: setup
 	@test -f data/catalog/manifest.json || $(PY) -m helpers.data.catalog build --rows 30000 --out data/catalog
 
 labs: setup data
-	$(PY) -m helpers.run_labs --target $(TARGET) $(SIZE) $(if $(LABS),--labs $(LABS),) $(LAB_ARGS)
+	$(PY) -m course.run_labs --target $(TARGET) $(SIZE) $(if $(LABS),--labs $(LABS),) $(LAB_ARGS)
 
 test: setup data lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # Every lab at make's size with its reference answers, each on one core while the others are kept busy (a
 # learner's laptop doing something else), and every lesson its prose states checked against its own run
-# (tests/test_notebooks.py, helpers/lessons.py). CI's step after `make test`; 6 to 11 minutes on 2 cores. The labs
+# (tests/test_notebooks.py, course/lessons.py). CI's step after `make test`; 6 to 11 minutes on 2 cores. The labs
 # go out longest first, one at a time to whichever worker is free (--dist load).
 labs-check: setup data
 	$(PY) -m pytest -m labs --dist load $(PYTEST_ARGS)
@@ -97,7 +97,7 @@ lab: setup data
 # SLIDES_ARGS="--agenda 90" makes the 90-minute session's, cut as its agenda cuts the labs (docs/facilitator.md)
 slides: setup
 	$(PY) -m pip --disable-pip-version-check install --quiet -e ".[lab]"
-	$(PY) -m helpers.facilitator.slides $(SLIDES_ARGS)
+	$(PY) -m course.facilitator.slides $(SLIDES_ARGS)
 
 # Lab 01 run cell by cell in JupyterLab by headless Chromium (Debian's package; installed here if missing)
 browser-test: setup data

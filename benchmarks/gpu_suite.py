@@ -8,7 +8,7 @@
 Steps (GPU mode): lab 01 on ``local_gpu`` (base model, a one-epoch full-size run, the fast-path progression), labs
 04 and 07 in smoke size, lab 02's DDP parity over NCCL (only with 2+ GPUs: one GPU is a 'not run' row with the
 reason), and ``single_gpu.py`` on random tokens (batch 256 and 64) and on the real title lengths. Each step is its
-own process (``helpers.run_labs`` or ``single_gpu.py``, with a timeout): one that fails or hangs is recorded with
+own process (``course.run_labs`` or ``single_gpu.py``, with a timeout): one that fails or hangs is recorded with
 its error and the suite goes on. ``--tiny`` runs the same steps with CPU smoke parameters (by default lab 01 and
 the benchmark only). ``--out`` gets ``report.json``, one log per step and each step's own outputs; the exit status
 is non-zero if any step failed. The issue's goals (``single_gpu.GOALS``, and the 9-minute budget) are checked only
@@ -88,7 +88,7 @@ class StepResult:
 def lab_step(name: str, lab: str, what: str, target: str, size: list[str], out: Path) -> Step:
     """A lab run headless by the lab runner, in its own --out folder."""
     folder = out / name
-    command = [sys.executable, "-m", "helpers.run_labs", "--labs", lab, "--target", target, *size, "--out", str(folder)]
+    command = [sys.executable, "-m", "course.run_labs", "--labs", lab, "--target", target, *size, "--out", str(folder)]
     return Step(name, what, command, output=str(folder / "summary.json"))
 
 

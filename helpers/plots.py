@@ -4,7 +4,7 @@
 - lab 02 (DDP): the scaling plan, time against cost and efficiency against GPUs (:mod:`helpers.planning.scaling`
   computes the predictions);
 - lab 05 (input modes): one job per mode on a timeline, a sequence of jobs, access patterns
-  (:mod:`helpers.local.input_modes` computes the rows);
+  (:mod:`helpers.standin.channel_delivery` computes the rows);
 - lab 06 (spot): the interruption drill (:class:`helpers.local.drill_plan.Drill`), the checkpoint interval
   (:func:`helpers.planning.spot.interval_curves`);
 - lab 07 (profiling): utilisation heatmaps (a :class:`helpers.local.monitor.Monitor`'s, or a real job's CloudWatch
@@ -204,7 +204,7 @@ def _mode_colour(name: str) -> str:
 
 def input_mode_timeline(rows: list[dict], title: str = "One job per input mode"):
     """Stacked bars per mode: input staging, start to first training step, the rest; bytes fetched beside. ``rows``:
-    :func:`helpers.local.input_modes.job_io` figures, each with a ``label``."""
+    :func:`helpers.standin.channel_delivery.job_io` figures, each with a ``label``."""
     fig, (ax, ax_bytes) = plt.subplots(1, 2, figsize=(11, 3.4), gridspec_kw={"width_ratios": [2.2, 1]})
     labels = [r["label"] for r in rows]
     staging = [r["staging_s"] for r in rows]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:  # the lab runner imports the SDK: only the fixture that runs labs pays for it
-    from helpers.run_labs import LabRun
+    from course.run_labs import LabRun
 
 
 REPO = Path(__file__).resolve().parent.parent
@@ -147,7 +147,7 @@ def lab_run(tmp_path_factory, worker_id):
 
     from filelock import FileLock
 
-    from helpers import lab, run_labs
+    from course import lab, run_labs
     from helpers.job import RUNS_DIR
 
     shared = tmp_path_factory.getbasetemp()

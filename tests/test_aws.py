@@ -14,11 +14,12 @@ import urllib.parse
 import pytest
 
 from helpers.aws import account as aws
-from helpers.aws import offline as aws_offline
-from helpers.aws import offline_sandbox, quotas, settings, setup_errors
-from helpers.aws.offline_answers import ClientErrorAnswer, ScriptedJob
+from helpers.aws import quotas, settings, setup_errors
 from helpers.job import Job
 from helpers.jobs import run_job
+from helpers.standin import offline as aws_offline
+from helpers.standin import offline_sandbox
+from helpers.standin.offline_answers import ClientErrorAnswer, ScriptedJob
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import shutil
 import pytest
 from conftest import REPO
 
-from helpers import lab
+from course import lab
 from helpers.data import baseline, catalog, catalog_files
 from helpers.data.titles import Row
 from helpers.planning import instances

@@ -11,8 +11,9 @@ import pytest
 
 matplotlib.use("Agg")
 
-from helpers.aws import cloudwatch, offline_sandbox
-from helpers.aws import offline as aws_offline  # noqa: E402
+from helpers.aws import cloudwatch
+from helpers.standin import offline as aws_offline  # noqa: E402
+from helpers.standin import offline_sandbox
 
 JOB = "alice-lab07-fixed-20261122120000"  # <attendee>-<lab job name>-<YYYYmmddHHMMSS>, as ModelTrainer names it
 NOW = dt.datetime.now(dt.timezone.utc)

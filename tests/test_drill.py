@@ -112,7 +112,7 @@ def test_two_ranks_killed_three_times_mid_run_resume_bit_identically(small_catal
 @pytest.mark.slow
 def test_a_drill_whose_interruptions_do_not_interrupt_fails(small_catalog, tmp_path, monkeypatch):
     """As when a kill reached only torchrun and its workers trained on: the drill must not report success."""
-    from helpers.local.local_job import LocalJob
+    from helpers.standin.local_job import LocalJob
 
     monkeypatch.setattr(LocalJob, "kill", lambda self, host=None: None)  # the signal goes nowhere
     job = Job("drill-vacuous", DRILL, catalog_channels(small_catalog), processes_per_host=1)

@@ -10,7 +10,8 @@ import json
 import pytest
 from conftest import REPO
 
-from helpers import exercises, lab
+from course import lab
+from helpers import exercises
 
 LABS = [one.notebook for one in lab.LABS]  # every registered lab (tests/test_registries.py)
 

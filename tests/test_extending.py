@@ -32,7 +32,7 @@ def edit(path: Path, old: str, new: str) -> None:
 
 def copy_of_the_repository(root: Path) -> Path:
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints")
-    for part in ("helpers", "labs", "tests", "benchmarks", "data/catalog", "docs"):
+    for part in ("helpers", "course", "labs", "tests", "benchmarks", "data/catalog", "docs"):
         shutil.copytree(REPO / part, root / part, ignore=ignore)
     for name in ("README.md", "pyproject.toml"):
         shutil.copy(REPO / name, root / name)
@@ -42,7 +42,7 @@ def copy_of_the_repository(root: Path) -> Path:
 def follow_each_recipe_but_one_step(root: Path) -> None:
     # a new lab: registered, its notebook written, no other table told
     last = '        "08_failures_at_scale",\n'
-    edit(root / "helpers/lab.py", last, last + '        "09_throwaway",\n')
+    edit(root / "course/lab.py", last, last + '        "09_throwaway",\n')
     shutil.copy(root / "labs/07_profiling.ipynb", root / "labs/09_throwaway.ipynb")
     # a new check rule: written, not put in COMMON; another put there, with no case in tests/test_checks.py
     rules = root / "helpers/checks/common_rules.py"

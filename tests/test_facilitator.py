@@ -14,12 +14,13 @@ import pytest
 from cfnlint.decode import cfn_yaml
 from conftest import REPO
 
-from helpers.aws import account, offline_sandbox, settings, setup_errors
-from helpers.aws import offline as aws_offline
-from helpers.facilitator import lab_targets, studio_sizing, workshop
-from helpers.facilitator.tables import money
-from helpers.lab import registered
+from course.facilitator import lab_targets, studio_sizing, workshop
+from course.facilitator.tables import money
+from course.lab import registered
+from helpers.aws import account, settings, setup_errors
 from helpers.planning import instances
+from helpers.standin import offline as aws_offline
+from helpers.standin import offline_sandbox
 
 GUIDE = REPO / "docs" / "facilitator.md"
 TEMPLATE = REPO / "infra" / "workshop-account.yaml"
@@ -41,7 +42,7 @@ def _parameters(notebook) -> dict:
 
 def test_the_guide_s_generated_blocks_are_what_the_helpers_compute():
     text = GUIDE.read_text(encoding="utf-8")
-    assert text == workshop.render(text), "run: python -m helpers.facilitator.workshop --write docs/facilitator.md"
+    assert text == workshop.render(text), "run: python -m course.facilitator.workshop --write docs/facilitator.md"
 
 
 def test_the_agenda_s_quotas_hold_what_the_agendas_launch(monkeypatch):

@@ -16,14 +16,15 @@ import boto3
 import pytest
 from conftest import REPO
 
-from helpers import lab_time
-from helpers.aws import account, offline_sandbox, quotas
-from helpers.aws import offline as aws_offline
+from course import lab_time
+from course.facilitator import agenda, lab_targets, workshop
+from course.lab import registered
+from helpers.aws import account, quotas
 from helpers.aws.launch import LaunchOptions
-from helpers.aws.offline_answers import ScriptedJob
-from helpers.facilitator import agenda, lab_targets, workshop
-from helpers.lab import registered
 from helpers.planning import instances
+from helpers.standin import offline as aws_offline
+from helpers.standin import offline_sandbox
+from helpers.standin.offline_answers import ScriptedJob
 
 GUIDE = REPO / "docs" / "facilitator.md"
 GENERATED = re.compile(r"<!-- generated:([\w-]+) -->\n.*?<!-- /generated:\1 -->", re.S)
@@ -267,7 +268,7 @@ def test_every_cell_an_agenda_skips_is_safe_to_skip(name):
 def test_slides_follow_the_agenda_and_show_the_room_s_own_run(tmp_path):
     """The 90-minute session's slides: its two labs, lab 01 cut to what the agenda reads out from it, a slide per
     heading, and the outputs of the executed copy (``make``'s runs/labs/), not the committed notebook's none."""
-    from helpers.facilitator import slides
+    from course.facilitator import slides
 
     chosen = slides.plan("90", None)
     assert [lab for lab, _, _ in chosen] == ["01", "02"] and all(core for _, _, core in chosen)
@@ -303,7 +304,7 @@ def test_slides_follow_the_agenda_and_show_the_room_s_own_run(tmp_path):
 
 
 def test_slides_of_a_whole_lab_keep_its_deep_dives_and_refuse_an_unknown_agenda(capsys):
-    from helpers.facilitator import slides
+    from course.facilitator import slides
 
     nb = json.loads(registered("02").notebook.read_text(encoding="utf-8"))
     whole, core = slides.slide_types(nb), slides.slide_types(nb, core_only=True)

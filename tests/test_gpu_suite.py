@@ -32,7 +32,7 @@ def has(command, *args):
 def test_one_gpu_plan_has_every_step_the_issue_asks_for(tmp_path):
     steps = by_name(gpu_suite.plan(tiny=False, gpus=1, out=tmp_path))
     lab01 = steps["lab01"].command  # base model (the lab's default on a GPU), full size but one epoch, fast path
-    assert has(lab01, "-m", "helpers.run_labs", "--labs", "01", "--target", "local_gpu")
+    assert has(lab01, "-m", "course.run_labs", "--labs", "01", "--target", "local_gpu")
     assert "--full" in lab01 and has(lab01, "-p", "epochs", "1")
     assert "fast-path" in steps["lab01"].what
     for lab in ("04", "07"):
@@ -140,7 +140,7 @@ def test_tiny_run_measures_for_real_and_claims_no_goal_on_a_cpu(tmp_path, lab_ru
     import transformers
     from single_gpu import GOALS
 
-    from helpers import run_labs
+    from course import run_labs
 
     benches = [name for name in gpu_suite.TINY_DEFAULT if name.startswith("bench_")]
     assert gpu_suite.main(["--tiny", "--steps", *benches, "--out", str(tmp_path)]) == 0

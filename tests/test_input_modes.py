@@ -20,9 +20,10 @@ from helpers.errors import JobCheckError
 from helpers.input_mode import MODES
 from helpers.job import Job
 from helpers.jobs import on_sagemaker
-from helpers.local import fastfile, input_modes, objectstore, ports
-from helpers.local.input_modes import InputModeError
-from helpers.local.local_job import LocalJob
+from helpers.standin import channel_delivery as input_modes
+from helpers.standin import fastfile, objectstore, ports
+from helpers.standin.channel_delivery import InputModeError
+from helpers.standin.local_job import LocalJob
 from helpers.targets import Target
 
 pytestmark = pytest.mark.slow  # every test here starts a store, a job or a training run

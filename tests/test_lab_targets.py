@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from helpers import lab
+from course import lab
 from helpers.planning import instances
 
 # lab -> parameter -> what its job needs

@@ -8,7 +8,7 @@ import nbformat
 import pytest
 from conftest import REPO
 
-from helpers import lab, lab_time
+from course import lab, lab_time
 
 LABS = [one.notebook for one in lab.LABS]  # every registered lab (tests/test_registries.py)
 

@@ -17,8 +17,8 @@ from helpers.errors import JobCheckError, TargetError, UnknownOption
 from helpers.job import Job, catalog_channels, parse_metric_line
 from helpers.jobs import run_job
 from helpers.local import runner as local_runner
-from helpers.local.ports import free_ports
 from helpers.local.runner import JobFailed, LocalRunner
+from helpers.standin.ports import free_ports
 from helpers.targets import Target, resolve
 
 CPU = Target("local_cpu", "local_cpu", 0, 2)

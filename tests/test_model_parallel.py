@@ -10,8 +10,8 @@ import pytest
 import torch
 from conftest import run_script
 
-from helpers.local.ports import free_port
 from helpers.planning import memory
+from helpers.standin.ports import free_port
 
 import sharded_checkpoint  # noqa: E402  (the container's checkpoint loader)
 import tensor_parallel  # noqa: E402

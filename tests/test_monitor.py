@@ -193,7 +193,7 @@ def test_free_cores_counts_only_the_cores_this_process_may_use(monkeypatch):
 
 def test_free_cores_and_the_lab_runner_work_where_the_os_has_no_core_affinity(monkeypatch):
     """macOS has no sched_getaffinity: every core counts, and the labs run one at a time (nothing to pin them to)."""
-    from helpers import run_labs
+    from course import run_labs
 
     monkeypatch.setattr(monitor.psutil, "cpu_percent", lambda interval, percpu: [50.0, 0.0])
     for name in ("sched_getaffinity", "sched_setaffinity"):

@@ -12,7 +12,8 @@ import nbformat
 import pytest
 from botocore.validate import validate_parameters
 
-from helpers import lab, lab_time, lessons, report, run_labs
+from course import lab, lab_time, lessons, run_labs
+from helpers import report
 
 LABS = [one.notebook for one in lab.LABS]  # every registered lab (tests/test_registries.py)
 CREATE_TRAINING_JOB = (
@@ -297,7 +298,7 @@ def test_one_output_folder_takes_one_run_at_a_time(tmp_path):
     out.mkdir()
     with open(out / ".run_labs.lock", "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
-        with pytest.raises(SystemExit, match="another run of helpers.run_labs is writing to .*--out"):
+        with pytest.raises(SystemExit, match="another run of course.run_labs is writing to .*--out"):
             run_labs.main(["--labs-dir", str(labs), "--out", str(out), "--target", "local_cpu"])
     assert not (out / "summary.json").exists() and not (out / "01_fine.ipynb").exists()
 

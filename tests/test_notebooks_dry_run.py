@@ -16,7 +16,7 @@ import re
 import nbformat
 import pytest
 
-from helpers import lab, run_labs
+from course import lab, run_labs
 
 TARGET = "ml.p4d.24xlarge"
 ATTENDEE = "ci"

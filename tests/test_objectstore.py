@@ -16,10 +16,10 @@ import psutil
 import pytest
 
 from helpers.data import catalog
-from helpers.local import objectstore, store_client
-from helpers.local.objectstore import ObjectStore
-from helpers.local.ports import free_ports
-from helpers.local.store_client import ObjectStoreError, S3Uri
+from helpers.standin import objectstore, store_client
+from helpers.standin.objectstore import ObjectStore
+from helpers.standin.ports import free_ports
+from helpers.standin.store_client import ObjectStoreError, S3Uri
 
 pytestmark = pytest.mark.slow  # every test here starts a store, a job or a training run
 
@@ -92,8 +92,8 @@ def test_stop_ends_the_process_and_removes_its_sockets(tmp_path):
 
 STARTER = textwrap.dedent("""
     import sys, time
-    from helpers.local.objectstore import ObjectStore
-    from helpers.local.s3_profile import AWS_S3
+    from helpers.standin.objectstore import ObjectStore
+    from helpers.standin.s3_profile import AWS_S3
     store = ObjectStore(sys.argv[1], profile=AWS_S3).start()
     print(store.proc.pid, store.throttle.proc.pid, *store.ports.values(), flush=True)
     if sys.argv[2] == "raise":

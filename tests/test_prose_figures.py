@@ -19,7 +19,7 @@ import tokenize
 import nbformat
 import pytest
 
-from helpers import lab
+from course import lab
 
 # a figure: a number with a decimal point, a %, a x/× or a unit or counted noun after it, a $ before it, or a
 # count of 100 or more (years aside)

@@ -26,11 +26,11 @@ import psutil
 import pytest
 from conftest import SRC, TINY
 
-from helpers.aws.offline import OfflineAWS
 from helpers.contract import HostConfig
 from helpers.job import Job, catalog_channels, parse_metric_line
 from helpers.jobs import run_job
 from helpers.local.runner import LocalRunner
+from helpers.standin.offline import OfflineAWS
 from helpers.targets import local_cpu_count, resolve
 
 VENV = Path(sys.prefix)

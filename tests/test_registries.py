@@ -1,6 +1,6 @@
 """The workshop's extension points, each a registry that every reader must follow (docs/extending.md):
 
-- a lab, registered once in ``helpers.lab.LABS``, has its notebook (with its stated time), its exercises and
+- a lab, registered once in ``course.lab.LABS``, has its notebook (with its stated time), its exercises and
   reference answers, its claims, its request checks, its real targets and its row in the README; and every table of
   those names registered labs only;
 - a rule of the job checks is in its table (``COMMON``, or ``ONLY`` for its kind of target);
@@ -19,17 +19,18 @@ import pytest
 from conftest import REPO
 from test_notebooks_dry_run import EXPECTED
 
-from helpers import exercises, input_mode, lab, lab_time
+from course import lab, lab_time
+from course.facilitator import lab_targets
+from course.lessons import CLAIMS
+from helpers import exercises, input_mode
 from helpers.aws import input_modes as aws_input_modes
 from helpers.checks import common_rules, target_rules
 from helpers.checks.findings import Where
 from helpers.exercises import lab05
-from helpers.facilitator import lab_targets
 from helpers.job import DATA_DIR, Job
 from helpers.jobs import on_sagemaker
-from helpers.lessons import CLAIMS
-from helpers.local import input_modes as local_input_modes
 from helpers.planning import cost, instances, memory, scaling, spot
+from helpers.standin import channel_delivery as local_input_modes
 from helpers.targets import Target
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
@@ -41,9 +42,9 @@ def per_lab_tables() -> dict[str, set[str]]:
     return {
         "exercises (helpers/exercises/labNN.py)": {id.split(".")[0] for id in exercises.registry()},
         "reference answers (labs/solutions/)": {p.name[:2] for p in lab.SOLUTIONS_DIR.glob("[0-9][0-9]_*.py")},
-        "claims (helpers/lessons.py)": {stem[:2] for stem in CLAIMS},
+        "claims (course/lessons.py)": {stem[:2] for stem in CLAIMS},
         "request checks (tests/test_notebooks_dry_run.py EXPECTED)": {stem[:2] for stem in EXPECTED},
-        "real targets (helpers/facilitator/lab_targets.py TARGETS)": {t.lab for t in lab_targets.TARGETS},
+        "real targets (course/facilitator/lab_targets.py TARGETS)": {t.lab for t in lab_targets.TARGETS},
         "the README's table of labs": set(re.findall(r"^\| `(\d\d)_\w+` \|", README, re.M)),
     }
 
@@ -56,7 +57,7 @@ def missing(one: lab.Lab) -> list[str]:
     if lab_time.stated(one.notebook) is None:
         gaps.append("its stated time (**Time:** core path N min, with the deep dives M min.)")
     if one.stem not in CLAIMS:
-        gaps.append(f"its claims under its stem ({one.stem!r}) in helpers/lessons.py")
+        gaps.append(f"its claims under its stem ({one.stem!r}) in course/lessons.py")
     if one.stem not in EXPECTED:
         gaps.append(f"its request checks under its stem ({one.stem!r}) in tests/test_notebooks_dry_run.py")
     return sorted(set(gaps))
@@ -69,7 +70,7 @@ def test_the_registry_names_every_numbered_notebook_in_labs():
 
 @pytest.mark.parametrize("one", lab.LABS, ids=lambda one: one.stem)
 def test_every_lab_is_in_every_per_lab_table(one):
-    assert missing(one) == [], f"lab {one.stem} is registered in helpers/lab.py but has no {missing(one)}"
+    assert missing(one) == [], f"lab {one.stem} is registered in course/lab.py but has no {missing(one)}"
     answers = lab.read_solutions(one.solutions)
     assert answers and {id[:2] for id in answers} == {one.number}, "its answers are its own exercises'"
 
@@ -77,12 +78,12 @@ def test_every_lab_is_in_every_per_lab_table(one):
 def test_every_per_lab_table_names_registered_labs_only():
     registered = {one.number for one in lab.LABS}
     strays = {name: sorted(numbers - registered) for name, numbers in per_lab_tables().items() if numbers - registered}
-    assert not strays, f"tables naming labs that helpers/lab.py does not register: {strays}"
+    assert not strays, f"tables naming labs that course/lab.py does not register: {strays}"
 
 
 def test_a_lab_missing_from_a_table_is_named_with_the_table():
     assert "its notebook labs/99_missing.ipynb" in missing(lab.Lab("99_missing"))
-    assert "claims (helpers/lessons.py)" in missing(lab.Lab("99_missing"))
+    assert "claims (course/lessons.py)" in missing(lab.Lab("99_missing"))
 
 
 # ---------------------------------------------------------------------------------------------- check rules

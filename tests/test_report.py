@@ -18,7 +18,7 @@ def test_a_figure_marked_unrounded_is_recorded_at_full_precision(tmp_path, monke
 
 
 def test_a_headline_sentence_is_what_the_lab_runner_prints_for_the_lab(tmp_path, monkeypatch):
-    from helpers.run_labs import LabRun, headline, write_summary
+    from course.run_labs import LabRun, headline, write_summary
 
     figures = tmp_path / "figures.json"
     monkeypatch.setenv(report.FIGURES_ENV, str(figures))

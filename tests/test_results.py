@@ -9,9 +9,9 @@ from helpers.aws.dry_run import DryRun
 from helpers.aws.launch import SageMakerJobResult
 from helpers.job import Job
 from helpers.jobs import on_sagemaker
-from helpers.local.local_job import JobResult
 from helpers.planning import cost
 from helpers.results import RunResult
+from helpers.standin.local_job import JobResult
 
 HISTORY = [
     {"kind": "train", "step": 10, "loss": 2.0},

@@ -9,9 +9,10 @@ import time
 
 import pytest
 
-from helpers.local import input_modes, store_client
-from helpers.local.objectstore import ObjectStore
-from helpers.local.s3_profile import AWS_S3, S3Profile
+from helpers.standin import channel_delivery as input_modes
+from helpers.standin import store_client
+from helpers.standin.objectstore import ObjectStore
+from helpers.standin.s3_profile import AWS_S3, S3Profile
 
 pytestmark = pytest.mark.slow  # every test here starts a store, a job or a training run
 

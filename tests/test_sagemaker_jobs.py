@@ -1,7 +1,7 @@
 """A lab's Job as a SageMaker training job, built by SDK v3's ModelTrainer and checked offline.
 
 Every request below is the one the SDK really produced: botocore validated it against the SageMaker service model
-and ``helpers.aws.offline`` answered it instead of sending it. Each test runs inside a block that fails the test if
+and ``helpers.standin.offline`` answered it instead of sending it. Each test runs inside a block that fails the test if
 anything tried the network (even where a library swallowed the error), with SDK telemetry off.
 """
 
@@ -25,21 +25,21 @@ from helpers.aws import (
     images,
     launch,
     local_container,
-    offline_sandbox,
     sagemaker_jobs,
     settings,
     setup_errors,
 )
-from helpers.aws import offline as aws_offline
 from helpers.aws.build import source_tarball
 from helpers.aws.dry_run import REQUESTS_ENV, DryRun
 from helpers.aws.launch import LaunchedJob
-from helpers.aws.offline_answers import ClientErrorAnswer, ScriptedJob
 from helpers.checks import findings
 from helpers.checks.findings import UnsupportedFeature
 from helpers.errors import JobCheckError
 from helpers.job import METRIC_NAMES, SOURCE_DIR, Job
 from helpers.planning import cost, instances
+from helpers.standin import offline as aws_offline
+from helpers.standin import offline_sandbox
+from helpers.standin.offline_answers import ClientErrorAnswer, ScriptedJob
 from helpers.targets import resolve
 
 ROLE = offline_sandbox.ROLE_ARN

@@ -1,12 +1,12 @@
-"""Pre-starting the room's Studio spaces (helpers.aws.spaces): the real SageMaker requests, validated by botocore's
+"""Pre-starting the room's Studio spaces (course.spaces): the real SageMaker requests, validated by botocore's
 own service model and answered offline."""
 
 from __future__ import annotations
 
 import pytest
 
-from helpers.aws import spaces
-from helpers.aws.offline import OfflineAWS
+from course import spaces
+from helpers.standin.offline import OfflineAWS
 
 DOMAIN = "d-abc123example"
 IMAGE = "arn:aws:sagemaker:us-east-1:081325390199:image/sagemaker-distribution-cpu"

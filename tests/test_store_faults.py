@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from helpers.job import Job
-from helpers.local.input_modes import InputModeError
-from helpers.local.local_job import LocalJob
-from helpers.local.objectstore import ObjectStore
-from helpers.local.s3_profile import S3Profile
+from helpers.standin.channel_delivery import InputModeError
+from helpers.standin.local_job import LocalJob
+from helpers.standin.objectstore import ObjectStore
+from helpers.standin.s3_profile import S3Profile
 from helpers.targets import Target
 
 pytestmark = pytest.mark.slow  # every test here starts a store, a job or a training run
@@ -214,7 +214,7 @@ def test_file_mode_store_dies_while_staging(store, runner, probe_dir):
 def test_describing_a_connection_error_never_raises():
     from botocore.exceptions import EndpointConnectionError
 
-    from helpers.local.store_client import describe_failure
+    from helpers.standin.store_client import describe_failure
 
     err = EndpointConnectionError(endpoint_url="http://127.0.0.1:1")
     err.response = None  # what botocore's connection errors carry

@@ -2,7 +2,9 @@
 
 - no import cycle between the helpers' modules, nor between its rooms: the folders of ``helpers/`` and the modules
   beside them (no two import each other, directly or around a loop);
-- ``helpers.local`` (this machine) never imports ``helpers.aws`` (a real account);
+- ``helpers`` (the learner's) never imports ``course`` (the course machinery beside it);
+- ``helpers.local`` (this machine) never imports ``helpers.aws`` (a real account), and the stand-in for SageMaker
+  (``helpers.standin``) imports neither;
 - an import inside a function is for an optional third-party package only: a helpers module that needs another
   imports it at the top, where a cycle would show at once;
 - every error class the helpers define derives from ``helpers.errors.WorkshopError``;
@@ -24,6 +26,7 @@ from conftest import REPO
 from helpers.errors import WorkshopError
 
 HELPERS = REPO / "helpers"
+COURSE = REPO / "course"
 
 
 def module_name(path: Path) -> str:
@@ -31,7 +34,8 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-MODULES = {module_name(p): p for p in sorted(HELPERS.rglob("*.py"))}
+MODULES = {module_name(p): p for p in sorted([*HELPERS.rglob("*.py"), *COURSE.rglob("*.py")])}
+OURS = ("helpers", "course")
 
 
 def imports(path: Path) -> list[tuple[str, int, bool]]:
@@ -41,15 +45,15 @@ def imports(path: Path) -> list[tuple[str, int, bool]]:
     functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
     nested = {id(n) for f in functions for n in ast.walk(f) if n is not f}
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module and (node.level or node.module.startswith("helpers")):
+        if isinstance(node, ast.ImportFrom) and node.module and (node.level or node.module.startswith(OURS)):
             base = node.module if not node.level else module_name(path).rsplit(".", node.level)[0] + "." + node.module
             targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
         elif isinstance(node, ast.Import):
-            targets = [a.name for a in node.names if a.name.startswith("helpers")]
+            targets = [a.name for a in node.names if a.name.startswith(OURS)]
         else:
             continue
         for target in targets:
-            if target in MODULES and target != "helpers":
+            if target in MODULES and target not in OURS:
                 found.append((target, node.lineno, id(node) in nested))
     return found
 
@@ -109,7 +113,7 @@ def rooms(graph: dict[str, list[str]]) -> dict[str, list[str]]:
     """The import graph between rooms: a module's arrows become its room's, arrows inside one room dropped."""
     found: dict[str, set[str]] = {}
     for module, targets in graph.items():
-        if module == "helpers":
+        if module in OURS:
             continue
         arrows = found.setdefault(room(module), set())
         arrows |= {room(t) for t in targets if room(t) != room(module)}
@@ -126,19 +130,25 @@ def test_rooms_are_folders_and_the_modules_beside_them():
 
 def test_no_two_rooms_of_the_helpers_import_each_other_even_around_a_loop():
     graph = rooms(GRAPH)
-    assert {"helpers.aws", "helpers.local", "helpers.checks", "helpers.planning", "helpers.facilitator"} <= set(graph)
+    assert {"helpers.aws", "helpers.local", "helpers.checks", "helpers.planning", "course.facilitator"} <= set(graph)
     assert cycles(graph) == [], "folders that import each other: move the file that closes the loop to its floor"
 
 
+def crossings(below: str, above: tuple[str, ...]) -> list[str]:
+    return [f"{m} imports {t}" for m, ts in GRAPH.items() if m.startswith(below) for t in ts if t.startswith(above)]
+
+
+def test_the_learner_s_helpers_never_import_the_course_machinery():
+    assert any(m.startswith("course.") for m in GRAPH) and not crossings("helpers", ("course",))
+
+
 def test_the_local_runner_never_imports_the_aws_side():
-    crossings = [
-        f"{m} imports {t}"
-        for m, ts in GRAPH.items()
-        if m.startswith("helpers.local")
-        for t in ts
-        if t.startswith("helpers.aws")
-    ]
-    assert not crossings
+    assert not crossings("helpers.local", ("helpers.aws",))
+
+
+def test_the_stand_in_imports_neither_the_runner_nor_the_aws_side():
+    """The stand-in plays SageMaker's part; the learner's side (runner, request builder) calls it, never the reverse."""
+    assert not crossings("helpers.standin", ("helpers.local", "helpers.aws", "helpers.jobs", "helpers.checks"))
 
 
 def test_helpers_import_each_other_at_the_top():
@@ -153,7 +163,7 @@ def test_helpers_import_each_other_at_the_top():
 
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_every_error_the_helpers_define_is_a_workshop_error(name):
-    if name == "helpers.local.container_init":
+    if name == "helpers.standin.container_init":
         pytest.skip("a standalone script run as a job's first process; it raises nothing of its own")
     module = importlib.import_module(name)
     errors = [
@@ -227,10 +237,10 @@ def test_extending_md_draws_the_house_as_it_stands():
     """docs/extending.md's table of floors is the one the imports make."""
     text = (REPO / "docs" / "extending.md").read_text(encoding="utf-8")
     drawn = {
-        "helpers." + name.strip("`/"): int(row.split("|")[1].split()[0])
+        (name if name.startswith("course") else "helpers." + name): int(row.split("|")[1].split()[0])
         for row in text.splitlines()
         if row.startswith("| ") and row.split("|")[1].strip()[:1].isdigit()
-        for name in re.findall(r"`[a-z_]+/?`", row.split("|")[2])
+        for name in (n.strip("`/").replace("/", ".") for n in re.findall(r"`[a-z_./]+`", row.split("|")[2]))
     }
     assert drawn == floors(rooms(GRAPH))
 

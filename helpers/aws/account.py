@@ -148,7 +148,7 @@ def discover(
             "no AWS credentials found. In SageMaker Studio they come with the space; on a laptop run "
             "`aws configure` (or `aws sso login --profile NAME` and set AWS_PROFILE=NAME), or set "
             "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY. For a dry run without AWS use "
-            "helpers.aws.offline.offline()."
+            "helpers.standin.offline.offline()."
         )
     region = region or session.region_name or _region_from_arn((metadata or {}).get("ResourceArn", ""))
     if not region:

@@ -23,11 +23,11 @@ import datetime as dt
 import re
 from dataclasses import dataclass, field
 
-from helpers.aws import offline as aws_offline
 from helpers.errors import WorkshopError
 from helpers.planning import instances
 from helpers.plots import heatmap
 from helpers.report import Table
+from helpers.standin import offline as aws_offline
 
 NAMESPACE = "/aws/sagemaker/TrainingJobs"
 METRICS = ("CPUUtilization", "MemoryUtilization", "GPUUtilization", "GPUMemoryUtilization", "DiskUtilization")

@@ -1,5 +1,5 @@
 """The dry run: a job checked, priced and built against a session that records the SDK's ``CreateTrainingJob``
-request instead of sending it (``helpers.aws.offline``). :class:`DryRun` shows the exact request and the cost in
+request instead of sending it (``helpers.standin.offline``). :class:`DryRun` shows the exact request and the cost in
 the notebook and launches the same job after review."""
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from helpers.aws import account as aws
-from helpers.aws import offline as aws_offline
-from helpers.aws import offline_sandbox, settings, setup_errors
+from helpers.aws import settings, setup_errors
 from helpers.aws.build import Locations, build_trainer
 from helpers.aws.launch import Checked, LaunchOptions, LaunchRefused, offline_session
 from helpers.aws.launch import launch as launch_job
@@ -22,6 +21,8 @@ from helpers.checks.common_rules import secret
 from helpers.job import Job
 from helpers.planning import cost
 from helpers.results import RunResult
+from helpers.standin import offline as aws_offline
+from helpers.standin import offline_sandbox
 from helpers.targets import Target
 
 REQUESTS_ENV = "WORKSHOP_REQUESTS_DIR"  # set by the headless lab runner: every dry run's request is saved there

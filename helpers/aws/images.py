@@ -5,9 +5,10 @@ from __future__ import annotations
 import datetime as dt
 import functools
 
-from helpers.aws import image_support, offline_sandbox
+from helpers.aws import image_support
 from helpers.checks.findings import UnsupportedFeature
 from helpers.planning import instances
+from helpers.standin import offline_sandbox
 
 # The framework image every torchrun and single-process job runs on: the newest PyTorch DLC AWS patches, the torch of
 # make's .venv. The SDK's image_uris knows DLCs up to 2.10 (repository pytorch-training); from 2.11 they live in the

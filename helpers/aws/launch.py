@@ -11,7 +11,6 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from helpers.aws import account as aws
-from helpers.aws import offline as aws_offline
 from helpers.aws import preflight, settings, setup_errors
 from helpers.aws.build import build_trainer
 from helpers.aws.preflight import Plan
@@ -21,6 +20,7 @@ from helpers.errors import UnknownOption, WorkshopError
 from helpers.job import Job, parse_metric_line
 from helpers.planning import cost
 from helpers.results import RunResult
+from helpers.standin import offline as aws_offline
 from helpers.targets import Target
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"

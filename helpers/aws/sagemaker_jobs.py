@@ -14,11 +14,11 @@ and how each launcher maps onto the SDK), ``dry_run``, ``launch`` (:class:`Launc
 
 from __future__ import annotations
 
-from helpers.aws import offline as aws_offline
 from helpers.aws.dry_run import DryRun, dry_run
 from helpers.aws.launch import LaunchOptions
 from helpers.aws.launch import launch as launch_job
 from helpers.job import Job
+from helpers.standin import offline as aws_offline
 from helpers.targets import Target
 
 

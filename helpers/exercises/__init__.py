@@ -5,7 +5,7 @@ A lab's exercise is three cells: the task in prose, an answer cell (tagged ``exe
 ``exercises.check("02.1", name=name, ...)``. The checks themselves live here, one module per lab (``lab02.py``),
 registered with ``@exercise``; inside one, ``expect(condition, message)`` stops with the message when the answer is
 not right yet. While any answer is still ``...`` the check says what it waits for and never raises, so a headless
-run of an unanswered lab passes; ``python -m helpers.run_labs --solutions`` fills in the reference answers from
+run of an unanswered lab passes; ``python -m course.run_labs --solutions`` fills in the reference answers from
 ``labs/solutions/`` instead, and every check must then say "right".
 """
 

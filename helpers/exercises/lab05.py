@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from helpers.exercises import exercise, expect
 from helpers.input_mode import MODES
-from helpers.local.input_modes import FILE_MODE_CONNECTIONS
-from helpers.local.s3_profile import AWS_S3
+from helpers.standin.channel_delivery import FILE_MODE_CONNECTIONS
+from helpers.standin.s3_profile import AWS_S3
 
 REASONS = {
     "a": (

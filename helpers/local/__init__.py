@@ -1,3 +1,3 @@
-"""This machine as a SageMaker training cluster: the container's stand-in (its contract is :mod:`helpers.contract`),
-the runner, the loopback object store and input modes, the system monitor and the interruption drill. Never imports
-``helpers.aws``."""
+"""Jobs on this machine: the local runner a lab's ``run_job`` reaches (:mod:`helpers.local.runner`), and the labs'
+drills built on it (the interruption drill, lab 08's failures and restarts, the system monitor). What stands in for
+SageMaker itself lives in :mod:`helpers.standin`. Never imports ``helpers.aws``."""

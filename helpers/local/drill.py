@@ -34,8 +34,8 @@ from helpers.local.drill_plan import (
     plan_interruptions,
     verify,
 )
-from helpers.local.local_job import Clock, LocalJob
 from helpers.local.runner import LocalRunner
+from helpers.standin.local_job import Clock, LocalJob
 from helpers.targets import Target, resolve
 
 

@@ -37,8 +37,8 @@ from helpers import hyperparameters
 from helpers.errors import JobCheckError
 from helpers.job import Job, parse_metric_line
 from helpers.local.drill_plan import DrillFailed
-from helpers.local.local_job import JobResult, LocalJob, stall_report, where_processes
 from helpers.local.runner import LocalRunner
+from helpers.standin.local_job import JobResult, LocalJob, stall_report, where_processes
 from helpers.targets import resolve
 
 COLLECTIVE = "average_gradients"  # where train_elastic.py's ranks wait for each other at every step

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 from helpers.job import Job, parse_metric_line
 from helpers.local.drill_plan import DrillFailed
-from helpers.local.local_job import JobResult
 from helpers.local.runner import LocalRunner
+from helpers.standin.local_job import JobResult
 from helpers.targets import resolve
 
 RESTARTING = "will restart worker group"  # torchrun's agent, at INFO, when a worker failed and restarts are left

@@ -5,8 +5,8 @@ channels under ``input/data/<channel>``, the source dir under ``input/data/code`
 ``checkpoints``. The entry script runs from the code directory with the ``SM_*`` variables of the v3 container
 driver, hyperparameters as ``--key value``, and torchrun when there is more than one process, exactly as the
 SDK's torchrun driver launches it. :class:`LocalRunner` checks and prepares the job; the launched job is a
-:class:`~helpers.local.local_job.LocalJob` (logs streamed as they come, SageMaker's clock, stop and kill), whose
-``wait()`` returns a :class:`~helpers.local.local_job.JobResult`.
+:class:`~helpers.standin.local_job.LocalJob` (logs streamed as they come, SageMaker's clock, stop and kill), whose
+``wait()`` returns a :class:`~helpers.standin.local_job.JobResult`.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from helpers.checks import findings
 from helpers.contract import HostConfig, Layout, container_env, hyperparameter_args
 from helpers.errors import JobCheckError, UnknownOption, WorkshopError
 from helpers.job import Job, runs_root
-from helpers.local.input_modes import JobInputs
-from helpers.local.local_job import GRACE_S, PORT_TAKEN, STALL_S, Clock, JobResult, LocalJob, Prepared
-from helpers.local.ports import free_port
+from helpers.standin.channel_delivery import JobInputs
+from helpers.standin.local_job import GRACE_S, PORT_TAKEN, STALL_S, Clock, JobResult, LocalJob, Prepared
+from helpers.standin.ports import free_port
 from helpers.targets import Target
 
 # All a job takes from the notebook's environment: where programs and libraries are, the user, the locale, the

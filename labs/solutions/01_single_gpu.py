@@ -1,4 +1,4 @@
-# Reference answers for lab 01's exercises (python -m helpers.run_labs --solutions fills them in).
+# Reference answers for lab 01's exercises (python -m course.run_labs --solutions fills them in).
 
 # %% 01.1
 pretrained_dir = "/opt/ml/input/data/pretrained"  # every channel gets /opt/ml/input/data/<channel name>

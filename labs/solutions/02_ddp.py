@@ -1,4 +1,4 @@
-# Reference answers for lab 02's exercises (python -m helpers.run_labs --solutions fills them in).
+# Reference answers for lab 02's exercises (python -m course.run_labs --solutions fills them in).
 
 # %% 02.1
 batch_size_4 = batch_size  # the global batch decides each update: 4 ranks of batch_size // 4 rows take the same rows

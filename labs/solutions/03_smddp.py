@@ -1,4 +1,4 @@
-# Reference answers for lab 03's exercises (python -m helpers.run_labs --solutions fills them in).
+# Reference answers for lab 03's exercises (python -m course.run_labs --solutions fills them in).
 
 # %% 03.1
 world_size_p5 = 2 * 8  # two instances, one process per GPU: 8 H100s each

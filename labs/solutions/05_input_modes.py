@@ -1,4 +1,4 @@
-# Reference answers for lab 05's exercises (python -m helpers.run_labs --solutions fills them in).
+# Reference answers for lab 05's exercises (python -m course.run_labs --solutions fills them in).
 
 # %% 05.1
 mode_a = "File"  # small: the copy is over in moments, then every epoch reads local disk

@@ -1,4 +1,4 @@
-# Reference answers for lab 06's exercises (python -m helpers.run_labs --solutions fills them in).
+# Reference answers for lab 06's exercises (python -m course.run_labs --solutions fills them in).
 
 # %% 06.1
 checkpoint_rng = False  # leave each rank's random-number state out of its checkpoints

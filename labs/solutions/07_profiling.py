@@ -1,4 +1,4 @@
-# Reference answers for lab 07's exercises (python -m helpers.run_labs --solutions fills them in).
+# Reference answers for lab 07's exercises (python -m course.run_labs --solutions fills them in).
 
 # %% 07.1
 my_num_workers = 2 if t.gpus else 0  # on a CPU every worker takes a core from the trainer, which can tokenize itself

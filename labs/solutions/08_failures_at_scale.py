@@ -1,4 +1,4 @@
-# Reference answers for lab 08's exercises (python -m helpers.run_labs --solutions fills them in).
+# Reference answers for lab 08's exercises (python -m course.run_labs --solutions fills them in).
 
 # %% 08.1
 stuck_rank = 1  # rank 1's stack is in leave() (the end-of-training barrier); rank 0's is in the step's all-reduce

@@ -3,7 +3,7 @@
 
     python tools/studio/dry_requests.py compare runs/studio-twin/requests-main runs/studio-twin/requests-twin
 
-The requests come from the headless lab runner with an ml.* target (``python -m helpers.run_labs --target
+The requests come from the headless lab runner with an ml.* target (``python -m course.run_labs --target
 ml.p4d.24xlarge --out DIR``, offline: nothing is sent), which saves each dry run as
 ``DIR/<lab>.requests/NN-<job>.json``.
 Normalised, and nothing else: the launch time, in the job name (the SDK's ``-YYYYMMDDHHMMSS`` suffix, also in the
@@ -32,7 +32,7 @@ _CHECKPOINT_TIME = re.compile(r"/\d{8}-\d{6}/$")  # helpers.aws.build.Locations.
 
 def run_labs_command(python: str, out: Path) -> list[str]:
     """The command that dry-runs every lab under ``python`` and saves the requests in ``out``."""
-    return [python, "-m", "helpers.run_labs", "--target", TARGET, "--out", str(out)]
+    return [python, "-m", "course.run_labs", "--target", TARGET, "--out", str(out)]
 
 
 def normalise(record: dict) -> dict:

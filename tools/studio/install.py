@@ -697,7 +697,7 @@ def others_changed(moved: list[str], names: list[str]) -> list[str]:
 
 CHECK = r"""
 import json, helpers.jobs
-from helpers.local import objectstore
+from helpers.standin import objectstore
 try:
     weed = str(objectstore.weed_binary())
 except Exception as err:

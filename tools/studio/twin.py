@@ -17,7 +17,7 @@ Then, with ``.studio-twin/home`` as the home directory and the PATH and environm
 2. the image's packages checked against what they were: none may have changed version, none may have been added;
 3. every lab headless in smoke size with the image's Python (the learner's kernel), each one's time: two at once,
    as ``make`` runs them, each on its own half of the cores, so every lab runs beside another that keeps the other
-   core busy; and each lesson its prose states checked against that run (helpers/lessons.py), as ``make
+   core busy; and each lesson its prose states checked against that run (course/lessons.py), as ``make
    labs-check`` checks make's;
 4. every lab's dry-run ``CreateTrainingJob`` requests compared, field for field, with those of make's ``.venv`` (the
    newest SDK): on the twin's SDK (3.12.0, SageMaker Distribution 4.5.0 and 4.4.1) and on the SDK packages of other 4.x
@@ -274,11 +274,11 @@ def labs(
     image: Image, out: Path, only: tuple[str, ...] = (), env: dict | None = None, prefix: list[str] | None = None
 ) -> list[dict]:
     """Every lab (or ``only`` these) headless in smoke size, local target, on the image's Python; each one's status,
-    time and cores. The lab runner runs two at a time, each on its own half of the cores (``helpers.run_labs``), so
+    time and cores. The lab runner runs two at a time, each on its own half of the cores (``course.run_labs``), so
     every lab runs beside another that keeps the rest of the machine busy, and the whole takes about half as long."""
     shutil.rmtree(out, ignore_errors=True)
     chosen = ["--labs", *only] if only else []
-    command = [*(prefix or []), str(image.python), "-m", "helpers.run_labs", "--out", str(out), *chosen]
+    command = [*(prefix or []), str(image.python), "-m", "course.run_labs", "--out", str(out), *chosen]
     run(command, env or image.env(), echo=True)
     return summarised(out / "summary.json")
 
@@ -294,7 +294,7 @@ def summarised(summary: Path) -> list[dict]:
             "seconds": r["seconds"],
             "error": r["error"],
             "cores": r["cores"],
-            "wrong_claims": r.get("lessons_not_held", []),  # the runner checked them (helpers/lessons.py)
+            "wrong_claims": r.get("lessons_not_held", []),  # the runner checked them (course/lessons.py)
         }
         for r in json.loads(summary.read_text())["labs"]
     ]

@@ -2,7 +2,7 @@
 (``python tools/studio/twin.py --variants``, after the twin's own checks) and recorded in the README; CI runs the
 twin without them.
 
-Every lab runs on each (``make``'s size, the local target), and each must teach its lessons (helpers/lessons.py).
+Every lab runs on each (``make``'s size, the local target), and each must teach its lessons (course/lessons.py).
 
 - ``without_local_bin``: SageMaker Distribution 4.0-4.3's PATH, which lacks ``~/.local/bin``, where ``make studio``
   puts SeaweedFS's ``weed``: lab 05 must still find it (in the user scripts folder).
@@ -199,7 +199,7 @@ def lifecycle(prefix: Path, root: Path, repository: Path, template: Path) -> dic
                 "PATH=/opt/conda/bin:/usr/bin:/bin",  # 4.0-4.3's: no ~/.local/bin
                 "/opt/conda/bin/python3",
                 "-c",
-                "import helpers, sys; from helpers.local.objectstore import weed_binary; "
+                "import helpers, sys; from helpers.standin.objectstore import weed_binary; "
                 "print(helpers.__file__); print(weed_binary()); print(sys.prefix)",
             ],
             capture_output=True,

@@ -1,7 +1,7 @@
 """FastFile mode's server on the local runner: a channel's objects presented at once, fetched on their first open.
 
 :meth:`FastFileServer.present` lays every object of a channel out at its real size and time stamp as a sparse
-placeholder; a job's process that opens one asks the server first (:mod:`helpers.local.fastfile_shim` blocks the
+placeholder; a job's process that opens one asks the server first (:mod:`helpers.standin.fastfile_shim` blocks the
 open until then; loopback TCP, one line per request), and the server fetches the object whole from the loopback
 store, then the next file in listing order (``READ_AHEAD``) for a sequential reader. SageMaker's FastFile streams
 byte ranges as they are read; locally an object arrives whole on its first open.
@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from helpers.local.store_client import S3Object, Transfer, describe_failure, fetch_object, s3_client
+from helpers.standin.store_client import S3Object, Transfer, describe_failure, fetch_object, s3_client
 
 READ_AHEAD = 1  # FastFile: files fetched ahead of a sequential reader
 

@@ -1,11 +1,11 @@
 """The workshop as a facilitator plans it: each lab's real target, its cost and quota, the agendas, the pre-launched
 demo job, the 2026 map of what to use when, and the answers to the questions a room asks.
 
-    python -m helpers.facilitator.workshop                       # print the blocks
-    python -m helpers.facilitator.workshop --write docs/facilitator.md   # refresh the guide's generated blocks
+    python -m course.facilitator.workshop                       # print the blocks
+    python -m course.facilitator.workshop --write docs/facilitator.md   # refresh the guide's generated blocks
 
 Everything here is computed (prices and "the cheapest" from ``instances``, times from the labs' own ``**Time:**``
-lines and ``helpers.lab_time``, support dates from ``helpers.aws.image_support``), so the guide cannot drift from the
+lines and ``course.lab_time``, support dates from ``helpers.aws.image_support``), so the guide cannot drift from the
 labs: the test suite checks that the guide's generated blocks are what this writes.
 """
 
@@ -19,20 +19,20 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from helpers import lab_time
-from helpers.aws.launch import LOG_GROUP
-from helpers.aws.quotas import ACCOUNT_WIDE, app_quota_name, quota_name
-from helpers.facilitator.agenda import DEMO, agendas
-from helpers.facilitator.lab_targets import LIBRARIES, TARGETS, RealTarget, gpus_of, hourly
-from helpers.facilitator.map_2026 import answers_markdown, map_markdown
-from helpers.facilitator.studio_sizing import (
+from course import lab_time
+from course.facilitator.agenda import DEMO, agendas
+from course.facilitator.lab_targets import LIBRARIES, TARGETS, RealTarget, gpus_of, hourly
+from course.facilitator.map_2026 import answers_markdown, map_markdown
+from course.facilitator.studio_sizing import (
     account_generator,
     studio_sizing_markdown,
     studio_twin_markdown,
 )
-from helpers.facilitator.tables import markdown, money
+from course.facilitator.tables import markdown, money
+from course.lab import LABS, registered
+from helpers.aws.launch import LOG_GROUP
+from helpers.aws.quotas import ACCOUNT_WIDE, app_quota_name, quota_name
 from helpers.job import Job
-from helpers.lab import LABS, registered
 from helpers.planning import cost, instances
 
 
@@ -415,8 +415,8 @@ def checklist_markdown() -> str:
             "account-wide ones too (Service Quotas console, Amazon SageMaker); GPU increases can take days.",
             f"- **T-7: a full pass in a fresh Studio space** of the type attendees will get (`StudioInstanceType`, "
             f"default {g.jupyterlab_instance().name}): clone, `make studio`, then "
-            "`python -m helpers.run_labs --solutions` (every lab with its reference answers; the executed notebooks "
-            "in `runs/labs/` are the day's fallback) and `python -m helpers.run_labs --target sagemaker` (every "
+            "`python -m course.run_labs --solutions` (every lab with its reference answers; the executed notebooks "
+            "in `runs/labs/` are the day's fallback) and `python -m course.run_labs --target sagemaker` (every "
             f"lab's request and cost, dry). Launch the [demo job](#the-pre-launched-job) once on {t.instance_type}: "
             "it proves the role, the bucket, the quota and the image pull; keep its name (it is the demo's plan B). "
             'Then `make slides SLIDES_ARGS="--agenda 90"` (or `half`, `full`): the slides of that pass\'s own runs, '
@@ -435,7 +435,7 @@ def checklist_markdown() -> str:
             "",
             "- **The day, an hour before:** launch the [demo job](#the-pre-launched-job) and note its name; it has "
             "finished by the time the room needs it. Start the room's spaces: "
-            "`python -m helpers.aws.spaces --domain $DOMAIN` says what it would do, `--start` does it (a private "
+            "`python -m course.spaces --domain $DOMAIN` says what it would do, `--start` does it (a private "
             "space `attendee-NN-labs` per attendee profile, on the domain's type and image; each takes a few minutes, "
             "then runs the set-up). Attendees open a running space instead of waiting for one; the domain stops it "
             "after 2 idle hours.",
@@ -478,7 +478,7 @@ def _between_markers(body: str) -> Callable[[re.Match[str]], str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m helpers.facilitator.workshop", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m course.facilitator.workshop", description=__doc__.split("\n\n")[0])
     ap.add_argument("--write", type=Path, help="rewrite the generated blocks of this Markdown file in place")
     a = ap.parse_args(argv)
     if a.write:

@@ -1,7 +1,7 @@
 """How long a lab takes in a room, estimated the same way for every lab, next to the time the lab states.
 
-    python -m helpers.lab_time                        # from the committed notebooks: prose and code only
-    python -m helpers.lab_time --executed runs/labs   # with the printed output and run times of a headless run
+    python -m course.lab_time                        # from the committed notebooks: prose and code only
+    python -m course.lab_time --executed runs/labs   # with the printed output and run times of a headless run
 
 A lab's core path is everything before its ``## Deep dives (optional)`` cell; the full lab is all of it. Each part
 is estimated as: words of prose at 120 a minute, non-blank code lines and printed output lines at 6 a minute, a
@@ -18,8 +18,8 @@ import sys
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from course.lab import EXERCISE_LINE, numbered_notebooks
 from helpers import exercises
-from helpers.lab import EXERCISE_LINE, numbered_notebooks
 
 WORDS_PER_MINUTE = 120  # technical prose, read with care
 LINES_PER_MINUTE = 6  # code and printed output: read, not skimmed
@@ -166,7 +166,7 @@ def table(times: list[LabTime]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m helpers.lab_time", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m course.lab_time", description=__doc__.split("\n\n")[0])
     ap.add_argument("--executed", type=Path, help="a headless run's folder (runs/labs): adds output and run time")
     ap.add_argument("--labs", nargs="*", help="lab numbers or names (default: all)")
     a = ap.parse_args(argv)
@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     for nb in numbered_notebooks(only=a.labs):
         executed = a.executed / nb.name if a.executed else None
         if executed is not None and not executed.is_file():
-            ap.error(f"{executed} is missing: run `python -m helpers.run_labs --out {a.executed}` first")
+            ap.error(f"{executed} is missing: run `python -m course.run_labs --out {a.executed}` first")
         times.append(estimate(nb, executed))
     print(table(times))
     off = [t.lab for t in times if t.stated and a.executed and not within(t.stated[0], t.core.minutes)]

@@ -5,7 +5,7 @@
 them and names each lesson a run did not bear out (``make`` then exits non-zero); ``make labs-check`` and the Studio
 twin read the same. A run's folder can be checked again with
 
-    python -m helpers.lessons runs/labs        # a folder holding summary.json (python -m helpers.run_labs --full)
+    python -m course.lessons runs/labs        # a folder holding summary.json (python -m course.run_labs --full)
 
 Only claims that hold on any machine belong here (a ratio of two timings on a shared machine does not: the lab says
 that one in a sentence formatted from the run's own figures instead). Each lab's section is its own assignment.

@@ -1,4 +1,4 @@
-"""The facilitator's agendas: each lab's stated time cut at its headings (``helpers.lab_time``'s estimate per
+"""The facilitator's agendas: each lab's stated time cut at its headings (``course.lab_time``'s estimate per
 section), set blocks (a welcome, the demo, a break), and sessions that add up by construction: a session whose
 blocks no longer fit its length (a lab grew) is refused, so the guide cannot be written with it."""
 
@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from helpers import lab_time
-from helpers.lab import LABS, registered
+from course import lab_time
+from course.lab import LABS, registered
 
 
 @dataclass(frozen=True)
@@ -23,7 +23,7 @@ class Block:
     source: str  # where the minutes come from
     lab: str = ""  # a lab's block: its number, and the core sections it leaves out
     skip: tuple[str, ...] = ()
-    shown: bool = False  # on slides from the room's executed copy (helpers.facilitator.slides), not run
+    shown: bool = False  # on slides from the room's executed copy (course.facilitator.slides), not run
 
 
 def lab_minutes() -> dict[str, tuple[int, int]]:
@@ -52,7 +52,7 @@ def core_cells(lab: str) -> list[tuple[str, dict]]:
 
 @cache
 def sections(lab: str) -> tuple[tuple[str, float], ...]:
-    """A lab's core path cut at its ``##`` and ``###`` headings: (heading, minutes ``helpers.lab_time`` estimates
+    """A lab's core path cut at its ``##`` and ``###`` headings: (heading, minutes ``course.lab_time`` estimates
     for its prose, code and exercises); the cells before the first heading are "opening"."""
     notebook = registered(lab).notebook
     nb = json.loads(notebook.read_text(encoding="utf-8"))
@@ -72,7 +72,7 @@ def sections(lab: str) -> tuple[tuple[str, float], ...]:
 
 def lab_block(lab: str, skip: tuple[str, ...] = ()) -> Block:
     """A lab's core path at its stated time; with ``skip`` (headings, or their start), the share of that time
-    ``helpers.lab_time`` estimates for the sections kept, rounded up."""
+    ``course.lab_time`` estimates for the sections kept, rounded up."""
     name, core = registered(lab).stem, lab_minutes()[lab][0]
     if not skip:
         return Block(f"`{name}`, core path", core, f"{name}'s stated core time", lab)
@@ -85,7 +85,7 @@ def lab_block(lab: str, skip: tuple[str, ...] = ()) -> Block:
     return Block(
         f"`{name}`, core path without: {'; '.join(skip)}",
         math.ceil(core * kept / total),
-        f"its stated core {core} min × {kept:.1f}/{total:.1f}, the share `helpers.lab_time` estimates for the "
+        f"its stated core {core} min × {kept:.1f}/{total:.1f}, the share `course.lab_time` estimates for the "
         f"sections kept; rounded up",
         lab,
         skip,
@@ -94,7 +94,7 @@ def lab_block(lab: str, skip: tuple[str, ...] = ()) -> Block:
 
 def lab_on_slides(lab: str, keep: tuple[str, ...]) -> Block:
     """A lab's sections ``keep`` read out from its slides (``make slides``: the room's executed copy, outputs and
-    all) instead of run: the minutes ``helpers.lab_time`` estimates for reading them, rounded up."""
+    all) instead of run: the minutes ``course.lab_time`` estimates for reading them, rounded up."""
     name, parts = registered(lab).stem, sections(lab)
     for k in keep:
         if not any(h.startswith(k) for h, _ in parts[1:]):
@@ -104,7 +104,7 @@ def lab_on_slides(lab: str, keep: tuple[str, ...]) -> Block:
     return Block(
         f"`{name}` on slides: {'; '.join(keep)}",
         math.ceil(reading),
-        f"`helpers.lab_time`'s reading estimate for the sections shown, {reading:.1f} min; rounded up",
+        f"`course.lab_time`'s reading estimate for the sections shown, {reading:.1f} min; rounded up",
         lab,
         tuple(h for h, _ in parts if (h, _) not in shown),
         shown=True,
@@ -112,7 +112,7 @@ def lab_on_slides(lab: str, keep: tuple[str, ...]) -> Block:
 
 
 def _set(what: str, minutes: int) -> Block:
-    return Block(what, minutes, "set here (`helpers/facilitator/workshop.py`)")
+    return Block(what, minutes, "set here (`course/facilitator/workshop.py`)")
 
 
 def _session(length: int, blocks: list[Block], closing: str, at_least: int) -> tuple[int, list[Block]]:

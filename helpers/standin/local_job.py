@@ -22,8 +22,8 @@ from pathlib import Path
 
 from helpers.contract import Layout
 from helpers.job import Job, parse_metric_line
-from helpers.local.input_modes import JobInputs
 from helpers.results import RunResult
+from helpers.standin.channel_delivery import JobInputs
 from helpers.targets import Target
 
 CONTAINER_INIT = Path(__file__).with_name("container_init.py")

@@ -1,11 +1,11 @@
 """Run every lab headless with papermill, each in a fresh kernel, and write a summary.
 
-    python -m helpers.run_labs                       # every lab, local target, smoke size
-    python -m helpers.run_labs --labs 01 03 --full   # some labs, full size
-    python -m helpers.run_labs --target ml.p4d.24xlarge   # dry-run the real jobs (prints the requests)
-    python -m helpers.run_labs -p epochs 3           # any lab parameter, for the labs that declare it
-    python -m helpers.run_labs --solutions           # with the exercises' reference answers (labs/solutions/)
-    python -m helpers.run_labs --streams 1           # one lab at a time, on every core
+    python -m course.run_labs                       # every lab, local target, smoke size
+    python -m course.run_labs --labs 01 03 --full   # some labs, full size
+    python -m course.run_labs --target ml.p4d.24xlarge   # dry-run the real jobs (prints the requests)
+    python -m course.run_labs -p epochs 3           # any lab parameter, for the labs that declare it
+    python -m course.run_labs --solutions           # with the exercises' reference answers (labs/solutions/)
+    python -m course.run_labs --streams 1           # one lab at a time, on every core
 
 On the local CPU target of a machine with two cores or more, two labs run at once, each in a process of its own
 pinned to its share of the cores (labs with the longest last run first, each to whichever stream is free): every lab
@@ -31,14 +31,14 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from helpers import lessons
+from course import lessons
+from course.lab import LABS_DIR, LabError, declared_parameters, numbered_notebooks, with_solutions
 from helpers.aws.dry_run import REQUESTS_ENV
-from helpers.aws.offline import OFFLINE_ENV_FLAG
 from helpers.errors import TargetError
 from helpers.job import RUNS_DIR
-from helpers.lab import LABS_DIR, LabError, declared_parameters, numbered_notebooks, with_solutions
 from helpers.local import monitor
 from helpers.report import FIGURES_ENV, RESULT
+from helpers.standin.offline import OFFLINE_ENV_FLAG
 from helpers.targets import SAGEMAKER, local_cpu_count, resolve
 
 REPO_RECORD = LABS_DIR.parent / "docs" / "studio-twin.json"  # the Studio twin's last run, committed: each lab's time
@@ -215,7 +215,7 @@ def refuse_bad(ap: argparse.ArgumentParser, a: argparse.Namespace, labs: list[Pa
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m helpers.run_labs", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m course.run_labs", description=__doc__.split("\n\n")[0])
     ap.add_argument(
         "--target", default="local", help="local, local_cpu, local_gpu, sagemaker (each lab's real_target) or ml.*"
     )
@@ -270,7 +270,7 @@ def run_all(a: argparse.Namespace, labs: list[Path], parameters: dict) -> int:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise SystemExit(
-                f"error: another run of helpers.run_labs is writing to {a.out}; wait for it to finish, or give "
+                f"error: another run of course.run_labs is writing to {a.out}; wait for it to finish, or give "
                 f"this one a folder of its own (--out)."
             ) from None
         streams = a.streams or default_streams(str(parameters["target"]), len(labs))
@@ -317,7 +317,7 @@ def longest_first(labs: list[Path], out: Path) -> list[Path]:
 
 def _stream_command(a: argparse.Namespace, notebook: Path, record: Path) -> list[str]:
     """The command that runs one lab as a stream of this run: the same options, that lab only."""
-    command = [sys.executable, "-m", "helpers.run_labs", "--labs-dir", str(a.labs_dir), "--labs", notebook.stem]
+    command = [sys.executable, "-m", "course.run_labs", "--labs-dir", str(a.labs_dir), "--labs", notebook.stem]
     command += ["--target", a.target, "--smoke" if a.smoke else "--full", "--out", str(a.out)]
     declared = declared_parameters(notebook)  # the parent checked every -p against all its labs
     command += [arg for name, value in a.parameter if name in declared for arg in ("-p", name, value)]

@@ -3,8 +3,8 @@ private JupyterLab space owned by that profile, started with the domain's own de
 the domain's built-in set-up runs as it does in any space). Each attendee then opens a space that is already running
 and set up, instead of the room waiting several minutes at the start. Run with the facilitator's credentials:
 
-    python -m helpers.aws.spaces --domain d-abc123            # what it would do: nothing is created
-    python -m helpers.aws.spaces --domain d-abc123 --start    # create the missing spaces and start the stopped ones
+    python -m course.spaces --domain d-abc123            # what it would do: nothing is created
+    python -m course.spaces --domain d-abc123 --start    # create the missing spaces and start the stopped ones
 
 Run it again at any time: a space that exists is kept, an app that runs is left alone, a deleted or failed one is
 started again. The spaces stop by themselves after the domain's idle timeout (2 hours in the event template).

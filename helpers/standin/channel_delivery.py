@@ -6,7 +6,7 @@ files in all three:
 * **File** downloads every object of the channel (in parallel) before the script starts: the job waits for the
   whole data set, every job, on every host.
 * **FastFile** presents every object at once, at its real size, as a placeholder, and fetches an object's bytes the
-  first time the job opens it (:mod:`helpers.local.fastfile` serves them; :mod:`helpers.local.fastfile_shim` blocks
+  first time the job opens it (:mod:`helpers.standin.fastfile` serves them; :mod:`helpers.standin.fastfile_shim` blocks
   the open until then), with one file of sequential read-ahead. The script starts at once and reads only what it
   opens. Locally an object is fetched whole on its first open; SageMaker's FastFile streams byte ranges as they are
   read.
@@ -34,9 +34,9 @@ from pathlib import Path
 
 from helpers import input_mode
 from helpers.errors import JobCheckError
-from helpers.local import fastfile_shim
-from helpers.local.fastfile import FastFileServer
-from helpers.local.store_client import (
+from helpers.standin import fastfile_shim
+from helpers.standin.fastfile import FastFileServer
+from helpers.standin.store_client import (
     ObjectStoreError,
     S3Object,
     S3Uri,
@@ -96,7 +96,7 @@ def check_channels(job) -> tuple[str | None, dict[str, ChannelSource]]:
     if not getattr(job, "s3_endpoint", None):
         raise InputModeError(
             f"channel(s) {names} read s3:// URIs, but Job.s3_endpoint is not set. Locally they come "
-            f"from the object store helpers.local.objectstore runs: "
+            f"from the object store helpers.standin.objectstore runs: "
             f"`with ObjectStore(root) as store:` "
             f"and Job(..., s3_endpoint=store.endpoint). On SageMaker (an ml.* target) they are S3."
         )

@@ -2,8 +2,8 @@
 slide per ``##`` heading and a sub-slide per ``###``, so the room sees the very figures its labs produce. For an
 agenda, only its labs, each without the sections the agenda leaves out and without the deep dives.
 
-    python -m helpers.facilitator.slides                       # every lab, whole, from runs/labs/
-    python -m helpers.facilitator.slides --agenda 90           # the 90-minute session's labs, as it cuts them
+    python -m course.facilitator.slides                       # every lab, whole, from runs/labs/
+    python -m course.facilitator.slides --agenda 90           # the 90-minute session's labs, as it cuts them
     make slides SLIDES_ARGS="--agenda full"                    # the same, through make
 
 Each lab becomes ``runs/slides/<lab>.slides.html``: open it in a browser (arrows move, ``s`` opens the speaker view).
@@ -17,9 +17,9 @@ import copy
 import json
 from pathlib import Path
 
-from helpers import lab_time
-from helpers.facilitator import agenda
-from helpers.lab import LABS, registered
+from course import lab_time
+from course.facilitator import agenda
+from course.lab import LABS, registered
 
 EXECUTED = Path("runs/labs")
 OUT = Path("runs/slides")

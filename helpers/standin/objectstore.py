@@ -12,7 +12,7 @@ the run folder. boto3 talks to it exactly as to Amazon S3 (path-style addressing
 The store is stopped when the ``with`` block ends, when ``stop()`` is called, and when the Python process exits
 (a notebook whose cell failed ends its kernel: the store goes with it). No traffic leaves 127.0.0.1: the servers
 bind loopback only, SeaweedFS's usage telemetry is switched off, and the clients ignore proxy settings. The client
-side (S3 URIs, listings, the boto3 client, one object fetched whole) is :mod:`helpers.local.store_client`.
+side (S3 URIs, listings, the boto3 client, one object fetched whole) is :mod:`helpers.standin.store_client`.
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from helpers import folders
-from helpers.local.children import DIE_WITH_PARENT
-from helpers.local.ports import free_ports
-from helpers.local.s3_profile import S3Profile, Throttle
-from helpers.local.store_client import (
+from helpers.standin.children import DIE_WITH_PARENT
+from helpers.standin.ports import free_ports
+from helpers.standin.s3_profile import S3Profile, Throttle
+from helpers.standin.store_client import (
     ACCESS_KEY,
     SECRET_KEY,
     ObjectStoreError,

@@ -8,7 +8,7 @@ is a TCP proxy on loopback that imposes them on every connection through it, wha
     with ObjectStore(root, profile=AWS_S3) as store:   # store.endpoint is the throttled one
         ...
 
-Run on its own, it is the proxy process: ``python -m helpers.local.s3_profile --port P --upstream Q ...``.
+Run on its own, it is the proxy process: ``python -m helpers.standin.s3_profile --port P --upstream Q ...``.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ import time
 from dataclasses import dataclass
 
 from helpers.errors import WorkshopError
-from helpers.local.children import DIE_WITH_PARENT
-from helpers.local.ports import free_port
+from helpers.standin.children import DIE_WITH_PARENT
+from helpers.standin.ports import free_port
 
 _CHUNK = 256 << 10  # bytes forwarded at a time: 3 ms of one connection at 85 MB/s
 
@@ -75,7 +75,7 @@ class Throttle:
                 [
                     sys.executable,
                     "-m",
-                    "helpers.local.s3_profile",
+                    "helpers.standin.s3_profile",
                     f"--port={self.port}",
                     f"--upstream={upstream_port}",
                     f"--first-byte-ms={profile.first_byte_ms}",
@@ -101,7 +101,7 @@ class Throttle:
             if self.proc.poll() is not None:
                 raise S3ProfileError(
                     f"the S3-profile proxy exited at start (code {self.proc.returncode}); run "
-                    f"`python -m helpers.local.s3_profile --port 0 --upstream {self.upstream_port}` to see why."
+                    f"`python -m helpers.standin.s3_profile --port 0 --upstream {self.upstream_port}` to see why."
                 )
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()

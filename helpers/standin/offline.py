@@ -28,8 +28,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from helpers.aws.offline_answers import BuiltInAnswers, ClientErrorAnswer, ScriptedJob
-from helpers.aws.offline_sandbox import (
+from helpers.errors import WorkshopError
+from helpers.standin.offline_answers import BuiltInAnswers, ClientErrorAnswer, ScriptedJob
+from helpers.standin.offline_sandbox import (
     ACCOUNT,
     BUCKET,
     FAKE_CREDENTIALS,
@@ -40,7 +41,6 @@ from helpers.aws.offline_sandbox import (
     network_guard,
     offline_environment,
 )
-from helpers.errors import WorkshopError
 
 OFFLINE_ENV_FLAG = "WORKSHOP_AWS_OFFLINE"
 BODY_LIMIT = 1 << 20  # uploads up to this size are kept, so tests can read back what the SDK staged
@@ -92,7 +92,7 @@ class OfflineAWS(BuiltInAnswers):
 
     ``calls`` lists every call in order. ``request("CreateTrainingJob")`` is the last such request's parameters.
     Nothing is signed or sent: the answer replaces the HTTP request in botocore's ``before-call`` event. What it
-    answers without a script: :class:`~helpers.aws.offline_answers.BuiltInAnswers`.
+    answers without a script: :class:`~helpers.standin.offline_answers.BuiltInAnswers`.
     """
 
     def __init__(

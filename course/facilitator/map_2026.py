@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from functools import cache
 
+from course.facilitator.lab_targets import TARGETS, hourly, listing
+from course.facilitator.tables import markdown, money
 from helpers.aws import image_support, images
-from helpers.facilitator.lab_targets import TARGETS, hourly, listing
-from helpers.facilitator.tables import markdown, money
 from helpers.planning import instances
 
 SDK_V2 = (

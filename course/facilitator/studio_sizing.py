@@ -9,7 +9,7 @@ import sys
 from functools import cache
 from pathlib import Path
 
-from helpers.facilitator.tables import markdown, money
+from course.facilitator.tables import markdown, money
 from helpers.job import REPO
 from helpers.planning import instances
 
@@ -96,7 +96,7 @@ def studio_twin_markdown(report_path: Path = TWIN_REPORT) -> str:
             f"No measured figures yet. They come from `make studio-twin` (SageMaker Distribution's packages on this "
             f"machine, `make studio` in them, every lab on that Python): save its report as "
             f"`{report_path.relative_to(REPO) if report_path.is_relative_to(REPO) else report_path}`, then run "
-            f"`python -m helpers.facilitator.workshop --write docs/facilitator.md`."
+            f"`python -m course.facilitator.workshop --write docs/facilitator.md`."
         )
     f = _twin_figures(json.loads(report_path.read_text(encoding="utf-8")))
     g = account_generator()

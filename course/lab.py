@@ -1,7 +1,7 @@
 """What a lab is: the workshop's labs, registered once (:data:`LABS`), and what is read from a lab's notebook: the
 numbered notebooks in a folder (:func:`numbered_notebooks`), the parameters a lab declares (its cell tagged
 ``parameters``), its exercises' answer cells and their reference answers in ``labs/solutions/``. The papermill
-runner, the stated times (``helpers.lab_time``) and the facilitator's planners all read labs here; nothing here runs
+runner, the stated times (``course.lab_time``) and the facilitator's planners all read labs here; nothing here runs
 one.
 """
 
