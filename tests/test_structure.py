@@ -284,3 +284,15 @@ def test_only_the_entry_point_dispatches_by_kind_of_target(small_catalog):
     for name in ("local_container", "local_cpu"):
         with pytest.raises(TargetError, match="runs on this machine: use helpers.jobs.run_job"):
             sagemaker_jobs.run(job, resolve(name))
+
+
+def test_the_learner_s_reading_path_names_real_modules_in_under_2000_lines():
+    """helpers/README.md's numbered modules are what a job launch runs through, in order, and short enough to read."""
+    text = (HELPERS / "README.md").read_text(encoding="utf-8")
+    path = re.findall(r"^\d+\. `([\w/]+\.py)`", text, re.M)
+    assert path[:2] == ["jobs.py", "job.py"] and "local/runner.py" in path and "aws/launch.py" in path
+    lines = sum(len((HELPERS / p).read_text().splitlines()) for p in path)
+    assert lines < 2000, f"the reading path is {lines} lines: keep it under 2,000"
+    stated = int(re.search(r"about ([\d,]+) lines in all", text)[1].replace(",", ""))
+    assert abs(stated - lines) <= 100, f"helpers/README.md says about {stated} lines; the path is {lines}"
+    assert "standin/" in text and "course/" in text  # what to skip, and where the machinery went
