@@ -28,6 +28,7 @@ from helpers.checks import findings, target_rules
 from helpers.job import Job
 from helpers.planning import instances
 from helpers.targets import Target
+from helpers.targets import resolve as resolve_target
 
 TEMPLATE = REPO / "infra" / "workshop-account.yaml"
 TEMPLATE_DOC = cfn_yaml.loads(TEMPLATE.read_text(encoding="utf-8"))
@@ -62,6 +63,7 @@ VALUES = {
     "Vpc": "vpc-0abc",
     "FileSystem": "fs-0abc",
     "FileSystem.LustreMountName": MOUNT,
+    "BudgetSpentDeny": f"arn:aws:iam::{ACCOUNT}:policy/event-BudgetSpentDeny-x",
 }
 
 
@@ -160,12 +162,16 @@ def dry_requests() -> dict[str, dict]:
 def _dry_runs(jobs) -> dict[str, dict]:
     base = Job("lab01", {"epochs": 1}, {"train": str(DATA)})
     built = {
-        "lab01": jobs.on_sagemaker(base, "ml.g6.xlarge", echo=False).request,
-        "lab08": jobs.on_sagemaker(replace(base, name="lab08", warm_pool_s=1800), "ml.g6.xlarge", echo=False).request,
-        "lab06": jobs.on_sagemaker(replace(base, name="lab06", checkpoints=True), "ml.g6.xlarge", echo=False).request,
+        "lab01": jobs.on_sagemaker(base, resolve_target("ml.g6.xlarge"), echo=False).request,
+        "lab08": jobs.on_sagemaker(
+            replace(base, name="lab08", warm_pool_s=1800), resolve_target("ml.g6.xlarge"), echo=False
+        ).request,
+        "lab06": jobs.on_sagemaker(
+            replace(base, name="lab06", checkpoints=True), resolve_target("ml.g6.xlarge"), echo=False
+        ).request,
     }
     fsx_job = aws_input_modes.sagemaker_jobs_per_mode(Job("lab05", {"epochs": 1}), {"train": str(DATA)}, FSX)["FSx"]
-    built["lab05-fsx"] = jobs.on_sagemaker(fsx_job, "ml.g6.xlarge", echo=False).request
+    built["lab05-fsx"] = jobs.on_sagemaker(fsx_job, resolve_target("ml.g6.xlarge"), echo=False).request
     return built
 
 
@@ -560,7 +566,7 @@ def test_a_lab_s_dry_run_on_a_type_outside_the_guardrails_still_shows_its_reques
 
     monkeypatch.setenv(guardrails.GUARDRAILS_ENV, guardrails.stack_value())
     job = Job("lab03-smddp", {"epochs": 1}, {"train": str(small_catalog / "train")}, instance_count=2)
-    dry = jobs.on_sagemaker(job, "ml.p4d.24xlarge", echo=False)
+    dry = jobs.on_sagemaker(job, resolve_target("ml.p4d.24xlarge"), echo=False)
     assert dry.request["ResourceConfig"]["InstanceType"] == "ml.p4d.24xlarge"
     assert any("a launch would be refused" in n for n in dry.plan.notes)
 
