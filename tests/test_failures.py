@@ -16,6 +16,7 @@ import pytest
 from helpers.job import DATA_DIR, Job
 from helpers.local import failures, restarts
 from helpers.local.runner import LocalRunner
+from helpers.targets import resolve
 
 import faults
 import options
@@ -86,10 +87,15 @@ def test_the_script_refuses_a_world_size_that_cannot_keep_the_global_batch_and_c
 
 
 def _checkpoint(tmp_path, **meta):
+    import train_elastic
+
     step = tmp_path / "checkpoints" / "step-000012"
     step.mkdir(parents=True)
     settings = {"global_batch": 32, "micro_batch": 8, "steps": 24, "lr": 0.01, "buckets": 16384, "dim": 64}
     settings |= {"hidden": 256, "seed": 42, "subset": 2000, "step": 12, "world_size": 2, **meta}
+    for name in (".metadata", "__0_0.distcp", "__1_0.distcp"):  # stand-ins for DCP's files, recorded as it records them
+        (step / name).write_bytes(name.encode() * 100)
+    settings["files"] = train_elastic.file_records(str(step))
     (step / failures.META).write_text(json.dumps(settings))
     return step.parent
 
@@ -172,7 +178,7 @@ def test_torchrun_restarts_a_crashed_rank_in_place_and_the_group_resumes_from_it
         processes_per_host=2,
         environment={"PET_MAX_RESTARTS": "1", "LOGLEVEL": "INFO"},
     )
-    d = restarts.restart_drill(job)  # raises DrillFailed, naming what did not happen
+    d = restarts.restart_drill(job, resolve("local_cpu"))  # raises DrillFailed, naming what did not happen
     assert (d.crash_step, d.checkpoint_step, d.restarts, d.resume_step) == (7, 5, 1, 5)
     assert d.redone == [6] and d.redone_same_loss and d.last_step == 10 and d.result.status == "Completed"
     assert d.processes_left == 0

@@ -18,6 +18,7 @@ launches, watches and measures.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -328,7 +329,12 @@ def check_resume(checkpoint_dir: Path | str, job: Job) -> dict:
     path = _newest(Path(checkpoint_dir))
     if path is None:
         raise ResumeRefused(f"no complete checkpoint (a step-N folder with its {META}) in {checkpoint_dir}")
-    saved = json.loads((path / META).read_text(encoding="utf-8"))
+    saved, wrong = checkpoint_damage(path)
+    if saved is None or wrong:
+        raise ResumeRefused(
+            f"{path.name} of {path.parent} is damaged, and would resume into garbage: {wrong}. {_earlier(path)}"
+        )
+    files = saved.pop("files")
     known = hyperparameters.options(Path(job.source_dir) / job.entry_point) or {}
     now = {k: job.hyperparameters.get(k, known[k].default if k in known else None) for k in FINGERPRINT}
     changed = [
@@ -351,7 +357,52 @@ def check_resume(checkpoint_dir: Path | str, job: Job) -> dict:
             f"split it ({batch} is not a multiple of {world} x {micro}), so the resumed job would train another "
             f"batch. World sizes that keep it: {', '.join(map(str, fits))}."
         )
-    return {**saved, "path": str(path), "world_size_now": world, "accumulation_now": batch // (world * micro)}
+    now = {"path": str(path), "files_verified": len(files), "world_size_now": world}
+    return {**saved, **now, "accumulation_now": batch // (world * micro)}
+
+
+def checkpoint_damage(path: Path) -> tuple[dict | None, str]:
+    """A checkpoint's ``meta.json``, and what is wrong with it or its files ("" if nothing): meta.json unreadable or
+    recording no files, a file it records (a DCP shard, ``.metadata``) missing, of another size or SHA-256. The same
+    check as train_elastic.py's resume, made before anything is launched."""
+    try:
+        saved = json.loads((path / META).read_text(encoding="utf-8"))
+        recorded = {name: (int(r["bytes"]), str(r["sha256"])) for name, r in saved["files"].items()}
+    except (OSError, ValueError) as err:  # json.JSONDecodeError is a ValueError: a meta.json cut short
+        return None, f"its {META} is unreadable ({type(err).__name__}: {err}): cut short or damaged"
+    except (KeyError, TypeError, AttributeError):
+        return None, f"its {META} records no file sizes and checksums (an older or foreign checkpoint)"
+    for name, (length, digest) in sorted(recorded.items()):
+        file = path / name
+        if not file.is_file():
+            return saved, f"{name} is missing"
+        if file.stat().st_size != length:
+            return saved, f"{name} is {file.stat().st_size} bytes, {length} when written: cut short or damaged"
+        if _sha256(file) != digest:
+            return saved, f"{name} does not match its SHA-256 ({length} bytes, changed since written)"
+    return saved, ""
+
+
+def _sha256(file: Path) -> str:
+    digest = hashlib.sha256()
+    with open(file, "rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _earlier(path: Path) -> str:
+    """Which earlier checkpoint beside ``path`` verifies, said as what to do."""
+    step = int(path.name.split("-")[1])
+    earlier = sorted(
+        (p for p in path.parent.glob("step-*") if p.name.split("-")[1].isdigit() and int(p.name.split("-")[1]) < step),
+        key=lambda p: int(p.name.split("-")[1]),
+        reverse=True,
+    )
+    good = next((p for p in earlier if not checkpoint_damage(p)[1]), None)
+    if good:
+        return f"{good.name} beside it verifies: resume from it (failures.resume_from({str(good)!r}, ...))"
+    return "No earlier checkpoint beside it verifies: start from a fresh checkpoint directory."
 
 
 def float_or(value):

@@ -9,9 +9,10 @@ hyperparameters as ``--key value``) and differs where lab 08 needs it to:
 - ``--global_batch`` rows a step whatever the world size: each rank takes its slice of the step's global batch (the
   plan of ``sampling.py``) in micro-batches of ``--micro_batch`` and accumulates their gradients, so 1 rank and 2
   train the same thing;
-- checkpoints are torch.distributed.checkpoint (DCP) directories, with the run's settings in ``meta.json``: a
-  restarted job resumes at the checkpoint's step and data position on any world size the global batch maps to, and a
-  checkpoint of another model or other settings is refused with the differences named;
+- checkpoints are torch.distributed.checkpoint (DCP) directories, with the run's settings and each file's size and
+  SHA-256 in ``meta.json``: a restarted job resumes at the checkpoint's step and data position on any world size the
+  global batch maps to; a checkpoint of another model or other settings is refused with the differences named, and
+  a damaged one (a shard missing, short or changed) with what is wrong;
 - ``--fault`` (``faults.py``) makes one rank stop, skip a collective, straggle or crash, for the drills;
 - the optimizer is AdamW written out (:class:`AdamW`, torch.optim.AdamW's update): torch.optim imports torch._dynamo
   the first time an optimizer is built or steps, which costs each rank of this small job about as much start-up time
@@ -22,6 +23,7 @@ hyperparameters as ``--key value``) and differs where lab 08 needs it to:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -223,14 +225,60 @@ def save(args, d: Dist, model, optimizer, meta: dict) -> None:
     dcp.save({"model": model.state_dict(), "optim": optimizer.state_dict()}, checkpoint_id=partial)
     if d.enabled:
         dist.barrier()  # every rank's shards written
-    if d.master:
-        with open(os.path.join(partial, META), "w", encoding="utf-8") as f:
-            json.dump(meta, f, indent=1)
+    if d.master:  # meta.json last, whole or not at all: a checkpoint without it is incomplete
+        written = os.path.join(partial, META + ".tmp")
+        with open(written, "w", encoding="utf-8") as f:
+            json.dump({**meta, "files": file_records(partial)}, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(written, os.path.join(partial, META))
         shutil.rmtree(final, ignore_errors=True)
         os.replace(partial, final)
         say(f"[checkpoint] step={meta['step']} world_size={d.world} files={len(os.listdir(final))}")
     if d.enabled:
         dist.barrier()
+
+
+def file_records(path: str) -> dict:
+    """Each file of a checkpoint folder but ``meta.json`` (the shards and DCP's ``.metadata``): its size and SHA-256."""
+    records = {}
+    for name in sorted(os.listdir(path)):
+        if not name.startswith(META):
+            with open(os.path.join(path, name), "rb") as f:
+                records[name] = {"bytes": os.fstat(f.fileno()).st_size, "sha256": sha256_of(f)}
+    return records
+
+
+def sha256_of(f) -> str:
+    """The SHA-256 of an open binary file, read in 1 MiB blocks (hashlib.file_digest is Python 3.11+)."""
+    digest = hashlib.sha256()
+    while block := f.read(1 << 20):
+        digest.update(block)
+    return digest.hexdigest()
+
+
+def damage(path: str) -> tuple[dict | None, str]:
+    """A checkpoint's settings, and what is wrong with its files ("" if nothing): meta.json unreadable, or a file
+    it records missing, of another size or another SHA-256."""
+    try:
+        with open(os.path.join(path, META), encoding="utf-8") as f:
+            saved = json.load(f)
+        recorded = {name: (int(r["bytes"]), str(r["sha256"])) for name, r in saved["files"].items()}
+    except (OSError, ValueError) as err:
+        return None, f"its {META} is unreadable ({type(err).__name__}: {err}): cut short or damaged"
+    except (KeyError, TypeError, AttributeError):
+        return None, f"its {META} records no file sizes and checksums (an older or foreign checkpoint)"
+    for name, (length, digest) in sorted(recorded.items()):
+        full = os.path.join(path, name)
+        if not os.path.isfile(full):
+            return saved, f"{name} is missing"
+        size = os.path.getsize(full)
+        if size != length:
+            return saved, f"{name} is {size} bytes, {length} when written: cut short or damaged"
+        with open(full, "rb") as f:
+            if sha256_of(f) != digest:
+                return saved, f"{name} does not match its SHA-256 ({size} bytes, changed since written)"
+    return saved, ""
 
 
 def newest(checkpoint_dir: str) -> str | None:
@@ -242,6 +290,18 @@ def newest(checkpoint_dir: str) -> str | None:
             if m and os.path.isfile(os.path.join(checkpoint_dir, name, META)):
                 found.append((int(m.group(1)), os.path.join(checkpoint_dir, name)))
     return max(found)[1] if found else None
+
+
+def earlier_advice(path: str) -> str:
+    """Which earlier checkpoint beside ``path`` verifies, said as what to do."""
+    parent, step = os.path.dirname(path), int(STEP_DIR.match(os.path.basename(path)).group(1))
+    earlier = sorted(
+        (int(m.group(1)), name) for name in os.listdir(parent) if (m := STEP_DIR.match(name)) and int(m.group(1)) < step
+    )
+    good = next((name for _, name in reversed(earlier) if not damage(os.path.join(parent, name))[1]), None)
+    if good:
+        return f"{good} beside it verifies: remove {os.path.basename(path)} to resume from it"
+    return "No earlier checkpoint beside it verifies: start from a fresh checkpoint directory"
 
 
 def differences(saved: dict, now: dict) -> list[str]:
@@ -267,9 +327,13 @@ def resume(args, d: Dist, model, optimizer, meta: dict, accumulation: int) -> in
         return 0
     import torch.distributed.checkpoint as dcp  # here, not above: a job that starts fresh does not pay its import
 
-    with open(os.path.join(path, META), encoding="utf-8") as f:
-        saved = json.load(f)
-    changed = differences(saved, meta)
+    saved, wrong = damage(path)
+    if wrong or saved is None:
+        raise SystemExit(
+            f"the checkpoint {path} is damaged, and resuming it would train from garbage: {wrong}. "
+            + earlier_advice(path)
+        )
+    changed = differences({k: v for k, v in saved.items() if k != "files"}, meta)
     if changed:
         raise SystemExit(
             f"the checkpoint in {path} is of another run, and resuming it would train something else: "
