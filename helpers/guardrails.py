@@ -1,6 +1,7 @@
-"""The event account's server-side guardrails, in one place: the training instance types an attendee may launch and
-the longest runtime a job may ask for. ``infra/workshop_account.py`` writes them into the template's IAM conditions
-(``sagemaker:InstanceTypes``, ``sagemaker:MaxRuntimeInSeconds``), where AWS enforces them; the preflight rule
+"""The event account's server-side guardrails, in one place: the training instance types an attendee may launch, the
+longest runtime a job may ask for, and the longest warm pool. ``infra/workshop_account.py`` writes them into the
+template's IAM conditions (``sagemaker:InstanceTypes``, ``sagemaker:MaxRuntimeInSeconds``,
+``sagemaker:KeepAlivePeriod``), where AWS enforces them; the preflight rule
 ``event_guardrails`` (:mod:`helpers.checks.target_rules`) refuses a job outside them before launch, in an account
 whose settings say it has them (``WORKSHOP_GUARDRAILS``, set by the event stack's settings)."""
 
@@ -17,6 +18,9 @@ GUARDRAILS_ENV = "WORKSHOP_GUARDRAILS"
 TRAINING_INSTANCE_TYPES = ("ml.g6.xlarge", "ml.g6.12xlarge")
 # The jobs' default stopping condition (helpers.job.Job.max_runtime_s): every lab's job fits in it.
 EVENT_MAX_RUNTIME_S: int = next(f.default for f in fields(Job) if f.name == "max_runtime_s")  # type: ignore[assignment]
+# The longest warm pool an attendee may keep (sagemaker:KeepAlivePeriod): lab 08's (warm_pool_s=1800). A warm pool
+# bills after its job, outside MaxRuntime, until it expires or is released (helpers.aws.account.release_warm_pools).
+EVENT_MAX_WARM_POOL_S = 1800
 
 
 def stack_value() -> str:

@@ -48,8 +48,8 @@ SHARED_PREFIX = "shared"  # the bucket's read-only data for everyone (the facili
 # (course/facilitator/lab_targets.py, tests/test_event_account_policies.py holds them together):
 MAX_INSTANCES_PER_JOB = 2  # lab 02's two nodes
 MAX_INSTANCES_PER_ATTENDEE = 3  # lab 05's three one-instance jobs at once
-# sagemaker:KeepAlivePeriod: lab 08's warm pool (warm_pool_s=1800), and no longer
-MAX_WARM_POOL_S = 1800
+# sagemaker:KeepAlivePeriod: lab 08's warm pool, and no longer (helpers/guardrails.py)
+MAX_WARM_POOL_S = guardrails.EVENT_MAX_WARM_POOL_S
 
 # --- A space's home directory (its EBS volume): what the workshop puts there, in MB ----------------------------------
 # Measured 2026-11-25 on a fresh clone of commit 010941b (`du -sm`).
