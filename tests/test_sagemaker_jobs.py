@@ -428,16 +428,14 @@ def test_the_dry_run_shows_request_cost_and_uploads(offline, data, capsys):
         d.launch()
 
 
-def test_a_kernel_shows_its_first_dry_run_in_full_and_the_others_in_a_line_with_the_rest_folded(
+def test_a_dry_run_asked_for_in_full_shows_whole_and_every_other_in_a_line_with_the_rest_folded(
     offline, data, monkeypatch
 ):
-    from helpers.aws import dry_run as module
-
     shown = []
     monkeypatch.setattr("IPython.display.display", lambda bundle, raw=False: shown.append(bundle))
-    monkeypatch.setattr(module, "_shown_in_full", False)
     first = dry(Job("lab01-single", {"epochs": 1}, data), "ml.g5.2xlarge")
     second = dry(Job("lab02-ddp", {"epochs": 1}, data, instance_count=2, distribution="torchrun"), "ml.g5.12xlarge")
+    assert first.in_full() is first  # lab 01's, which the lab reads field by field
     first._display_now()
     second._display_now()
     assert shown[0]["text/plain"] == str(first) and "CreateTrainingJob request" in shown[0]["text/plain"]

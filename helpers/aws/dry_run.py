@@ -64,9 +64,6 @@ def _size(n: float) -> str:
     return str(n)
 
 
-_shown_in_full = False  # a kernel shows its first dry run in full, the others as a line with the rest folded
-
-
 @dataclass(repr=False)  # the repr is RunResult's; str() is the whole request
 class DryRun(RunResult):
     """A job checked and built but not launched: the exact CreateTrainingJob request and what it would cost.
@@ -85,6 +82,7 @@ class DryRun(RunResult):
     # the options to launch it with; None when it was built with placeholders, which nothing can launch
     launch_options: LaunchOptions | None = field(default=None, repr=False)
     _shown_in: int | None = field(default=None, repr=False)  # the notebook execution that run() displayed it in
+    full: bool = field(default=False, repr=False)  # displayed whole (in_full()); otherwise a line, the rest folded
 
     @property
     def job_name(self) -> str:
@@ -124,12 +122,10 @@ class DryRun(RunResult):
     def _display_now(self) -> None:
         from IPython.display import display
 
-        global _shown_in_full
-        if _shown_in_full:  # the kernel showed one in full already: a line, the rest folded (print(dry): all)
-            display({"text/plain": self.one_line(), "text/html": self._folded_html()}, raw=True)
-        else:
+        if self.full:
             display({"text/plain": str(self), "text/html": self._repr_html_()}, raw=True)
-            _shown_in_full = True
+        else:  # a line, the rest one click away (print(dry): all of it)
+            display({"text/plain": self.one_line(), "text/html": self._folded_html()}, raw=True)
         if self.launch_options is not None:  # built for a real account: one click launches it (headless: launch=True)
             display(self.launch_button())
 
@@ -194,8 +190,13 @@ class DryRun(RunResult):
             lines.append(f"upload     {n} file(s), {_size(size)} -> {prefix}")
         return lines
 
+    def in_full(self) -> DryRun:
+        """This dry run, displayed whole: lab 01 reads one field by field; every other is a line, the rest folded."""
+        self.full = True
+        return self
+
     def one_line(self) -> str:
-        """The dry run in a line, as every one after a kernel's first is shown (an over-budget one says so too)."""
+        """The dry run in a line, as every one not asked for in full is shown (an over-budget one says so too)."""
         rc, p = self.request["ResourceConfig"], self.plan
         cost_part = f", up to ${self.estimate.max_usd:,.2f}" if self.estimate else ""
         over = " OVER BUDGET: a launch would be refused." if self.over_budget else ""
