@@ -369,6 +369,10 @@ def test_the_template_fits_cloudformation_s_limit_through_s3():
     # a job role per attendee takes it over the 51,200 bytes a body sent inline may have: deployed through S3
     # (`aws cloudformation deploy --s3-bucket`, the console's upload, Workshop Studio), 1 MB at most
     assert 51_200 < len(TEMPLATE.read_bytes()) <= 1_000_000
+    guide = GUIDE.read_text(encoding="utf-8")
+    deploys = re.findall(r"aws cloudformation deploy [^`]*?--parameter-overrides", guide, re.S)
+    assert deploys and all("--s3-bucket" in d for d in deploys), "every deploy command in the guide needs --s3-bucket"
+    assert "StudioUsers" not in guide  # the parameter is Attendees
 
 
 # ---- the lifecycle script, run here as a space runs it
