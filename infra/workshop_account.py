@@ -772,9 +772,45 @@ infrastructure:
 {params}"""
 
 
+CONTENT = REPO / "content"
+
+
+def participant_page() -> str:
+    """Workshop Studio's opening page (content/index.en.md): what a participant does in their own account."""
+    types = ", ".join(guardrails.TRAINING_INSTANCE_TYPES)
+    return f"""\
+---
+title: "Distributed training on Amazon SageMaker"
+weight: 0
+---
+
+<!-- Written by `python infra/workshop_account.py --write`: edit the generator, not this page. -->
+
+This event gives you an AWS account of your own, with the workshop's stack already deployed in {WS_REGION}: a
+SageMaker Studio domain whose profiles are the attendees of the labs, a bucket, and the roles the labs' jobs run as.
+
+1. **Open Studio as a profile.** In the console: SageMaker AI, Domains, the stack's domain, User profiles,
+   `{PROFILE_NAME.format(1)}`, Launch, Studio. You now work as that attendee: your S3 prefix, your jobs and your
+   logs are `{PROFILE_NAME.format(1)}`'s, and your jobs run as `{PROFILE_NAME.format(1)}`'s own job role.
+2. **Make a JupyterLab space** (any name, private) and run it: its type and storage are already chosen. Its set-up
+   runs in the background and logs to `~/workshop-setup.log`.
+3. **Get the workshop.** The event's stack has no repository to clone: in the space's terminal, clone the workshop
+   repository your facilitator gives you into your home directory, then `cd` into it and run `make studio` (it adds
+   only what the image lacks). Open `labs/` and the first notebook with the Python 3 kernel.
+4. **What the account allows**, enforced by AWS: training jobs on {types}, for at most
+   {guardrails.EVENT_MAX_RUNTIME_S // 3600} hours, a warm pool of at most {guardrails.EVENT_MAX_WARM_POOL_S // 60}
+   minutes, at most {MAX_INSTANCES_PER_JOB} instances a job and {MAX_INSTANCES_PER_ATTENDEE} at once (a job above
+   them is stopped and tagged with why); JupyterLab apps on the template's types only. Each lab's last core cell
+   stops your running jobs; `account.release_warm_pools()` ends a warm pool early.
+
+The console role you signed in with only opens Studio and follows jobs and logs: it creates no job itself.
+"""
+
+
 def packaging() -> dict[Path, str]:
     """Workshop Studio's files and what they hold."""
     return {
+        CONTENT / "index.en.md": participant_page(),
         CONTENTSPEC: contentspec(),
         STATIC / "iam_policy.json": participant_policy(),
         STATIC / "workshop-account.yaml": render(TEMPLATE.read_text(encoding="utf-8")),
@@ -823,9 +859,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if stale else 0
     TEMPLATE.write_text(render(text), encoding="utf-8")
     STATIC.mkdir(exist_ok=True)
+    CONTENT.mkdir(exist_ok=True)
     for path, body in packaging().items():
         path.write_text(body, encoding="utf-8")
-    print(f"wrote {TEMPLATE.relative_to(REPO)}, {CONTENTSPEC.name} and {STATIC.name}/")
+    print(f"wrote {TEMPLATE.relative_to(REPO)}, {CONTENTSPEC.name}, {CONTENT.name}/ and {STATIC.name}/")
     return 0
 
 

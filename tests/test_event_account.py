@@ -318,6 +318,12 @@ def test_workshop_studio_runs_the_same_template_and_a_participant_policy_that_op
     # default is given
     assert set(given) <= set(declared) and not Stack(**given).refused(), Stack(**given).refused()
     assert all("Default" in spec or name in given for name, spec in declared.items())
+    # Workshop Studio's content: a page per locale under content/, its front matter first
+    language = spec["defaultLocaleCode"].split("-")[0]  # en-US: index.en.md
+    page = (REPO / "content" / f"index.{language}.md").read_text(encoding="utf-8")
+    front = page.split("---\n")[1]
+    assert page.startswith("---\n") and "title:" in front and "weight:" in front
+    assert "clone the workshop" in page and "attendee-01" in page  # no RepositoryUrl: the participant clones
     policy = json.loads((REPO / "static" / "iam_policy.json").read_text(encoding="utf-8"))
     # the participant's own account holds one event: its role opens Studio, where the attendee policy applies
     assert [s["Sid"] for s in policy["Statement"]] == [s["Sid"] for s in account_template.participant_statements()]
