@@ -29,9 +29,15 @@ def stuck_rank(stuck_rank, stuck_because, drill):
             else f"its process runs (state {stuck.state!r}) and printed its stacks: read where it waits."
         ),
     )
+    cause = (
+        "It left the training loop without the step's all-reduce, as a rank whose data ran out a batch early would "
+        "(the uneven-inputs hang): no process is stopped, only the stacks show who is elsewhere."
+        if actual == "skipped"
+        else "It cannot answer: only py-spy, from outside, reads its stack."
+    )
     return (
         f"rank {stuck.rank} is {actual}: it waits in {stuck.frame or 'no collective'}, while the others wait in the "
-        "step's all-reduce, and the two never match."
+        f"step's all-reduce, and the two never match. {cause}"
     )
 
 
