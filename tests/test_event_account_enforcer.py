@@ -11,7 +11,9 @@ import importlib.util
 import json
 import sys
 
+import botocore.session
 import pytest
+from botocore.validate import validate_parameters
 from conftest import REPO
 from test_event_account import Stack, account_template
 
@@ -33,6 +35,14 @@ class ClientError(Exception):
     pass
 
 
+MODEL = botocore.session.get_session().get_service_model("sagemaker")
+
+
+def valid(operation: str, **params) -> None:
+    """The call as botocore would validate it before sending: the handler's requests are real ones."""
+    validate_parameters(params, MODEL.operation_model(operation).input_shape)
+
+
 class FakeSageMaker:
     """What the handler calls, over a list of running jobs: (name, attendee tag, instance count, created ms)."""
 
@@ -49,6 +59,7 @@ class FakeSageMaker:
 
         class Pages:
             def paginate(self, NameContains, StatusEquals):  # noqa: N803 (the API's names)
+                valid("ListTrainingJobs", NameContains=NameContains, StatusEquals=StatusEquals)
                 assert StatusEquals == "InProgress"
                 found = [n for n in jobs if NameContains in n]
                 return [{"TrainingJobSummaries": [{"TrainingJobName": n, "TrainingJobArn": f"arn:{n}"} for n in found]}]
@@ -56,6 +67,7 @@ class FakeSageMaker:
         return Pages()
 
     def describe_training_job(self, TrainingJobName):  # noqa: N803
+        valid("DescribeTrainingJob", TrainingJobName=TrainingJobName)
         job = self.jobs[TrainingJobName]
         return {"CreationTime": job["created"], "ResourceConfig": {"InstanceCount": job["count"]}}
 
@@ -64,9 +76,11 @@ class FakeSageMaker:
         return {"Tags": [{"Key": "workshop-attendee", "Value": tag}] if tag else []}
 
     def add_tags(self, ResourceArn, Tags):  # noqa: N803
+        valid("AddTags", ResourceArn=ResourceArn, Tags=Tags)
         self.tagged[ResourceArn] = {t["Key"]: t["Value"] for t in Tags}
 
     def stop_training_job(self, TrainingJobName):  # noqa: N803
+        valid("StopTrainingJob", TrainingJobName=TrainingJobName)
         if TrainingJobName in self.stopped:
             raise ClientError("already stopping")
         self.stopped.append(TrainingJobName)
