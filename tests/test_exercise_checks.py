@@ -13,6 +13,14 @@ GIB = 2**30
 P = 1.236e9  # a parameter count
 
 
+def _two_by_two(**answers) -> dict:
+    """Lab 03's 03.1: the job changed to two processes a node, its predictions, and what its run showed."""
+    ran = {"status": "Completed", "reason": "", "instance_count": 2, "node_rank": 1, "processes_per_host": 2}
+    ran.update(first_rank_on_algo_2=2, world_size=4)
+    given = dict(my_processes_per_host=2, world_size=4, first_rank_on_algo_2=2, efa_types={"ml.p4d.24xlarge"}, ran=ran)
+    return {**given, **answers}
+
+
 def _request(backend: str = "nccl", p5: bool = True, toolkit: bool = False) -> dict:
     """The parts of a CreateTrainingJob request that lab 03's second check reads."""
     hps = {"backend": backend, **({"sagemaker_distributed_dataparallel_enabled": "true"} if toolkit else {})}
@@ -63,65 +71,65 @@ def _loader(workers: int, persistent: bool, threads: int, ratio: float, tokenize
     )
 
 
-PRE, ENV, MODEL = "/opt/ml/input/data/pretrained", "SM_CHANNEL_PRETRAINED", "/opt/ml/model"  # 01.1's answers
+def _second_job(score: float = 0.82, status: str = "Completed", reason: str = "") -> dict:
+    """Lab 01's second job as the check reads it: the baseline scored 0.70, the first job 0.80 (CONTEXT)."""
+    return {"status": status, "reason": reason, "val_macro_f1": score}
+
+
 CASES = [
     # (exercise, answers, expected status, words the message must contain)
-    ("01.1", dict(pretrained_dir=PRE, pretrained_env="SM_CHANNEL_PRETRAINED", model_dir=MODEL), "right", "unchanged"),
-    ("01.1", dict(pretrained_dir=PRE + "/", pretrained_env="$SM_CHANNEL_PRETRAINED", model_dir=MODEL), "right", ""),
-    ("01.1", dict(pretrained_dir="s3://b/pretrained", pretrained_env=ENV, model_dir=MODEL), "wrong", "is in S3"),
+    ("01.1", dict(pretrained_channel="pretrained", beats_baseline=True, yours=_second_job()), "right", "unchanged"),
+    ("01.1", dict(pretrained_channel=" Pretrained", beats_baseline=True, yours=_second_job()), "right", "SM_MODEL_DIR"),
     (
         "01.1",
-        dict(pretrained_dir="runs/jobs/x/algo-1/input/data/pretrained", pretrained_env=ENV, model_dir=MODEL),
+        dict(pretrained_channel="model", beats_baseline=True, yours=_second_job(0.05)),
         "wrong",
-        "stand-in",
+        "from random weights: macro-F1 0.050 after a few steps, against the baseline's 0.700",
     ),
+    ("01.1", dict(pretrained_channel="model", beats_baseline=False, yours=_second_job(0.05)), "wrong", "never reads"),
     (
         "01.1",
-        dict(pretrained_dir="/opt/ml/input/data/train", pretrained_env=ENV, model_dir=MODEL),
+        dict(pretrained_channel="train", beats_baseline=True, yours=_second_job(0.0, "Failed", "no titles in train")),
         "wrong",
-        "named after the channel",
+        "replaces the job's own train channel",
     ),
+    ("01.1", dict(pretrained_channel="pretrained", beats_baseline=False, yours=_second_job()), "wrong", "it did: "),
     (
         "01.1",
-        dict(pretrained_dir="/opt/ml/input/data", pretrained_env=ENV, model_dir=MODEL),
+        dict(pretrained_channel="SM_CHANNEL_PRETRAINED", beats_baseline=True, yours=_second_job()),
         "wrong",
-        "one folder each",
+        "a variable the container sets",
     ),
+    ("01.1", dict(pretrained_channel="/opt/ml/model", beats_baseline=True, yours=_second_job()), "wrong", "a path"),
     (
         "01.1",
-        dict(pretrained_dir="/opt/ml/input/pretrained", pretrained_env=ENV, model_dir=MODEL),
+        dict(pretrained_channel="pretrained", beats_baseline="yes", yours=_second_job()),
         "wrong",
-        "/opt/ml/input/data/X",
+        "True or False",
     ),
-    ("01.1", dict(pretrained_dir=PRE, pretrained_env="SM_CHANNEL_pretrained", model_dir=MODEL), "wrong", "in capitals"),
-    ("01.1", dict(pretrained_dir=PRE, pretrained_env="SM_HP_PRETRAINED", model_dir=MODEL), "wrong", "hyperparameters"),
-    (
-        "01.1",
-        dict(pretrained_dir=PRE, pretrained_env="SM_PRETRAINED", model_dir=MODEL),
-        "wrong",
-        "sets no SM_PRETRAINED",
-    ),
-    ("01.1", dict(pretrained_dir=PRE, pretrained_env=ENV, model_dir="/opt/ml/output/data"), "wrong", "output.tar.gz"),
-    ("01.1", dict(pretrained_dir=PRE, pretrained_env=ENV, model_dir="/opt/ml/checkpoints"), "wrong", "resuming"),
-    ("01.1", dict(pretrained_dir=PRE, pretrained_env=ENV, model_dir="s3://b/model"), "wrong", "is in S3"),
+    ("01.1", dict(pretrained_channel="pretrained", beats_baseline=True, yours=None), "wrong", "local target"),
     ("02.1", _four_ranks(64, 3e-3), "right", "64 steps and a largest loss gap of 4e-07"),
     ("02.1", _four_ranks(256, 3e-3, steps=16), "wrong", "took 16 optimizer steps, the single process 64"),
     ("02.1", _four_ranks(64, 1.2e-2, gap=0.21), "wrong", "the largest gap is 0.21"),
     ("02.1", _four_ranks(66, 3e-3, status="Failed"), "wrong", "split evenly across the 4 ranks"),
     ("02.1", {**_four_ranks(64, 3e-3), "yours": None}, "wrong", "target = 'local'"),
     ("02.1", _four_ranks(64.0, 3e-3), "wrong", "whole number"),
-    ("03.1", dict(world_size_p5=16, first_rank_on_algo_2=8, efa_types={"ml.p4d.24xlarge"}), "right", "RANK 8"),
-    ("03.1", dict(world_size_p5=16.0, first_rank_on_algo_2=8, efa_types=["ml.p4d.24xlarge"]), "right", "EFA on"),
-    ("03.1", dict(world_size_p5=8, first_rank_on_algo_2=8, efa_types={"ml.p4d.24xlarge"}), "wrong", "one instance's"),
-    ("03.1", dict(world_size_p5=16, first_rank_on_algo_2=0, efa_types={"ml.p4d.24xlarge"}), "wrong", "LOCAL_RANK"),
-    ("03.1", dict(world_size_p5=16, first_rank_on_algo_2=1, efa_types={"ml.p4d.24xlarge"}), "wrong", "node rank x"),
+    ("03.1", _two_by_two(), "right", "4 processes, and algo-2's first is RANK 2"),
+    ("03.1", _two_by_two(world_size=4.0, efa_types=["ml.p4d.24xlarge"]), "right", "EFA on ml.p4d.24xlarge"),
+    ("03.1", _two_by_two(world_size=2), "wrong", "one node's processes"),
+    ("03.1", _two_by_two(world_size=8), "wrong", "logged world_size=4; you wrote 8"),
+    ("03.1", _two_by_two(first_rank_on_algo_2=0), "wrong", "LOCAL_RANK"),
+    ("03.1", _two_by_two(first_rank_on_algo_2=1), "wrong", "node_rank=1, nproc_per_node=2"),
+    ("03.1", _two_by_two(my_processes_per_host=4), "wrong", "two processes on each node"),
+    ("03.1", _two_by_two(ran=None), "wrong", "local target"),
+    ("03.1", _two_by_two(ran={"status": "Failed", "reason": "boom", "instance_count": 2}), "wrong", "boom"),
     (
         "03.1",
-        dict(world_size_p5=16, first_rank_on_algo_2=8, efa_types={"ml.p4d.24xlarge", "ml.g6e.48xlarge"}),
+        _two_by_two(efa_types={"ml.p4d.24xlarge", "ml.g6e.48xlarge"}),
         "wrong",
         "the table's FI_PROVIDER column is empty there",
     ),
-    ("03.1", dict(world_size_p5=16, first_rank_on_algo_2=8, efa_types=set()), "wrong", "1 more"),
+    ("03.1", _two_by_two(efa_types=set()), "wrong", "1 more"),
     ("03.2", dict(my_distribution="torchrun", my_backend="nccl", my_request=_request()), "right", "backwards"),
     ("03.2", dict(my_distribution="torchrun", my_backend="auto", my_request=_request("auto")), "right", "torchrun"),
     ("03.2", dict(my_distribution="smddp", my_backend="smddp", my_request=None), "wrong", "does not run SMDDP"),
@@ -183,9 +191,8 @@ CASES = [
 ]
 CONTEXT = {
     "02.1": dict(base_batch=64, base_lr=3e-3),
+    "01.1": dict(baseline_macro_f1=0.70, first_macro_f1=0.80),
     "03.1": dict(  # two rows of lab 03's driver table: what SageMaker's torchrun driver sets on each type
-        gpus_per_instance=8,
-        instance_count=2,
         driver_table=[
             {"instance type": "ml.p4d.24xlarge", "FI_PROVIDER": "efa", "network Gb/s": 400},
             {"instance type": "ml.g6e.48xlarge", "FI_PROVIDER": "", "network Gb/s": 400},

@@ -1,121 +1,82 @@
-"""Lab 01's exercise: the container contract. A job gets one more channel: where does the script find it, under
-which variable, and where must the model go for SageMaker to keep it?"""
+"""Lab 01's exercise: a second job that starts from the model the first one saved. The learner names the channel
+that carries it in and predicts the new job's score; the check reads what that job measured."""
 
 from __future__ import annotations
 
-import posixpath
-from pathlib import Path, PurePath
-
-from helpers.contract import HostConfig, Layout, container_env
 from helpers.exercises import exercise, expect
 
-CHANNEL = "pretrained"  # the channel the exercise adds; train.py's --pretrained reads it (options.py)
-OPT_ML = "/opt/ml"
+CHANNEL = "pretrained"  # train.py's --pretrained reads SM_CHANNEL_PRETRAINED (options.py)
+DATA_CHANNELS = ("train", "validation")
 
 
-def contract(channels: tuple[str, ...] = ("train", "validation", CHANNEL)) -> dict[str, str]:
-    """The ``SM_*`` variables a SageMaker container sets for a one-host job with these channels, at ``/opt/ml``:
-    the same function the local runner lays its jobs out with, rooted where the real container has it."""
-    cfg = HostConfig("lab01-single", "algo-1", ["algo-1"], "ml.g6.xlarge", dict.fromkeys(channels, "File"))
-    return container_env(Layout(Path(OPT_ML)), cfg, num_gpus=1, num_cpus=4)
+def _channel(name: object) -> str:
+    expect(
+        isinstance(name, str) and name.strip(),
+        f'pretrained_channel: give the channel\'s name as a string, e.g. "something", not {name!r}.',
+    )
+    text = str(name).strip()
+    expect(
+        not text.upper().startswith("SM_"),
+        f"pretrained_channel: {text} is a variable the container sets. A channel is named by the key of the job's "
+        "channels; SageMaker then sets SM_CHANNEL_<NAME> itself.",
+    )
+    expect(
+        "/" not in text,
+        f"pretrained_channel: {text} is a path. A channel is named by the key of the job's channels; SageMaker "
+        "then puts its files in /opt/ml/input/data/<name>.",
+    )
+    return text
 
 
-def _path(name: str, answer: object) -> str:
+@exercise("01.1", "The container contract: a job that starts from a saved model", minutes=5)
+def start_from_saved_model(pretrained_channel, beats_baseline, yours, baseline_macro_f1, first_macro_f1):
+    """The channel that brings the first job's model folder into a second job, and whether that job, after a few
+    steps, beats the baseline: ``yours`` is what the second job measured (status, reason, val_macro_f1)."""
+    channel = _channel(pretrained_channel)
     expect(
-        isinstance(answer, (str, PurePath)),
-        f'{name}: give the path as a string, e.g. "/opt/...", not {type(answer).__name__}.',
+        isinstance(beats_baseline, bool),
+        f"beats_baseline is your prediction, True or False, not {beats_baseline!r}.",
     )
-    text = str(answer).strip()
+    expect(yours is not None, "no second job ran: run the lab on a local target, then this cell again.")
+    if channel in DATA_CHANNELS:
+        expect(
+            False,
+            f"a channel named {channel} replaces the job's own {channel} channel: the job found the model folder "
+            f"where it reads its titles ({yours['status']}: {yours['reason'] or 'no titles'}). Give the model a "
+            "channel of its own.",
+        )
     expect(
-        not text.startswith("s3://"),
-        f"{name}: {text} is in S3. The script never reads or writes S3 itself: SageMaker brings each channel into "
-        "the container before train.py starts (File mode copies it, FastFile streams it) and uploads the model "
-        "folder after it ends, so the script sees only local folders. Which one?",
+        yours["status"] == "Completed",
+        f"the second job did not complete ({yours['status']}): {yours['reason']}",
     )
+    score = yours["val_macro_f1"]
+    started_trained = score > baseline_macro_f1
+    if channel.lower() != CHANNEL:
+        expect(
+            not started_trained,
+            f"the job started from the saved model, but through {channel}: check the job's channels.",
+        )
+        expect(
+            False,
+            f"the job ran, but from random weights: macro-F1 {score:.3f} after a few steps, against the baseline's "
+            f"{baseline_macro_f1:.3f}. Your channel arrived as SM_CHANNEL_{channel.upper()}, in "
+            f"/opt/ml/input/data/{channel}, and train.py never reads it: which variable does its --pretrained "
+            "default to (options.py, above)?",
+        )
     expect(
-        "algo-1" not in text and "runs/" not in text,
-        f"{name}: {text} is this machine's stand-in: the local runner lays the container's tree out under "
-        f"runs/jobs/<job>/algo-1/. On SageMaker the same tree starts at {OPT_ML}.",
-    )
-    expect(
-        text == OPT_ML or text.startswith(OPT_ML + "/"),
-        f"{name}: {text} is outside the container's {OPT_ML}, where every path of the contract starts.",
-    )
-    return posixpath.normpath(text)
-
-
-@exercise("01.1", "The container contract: one more channel", minutes=4)
-def container_contract(pretrained_dir, pretrained_env, model_dir):
-    """Where a new channel's files are, which variable names them, and where the model must be saved."""
-    env = contract()
-    variable = f"SM_CHANNEL_{CHANNEL.upper()}"
-    want_dir, want_model = env[variable], env["SM_MODEL_DIR"]
-
-    got = _path("pretrained_dir", pretrained_dir)
-    data = env["SM_INPUT_DATA_DIR"]
-    expect(
-        got != data,
-        f"pretrained_dir: {got} holds every channel, one folder each (SM_INPUT_DATA_DIR): which folder is the "
-        f"{CHANNEL} channel's?",
-    )
-    expect(
-        got not in (env["SM_CHANNEL_TRAIN"], env["SM_CHANNEL_VALIDATION"]),
-        f"pretrained_dir: {got} is the {posixpath.basename(got)} channel's folder. Each channel gets a folder named "
-        "after the channel itself.",
-    )
-    expect(
-        got != want_model,
-        f"pretrained_dir: {got} is where the job's own model goes out. What a job reads comes in as a channel, "
-        f"under {data}/.",
-    )
-    expect(
-        got == want_dir,
-        f"pretrained_dir: {got} is not where SageMaker puts a channel. A channel named X lands in {data}/X.",
-    )
-
-    expect(
-        isinstance(pretrained_env, str),
-        f'pretrained_env: give the variable\'s name as a string, e.g. "SM_...", not {type(pretrained_env).__name__}.',
-    )
-    name = pretrained_env.strip().lstrip("$")
-    expect(
-        name.upper() != variable or name == variable,
-        f"pretrained_env: {name} is upper-cased in the container: SM_CHANNEL_ and the channel's name in capitals.",
-    )
-    expect(
-        not name.startswith("SM_HP_"),
-        "pretrained_env: SM_HP_* variables carry hyperparameters (and arrive as --key value too); a channel's "
-        "folder is in SM_CHANNEL_<NAME>.",
-    )
-    expect(
-        name not in ("SM_CHANNEL_TRAIN", "SM_CHANNEL_VALIDATION", "SM_INPUT_DATA_DIR", "SM_CHANNELS"),
-        f"pretrained_env: {name} is {env.get(name, 'set')}: not the {CHANNEL} channel's folder.",
-    )
-    expect(
-        name == variable,
-        f"pretrained_env: SageMaker sets no {name}. It names each channel's folder in one variable per channel, "
-        "SM_CHANNEL_ followed by the channel's name in capitals.",
-    )
-
-    out = _path("model_dir", model_dir)
-    expect(
-        out not in (env["SM_OUTPUT_DATA_DIR"], env["SM_OUTPUT_DIR"]),
-        f"model_dir: SageMaker uploads {env['SM_OUTPUT_DATA_DIR']} too, but as output.tar.gz, for figures and "
-        f"logs. The model belongs in its own folder, packed as model.tar.gz, which a deployment or the next job "
-        "picks up.",
-    )
-    expect(
-        out != f"{OPT_ML}/checkpoints",
-        "model_dir: checkpoints are copied to S3 only when the job has a checkpoint configuration, and they are for "
-        "resuming a stopped job (lab 06), not for the finished model.",
-    )
-    expect(
-        out == want_model,
-        f"model_dir: {out} is not uploaded when the job ends. SageMaker packs one folder as model.tar.gz: the one "
-        "SM_MODEL_DIR names.",
+        beats_baseline == started_trained,
+        (
+            f"it did: macro-F1 {score:.3f} after a few steps, against the baseline's {baseline_macro_f1:.3f}. It "
+            f"started from the weights the first job saved (which ended at {first_macro_f1:.3f}), not from random "
+            "ones, which need far more steps."
+            if started_trained
+            else f"it did not: macro-F1 {score:.3f}, against the baseline's {baseline_macro_f1:.3f}. Read its log: "
+            "did train.py load the saved model?"
+        ),
     )
     return (
-        f"a channel named {CHANNEL} lands in {want_dir} and {variable} says so; SageMaker uploads {want_model} "
-        f"(SM_MODEL_DIR) as model.tar.gz. train.py's --pretrained already defaults to {variable} (options.py): "
-        "adding the channel to the job is all it takes, the script is unchanged."
+        f"the first job's model left through SM_MODEL_DIR (/opt/ml/model, model.tar.gz on SageMaker) and came into "
+        f"the second through a channel named {CHANNEL}: /opt/ml/input/data/{CHANNEL}, named by "
+        f"SM_CHANNEL_{CHANNEL.upper()}, which --pretrained reads. It scored {score:.3f} after a few steps, against "
+        f"the baseline's {baseline_macro_f1:.3f}: the contract carried the weights, and the script is unchanged."
     )

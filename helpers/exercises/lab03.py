@@ -1,5 +1,5 @@
-"""Lab 03's exercises: what SageMaker's torchrun launcher sets up across instances, and moving the SMDDP job to
-P5, where SMDDP does not run."""
+"""Lab 03's exercises: the two-node job changed to two processes a node, its world and ranks predicted and read
+from the run, with the types whose NCCL uses EFA; and moving the SMDDP job to P5, where SMDDP does not run."""
 
 from __future__ import annotations
 
@@ -15,33 +15,37 @@ def _whole(value) -> int | None:
     return int(value)
 
 
-@exercise("03.1", "What the launcher sets up", minutes=5)
-def launcher_sets_up(world_size_p5, first_rank_on_algo_2, efa_types, gpus_per_instance, instance_count, driver_table):
-    """The same job on 2 x ml.p5.48xlarge: the world size, the RANK of algo-2's first process, and the instance
-    types of the lab's driver table (``driver_table``: its rows) whose NCCL goes over EFA."""
-    world, first = gpus_per_instance * instance_count, gpus_per_instance
-    world_size_p5, first_rank_on_algo_2 = _whole(world_size_p5), _whole(first_rank_on_algo_2)
-    expect(world_size_p5 is not None and world_size_p5 > 0, "the world size is a whole number of processes.")
+@exercise("03.1", "Two nodes of two processes: the world and its ranks", minutes=6)
+def launcher_sets_up(my_processes_per_host, world_size, first_rank_on_algo_2, efa_types, ran, driver_table):
+    """The two-node job changed to two processes a node, the learner's prediction of its world size and of the RANK
+    of algo-2's first process, checked against the run (``ran``: its status, what each node's torchrun was told and
+    the world size rank 0 logged); and the instance types of the driver's table (its rows) whose NCCL uses EFA."""
+    per_host = _whole(my_processes_per_host)
+    expect(per_host is not None and per_host >= 1, "my_processes_per_host is a whole number of processes, 1 or more.")
     expect(
-        world_size_p5 != gpus_per_instance,
-        f"{gpus_per_instance} is one instance's processes. Every instance runs its own torchrun, one process per GPU, "
-        f"and the world counts the processes of all {instance_count} instances.",
+        per_host == 2, f"the task is two processes on each node, as an instance with two GPUs runs; you set {per_host}."
     )
+    world, first = _whole(world_size), _whole(first_rank_on_algo_2)
+    expect(world is not None and world > 0, "world_size is a whole number of processes.")
+    expect(first is not None and first >= 0, "first_rank_on_algo_2 is a RANK: a whole number from 0.")
+    expect(ran is not None, "no job ran: run the lab on a local target, then this cell again.")
+    expect(ran["status"] == "Completed", f"your job did not complete ({ran['status']}): {ran['reason']}")
+    told = f"algo-2's torchrun was told node_rank={ran['node_rank']}, nproc_per_node={ran['processes_per_host']}"
     expect(
-        world_size_p5 == world,
-        f"one process per GPU on each instance: {instance_count} instances x {gpus_per_instance} GPUs; you wrote "
-        f"{world_size_p5}.",
+        world != per_host,
+        f"{per_host} is one node's processes. Each node runs its own torchrun, and the world counts the processes of "
+        f"all {ran['instance_count']} nodes: your run's rank 0 logged world_size={ran['world_size']}.",
     )
-    expect(first_rank_on_algo_2 is not None and first_rank_on_algo_2 >= 0, "a RANK is a whole number from 0.")
+    expect(world == ran["world_size"], f"your run's rank 0 logged world_size={ran['world_size']}; you wrote {world}.")
     expect(
-        first_rank_on_algo_2 != 0,
+        first != 0,
         "RANK 0 is algo-1's first process: RANK counts across the whole job; LOCAL_RANK is the one that starts again "
-        "at 0 on every instance.",
+        f"at 0 on every node ({told}).",
     )
     expect(
-        first_rank_on_algo_2 == first,
-        f"algo-2 is node rank 1, and its torchrun numbers its processes after algo-1's {gpus_per_instance}: RANK = "
-        f"node rank x processes per node + LOCAL_RANK; you wrote {first_rank_on_algo_2}.",
+        first == ran["first_rank_on_algo_2"],
+        f"RANK = node rank x processes per node + LOCAL_RANK, and {told}: its first process is RANK "
+        f"{ran['first_rank_on_algo_2']}; you wrote {first}.",
     )
     expect(isinstance(efa_types, (set, list, tuple)), "give a set of instance-type names, e.g. {'ml.x.y', ...}.")
     table = {row["instance type"]: row for row in driver_table}
@@ -59,8 +63,10 @@ def launcher_sets_up(world_size_p5, first_rank_on_algo_2, efa_types, gpus_per_in
     missing = want - chosen
     expect(not missing, f"{len(missing)} more of the table's types get FI_PROVIDER=efa: read that column again.")
     return (
-        f"{world} processes, and algo-2's start at RANK {first}; NCCL goes over EFA on {', '.join(sorted(want))}. "
-        "The driver's list decides, not the hardware: check the log for 'NET/OFI Selected Provider is efa'."
+        f"{ran['world_size']} processes, and algo-2's first is RANK {ran['first_rank_on_algo_2']}, as your run's "
+        f"torchruns were told. On two {P5} (8 GPUs each) the same rule gives 16 and RANK 8. NCCL goes over EFA on "
+        f"{', '.join(sorted(want))}: the driver's list decides, not the hardware; check the log for "
+        "'NET/OFI Selected Provider is efa'."
     )
 
 
