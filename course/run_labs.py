@@ -21,13 +21,17 @@ import argparse
 import ast
 import difflib
 import fcntl
+import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -38,6 +42,7 @@ from helpers.errors import TargetError
 from helpers.job import RUNS_DIR
 from helpers.local import monitor
 from helpers.report import FIGURES_ENV, RESULT
+from helpers.standin.children import DIE_WITH_PARENT
 from helpers.standin.offline import OFFLINE_ENV_FLAG
 from helpers.targets import SAGEMAKER, local_cpu_count, resolve
 
@@ -111,8 +116,9 @@ def run_lab(notebook: Path, out_dir: Path, parameters: dict, verbose: bool = Fal
         old.unlink()
     os.environ[REQUESTS_ENV] = str(requests_dir)  # helpers.aws.dry_run saves each dry run's request there
     start = time.perf_counter()
-    # a Unix socket path holds ~100 bytes at most: a deep clone would fail every lab, so the sockets live in /tmp
-    sockets = tempfile.TemporaryDirectory(prefix="lab-kernel-")
+    # a Unix socket path holds ~100 bytes at most: a deep clone would fail every lab, so the sockets live in the
+    # run's temporary folder (run_folder_temp), a short path
+    sockets = tempfile.TemporaryDirectory(prefix="kernel-")
     source = notebook
     if solutions:  # the answered copy runs in the lab's folder like the lab itself
         source = Path(sockets.name) / notebook.name
@@ -260,7 +266,8 @@ def _run(ap: argparse.ArgumentParser, a: argparse.Namespace, parameters: dict) -
 
 def run_all(a: argparse.Namespace, labs: list[Path], parameters: dict) -> int:
     a.out.mkdir(parents=True, exist_ok=True)
-    if a.stream_record:  # one lab of a parent's streams: the parent holds the folder and writes the summary
+    if a.stream_record:  # one lab of a parent's streams: it holds the folder's lock with the parent (an inherited
+        # descriptor of the same open file) and the parent writes the summary
         run = run_lab(labs[0], a.out, parameters, a.verbose, solutions=a.solutions)
         run.cores = sorted(os.sched_getaffinity(0))
         a.stream_record.write_text(json.dumps(asdict(run), ensure_ascii=False))
@@ -273,10 +280,35 @@ def run_all(a: argparse.Namespace, labs: list[Path], parameters: dict) -> int:
                 f"error: another run of course.run_labs is writing to {a.out}; wait for it to finish, or give "
                 f"this one a folder of its own (--out)."
             ) from None
-        streams = a.streams or default_streams(str(parameters["target"]), len(labs))
-        if streams > 1 and len(labs) > 1:
-            return _run_streams(a, labs, parameters, streams)
-        return _run_each(a, labs, parameters)
+        with run_folder_temp(a.out):
+            streams = a.streams or default_streams(str(parameters["target"]), len(labs))
+            if streams > 1 and len(labs) > 1:
+                return _run_streams(a, labs, parameters, streams, lock.fileno())
+            return _run_each(a, labs, parameters)
+
+
+@contextmanager
+def run_folder_temp(out: Path) -> Iterator[Path]:
+    """The run's own temporary folder, TMPDIR for everything it starts (kernels and their sockets and connection
+    files, stores' and jobs' temporary files): a short path named after ``--out``, so the next run into the folder
+    removes what a killed one left there, and removed at the end."""
+    name = hashlib.sha256(str(out.resolve()).encode()).hexdigest()[:8]
+    folder = Path(tempfile.gettempdir()) / f"lab-run-{name}"
+    shutil.rmtree(folder, ignore_errors=True)  # a killed run's
+    (folder / "jupyter").mkdir(parents=True)
+    saved = {k: os.environ.get(k) for k in ("TMPDIR", "JUPYTER_RUNTIME_DIR")}
+    os.environ.update(TMPDIR=str(folder), JUPYTER_RUNTIME_DIR=str(folder / "jupyter"))
+    tempfile.tempdir = None  # tempfile caches the folder it chose
+    try:
+        yield folder
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        tempfile.tempdir = None
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def default_streams(target: str, labs: int) -> int:
@@ -325,8 +357,9 @@ def _stream_command(a: argparse.Namespace, notebook: Path, record: Path) -> list
     return [*command, "--streams", "1", "--stream-record", str(record)]
 
 
-def _run_streams(a: argparse.Namespace, labs: list[Path], parameters: dict, streams: int) -> int:
-    """Every lab in a process of its own, ``streams`` at a time, each stream pinned to its share of the cores."""
+def _run_streams(a: argparse.Namespace, labs: list[Path], parameters: dict, streams: int, lock_fd: int) -> int:
+    """Every lab in a process of its own, ``streams`` at a time, each stream pinned to its share of the cores and
+    holding the folder's lock (``lock_fd``) with this process."""
     cores = sorted(os.sched_getaffinity(0))
     streams = min(streams, len(cores), len(labs))
     shares = [cores[k::streams] for k in range(streams)]
@@ -349,7 +382,7 @@ def _run_streams(a: argparse.Namespace, labs: list[Path], parameters: dict, stre
                 if not queue:
                     return
                 notebook = queue.pop(0)
-            run = _one_stream(a, notebook, share)
+            run = _one_stream(a, notebook, share, lock_fd)
             with lock:
                 runs[notebook.stem] = run
                 print(f"[{len(runs)}/{len(labs)}] {notebook.stem} on core {_cores(share)}: {run.line()}", flush=True)
@@ -378,25 +411,36 @@ def _run_streams(a: argparse.Namespace, labs: list[Path], parameters: dict, stre
     return _finish(ordered, a.out, parameters, f": {lab_time:.0f} s of lab time in {wall:.0f} s, {streams} at a time")
 
 
-def _one_stream(a: argparse.Namespace, notebook: Path, share: list[int]) -> LabRun:
+def _one_stream(a: argparse.Namespace, notebook: Path, share: list[int], lock_fd: int) -> LabRun:
     """One lab in a child process on ``share``'s cores (everything it starts inherits them); its result, or a failed
-    run that says why the child gave none."""
-    with tempfile.TemporaryDirectory(prefix="lab-stream-") as tmp:
-        record, log = Path(tmp) / "run.json", a.out / f"{notebook.stem}.log"
-        start = time.perf_counter()
-        with open(log, "w", encoding="utf-8") as sink:
-            child = subprocess.Popen(
-                _stream_command(a, notebook, record),
-                stdout=sink,
-                stderr=subprocess.STDOUT,
-                preexec_fn=lambda: os.sched_setaffinity(0, share),
-            )
-            child.wait()  # a Ctrl-C reaches the child too (one process group): it writes its record and ends
-        if record.is_file():
-            return LabRun(**json.loads(record.read_text()))
-        tail = " | ".join(log.read_text(errors="replace").strip().splitlines()[-3:])
-        seconds = round(time.perf_counter() - start, 1)
-        return LabRun(notebook.stem, "failed", seconds, "", error=f"its runner exited {child.returncode}: {tail}")
+    run that says why the child gave none. The child dies with this process (a parent-death signal, tied to this
+    thread, which waits for it) and holds the folder's lock too (the same open file), so a run into the folder is
+    refused while any stream lives; its record is in the folder, read and removed here."""
+    record, log = a.out / f".{notebook.stem}.stream.json", a.out / f"{notebook.stem}.log"
+    record.unlink(missing_ok=True)
+    start = time.perf_counter()
+
+    def in_child() -> None:
+        os.sched_setaffinity(0, share)
+        if DIE_WITH_PARENT:
+            DIE_WITH_PARENT()
+
+    with open(log, "w", encoding="utf-8") as sink:
+        child = subprocess.Popen(
+            _stream_command(a, notebook, record),
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            preexec_fn=in_child,
+            pass_fds=(lock_fd,),
+        )
+        child.wait()  # a Ctrl-C reaches the child too (one process group): it writes its record and ends
+    if record.is_file():
+        run = LabRun(**json.loads(record.read_text()))
+        record.unlink()
+        return run
+    tail = " | ".join(log.read_text(errors="replace").strip().splitlines()[-3:])
+    seconds = round(time.perf_counter() - start, 1)
+    return LabRun(notebook.stem, "failed", seconds, "", error=f"its runner exited {child.returncode}: {tail}")
 
 
 def _cores(share: list[int]) -> str:

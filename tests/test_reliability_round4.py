@@ -4,14 +4,23 @@ of order."""
 
 from __future__ import annotations
 
+import argparse
+import fcntl
+import json
 import os
 import re
 import shutil
 import subprocess
+import sys
+import tempfile
+import threading
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
+from course import run_labs
 from helpers.job import DATA_DIR, Job
 from helpers.local import failures
 from helpers.local.runner import LocalRunner
@@ -132,3 +141,112 @@ def test_a_job_never_resumes_from_a_changed_shard(sharded, tmp_path):
     assert "__1_0.distcp does not match its SHA-256" in result.failure_reason, result.failure_reason
     assert "step-000004 beside it verifies" in result.failure_reason
     assert not [h for h in result.history if h["kind"] == "train"]
+
+
+# ---------------------------------------------------------------------------------------------------- the lab runner
+def _notebook(path: Path, source: str) -> Path:
+    """A lab of one cell after its parameters."""
+    cells = [
+        {"cell_type": "code", "metadata": {"tags": tags}, "source": text, "outputs": [], "execution_count": None}
+        for tags, text in ((["parameters"], 'target = "local"'), ([], source))
+    ]
+    kernel = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
+    path.write_text(json.dumps({"cells": cells, "metadata": kernel, "nbformat": 4, "nbformat_minor": 4}))
+    return path
+
+
+@pytest.fixture
+def sleeping_labs(tmp_path) -> Path:
+    """Two labs that each sleep two minutes, and a quick one."""
+    labs = tmp_path / "labs"
+    labs.mkdir()
+    for name in ("01_sleep", "02_sleep"):
+        _notebook(labs / f"{name}.ipynb", "import time\ntime.sleep(120)")
+    _notebook(labs / "03_quick.ipynb", "print('done')")
+    return labs
+
+
+def _runner(labs: Path, out: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "course.run_labs", "--labs-dir", str(labs), "--out", str(out), *args]
+
+
+def _env(tmpdir: Path) -> dict:
+    return {**os.environ, "TMPDIR": str(tmpdir), "PYTHONPATH": str(REPO)}
+
+
+def _wait_for(what, timeout_s: float = 90.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if found := what():
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"not within {timeout_s:.0f} s")
+
+
+def _kernels_and_streams(parent: psutil.Process) -> list[psutil.Process] | None:
+    """Every process under ``parent`` once both streams and both their kernels run, else None."""
+    try:
+        every = parent.children(recursive=True)
+        lines = [" ".join(p.cmdline()) for p in every]
+    except psutil.Error:
+        return None
+    streams = sum("--stream-record" in line for line in lines)
+    kernels = sum("ipykernel" in line for line in lines)
+    return every if streams == 2 and kernels == 2 else None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="two streams need two cores")
+def test_a_killed_two_stream_runner_takes_its_streams_with_it_and_leaves_nothing_in_tmpdir(sleeping_labs, tmp_path):
+    """SIGKILL to the runner (an IDE's stop button, the OOM killer): both streams and their kernels end within
+    seconds, and the next run into the folder removes what the killed one left in its temporary folder, then leaves
+    TMPDIR as it found it."""
+    out = tmp_path / "out"
+    tmpdir = Path(tempfile.mkdtemp(prefix="r4-", dir="/tmp"))  # short: a kernel's socket path holds ~100 bytes
+    command = _runner(sleeping_labs, out, "--labs", "01", "02", "--streams", "2")
+    runner = subprocess.Popen(command, cwd=REPO, env=_env(tmpdir), stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    try:
+        try:
+            under = _wait_for(lambda: runner.poll() is None and _kernels_and_streams(psutil.Process(runner.pid)))
+            assert [p.name for p in tmpdir.iterdir()] == [p.name for p in tmpdir.glob("lab-run-*")]  # all in its own
+        finally:
+            runner.kill()
+            runner.wait()
+        gone, alive = psutil.wait_procs(under, timeout=10)
+        assert not alive, [" ".join(p.cmdline()) for p in alive]
+        assert list(tmpdir.iterdir()), "the killed run left nothing behind: this test no longer tests the next start"
+        done = subprocess.run(
+            _runner(sleeping_labs, out, "--labs", "03"), cwd=REPO, env=_env(tmpdir), capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert not list(tmpdir.iterdir())
+        assert not list(out.glob(".*.stream.json"))
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_a_stream_holds_the_folder_while_it_lives(sleeping_labs, tmp_path):
+    """A stream keeps the folder's lock after the process that took it has let go: a second run into the folder is
+    refused while the stream lives, and let in once it has ended."""
+    out = tmp_path / "out"
+    out.mkdir()
+    a = argparse.Namespace(
+        labs_dir=sleeping_labs, target="local", smoke=True, out=out, parameter=[], solutions=False, verbose=False
+    )
+    lock = open(out / ".run_labs.lock", "w")
+    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    notebook = sleeping_labs / "01_sleep.ipynb"
+    share = sorted(os.sched_getaffinity(0))
+    stream = threading.Thread(target=run_labs._one_stream, args=(a, notebook, share, lock.fileno()), daemon=True)
+    stream.start()
+    me = psutil.Process()
+    child = _wait_for(lambda: [p for p in me.children() if "--stream-record" in " ".join(p.cmdline())])[0]
+    lock.close()  # only the stream holds the folder now
+    second = _runner(sleeping_labs, out, "--labs", "03")
+    refused = subprocess.run(second, cwd=REPO, env=_env(Path("/tmp")), capture_output=True, text=True)
+    assert refused.returncode != 0 and "another run of course.run_labs is writing to" in refused.stderr
+    child.kill()
+    stream.join(30)
+    let_in = subprocess.run(second, cwd=REPO, env=_env(Path("/tmp")), capture_output=True, text=True)
+    assert let_in.returncode == 0, let_in.stdout + let_in.stderr
