@@ -1,7 +1,7 @@
 """Run a lab's training job on any target with one call: :func:`run_job`.
 
-The notebook builds a :class:`~helpers.job.Job` and calls :func:`run_job` with its ``target`` parameter; nothing
-else in the notebook changes between this laptop and an ``ml.p4d.24xlarge``.
+The notebook builds a :class:`~helpers.job.Job` and calls :func:`run_job` with the :class:`~helpers.targets.Target`
+its set-up cell resolved; nothing else in the notebook changes between this laptop and an ``ml.p4d.24xlarge``.
 
 This module is the notebooks' face: the one module of the helpers that hands on names defined elsewhere, so that a
 notebook needs one import for its job (``jobs.Job``, ``jobs.catalog_channels``, ``jobs.DATA_DIR``, ``jobs.preflight``
@@ -32,6 +32,7 @@ from helpers.job import (
     write_runs_under,
 )
 from helpers.local.runner import LocalRunner
+from helpers.targets import Target
 
 __all__ = [
     "DATA_DIR",
@@ -52,14 +53,14 @@ __all__ = [
 ]
 
 
-def run_job(job: Job, target: str = "local", *, launch: bool = False, budget_usd: float | None = None, **options):
-    """Run ``job`` on ``target``: ``local``/``local_cpu``/``local_gpu`` here, or a SageMaker instance type.
+def run_job(job: Job, target: Target, *, launch: bool = False, budget_usd: float | None = None, **options):
+    """Run ``job`` on ``target`` (``targets.resolve(...)``): this machine, or a SageMaker instance type.
 
     ``launch`` and ``budget_usd`` guard real instances (a dry run by default); local runs are free and start at once.
     Other ``options`` go to the local runner or, as :class:`~helpers.aws.launch.LaunchOptions`, to SageMaker; either
     refuses one it does not take, naming those it does. ``wait=False`` returns the started job on either.
     """
-    t = targets.resolve(target)
+    t = targets.given(target)
     if t.kind == "local":  # wait=False: the started LocalJob (its clock runs; .wait() follows it), as on SageMaker
         wait = options.pop("wait", True)
         runner = LocalRunner.with_options(**options)
@@ -69,17 +70,18 @@ def run_job(job: Job, target: str = "local", *, launch: bool = False, budget_usd
     return sagemaker_jobs.run(job, t, launch=launch, budget_usd=budget_usd, **options)
 
 
-def on_sagemaker(job: Job, instance_type: str, **options):
-    """The CreateTrainingJob request ``job`` would send on ``instance_type``: a dry run, offline (placeholder account,
-    nothing sent), priced; the notebook displays it (the request collapsed). Shown beside a local run, it is the same
-    job: only the target differs."""
-    return sagemaker_jobs.dry_run_offline(job, targets.resolve(instance_type), **{"echo": False, **options})
+def on_sagemaker(job: Job, target: Target, **options):
+    """The CreateTrainingJob request ``job`` would send on ``target``, an instance type: a dry run, offline
+    (placeholder account, nothing sent), priced; the notebook displays it (the request collapsed). Shown beside a
+    local run, it is the same job: only the target differs."""
+    return sagemaker_jobs.dry_run_offline(job, targets.given(target), **{"echo": False, **options})
 
 
-def preflight(job: Job, instance_type: str, **options) -> Plan:
-    """``job`` checked for ``instance_type`` before any AWS call (:func:`helpers.aws.preflight.preflight`): the
-    :class:`~helpers.aws.preflight.Plan` its request would be built from, or the error that names the fix."""
-    return aws_preflight.preflight(job, targets.resolve(instance_type), **options)
+def preflight(job: Job, target: Target, **options) -> Plan:
+    """``job`` checked for ``target``, an instance type, before any AWS call
+    (:func:`helpers.aws.preflight.preflight`): the :class:`~helpers.aws.preflight.Plan` its request would be built
+    from, or the error that names the fix."""
+    return aws_preflight.preflight(job, targets.given(target), **options)
 
 
 def here_and_on_sagemaker(job: Job, result, dry):

@@ -1,9 +1,9 @@
 """Where a lab's job runs: this machine (``local``, ``local_cpu``, ``local_gpu``) or a SageMaker instance type.
 
-A lab's ``target`` parameter is resolved once, where a job enters the helpers (``helpers.jobs.run_job``); everything
-below takes the :class:`Target`, an instance type with its catalogue entry. Resolving a target never imports torch
-and never calls AWS: it looks for GPUs the way the SageMaker container driver does (``nvidia-smi --list-gpus``), so
-notebooks stay light and start fast.
+A lab's ``target`` parameter is resolved once, in the lab's set-up cell (:func:`resolve`); every function of the
+helpers takes that :class:`Target`, an instance type with its catalogue entry, and none resolves a name again.
+Resolving a target never imports torch and never calls AWS: it looks for GPUs the way the SageMaker container
+driver does (``nvidia-smi --list-gpus``), so notebooks stay light and start fast.
 """
 
 from __future__ import annotations
@@ -76,6 +76,16 @@ def local_gpu_count() -> int:
 
 def local_cpu_count() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def given(target: Target) -> Target:
+    """The Target a set-up cell resolved; a name passed instead is refused with the line that resolves it."""
+    if isinstance(target, Target):
+        return target
+    raise TargetError(
+        f"pass the Target your set-up cell resolved, not the name {target!r}: "
+        f"t = targets.resolve({target!r}), then pass t."
+    )
 
 
 def resolve(name: str, real_target: str | None = None) -> Target:

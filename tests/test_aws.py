@@ -20,6 +20,7 @@ from helpers.jobs import run_job
 from helpers.standin import offline as aws_offline
 from helpers.standin import offline_sandbox
 from helpers.standin.offline_answers import ClientErrorAnswer, ScriptedJob
+from helpers.targets import resolve
 
 
 @pytest.fixture
@@ -331,7 +332,7 @@ def test_an_offline_dry_run_does_no_role_discovery(no_studio, tmp_path, monkeypa
 
     monkeypatch.setattr(aws, "_role_from_caller", no_lookup)
     with aws_offline.offline() as off:
-        run_job(job, "ml.g5.2xlarge", echo=False, attendee="alice")
+        run_job(job, resolve("ml.g5.2xlarge"), echo=False, attendee="alice")
     assert off.request("CreateTrainingJob")["RoleArn"] == offline_sandbox.ROLE_ARN  # the placeholder, as is
 
 

@@ -203,5 +203,5 @@ def test_a_rule_added_to_common_applies_on_this_machine_and_on_sagemaker(small_c
     with pytest.raises(JobCheckError, match="no jobs named 'friday' on local_cpu"):
         LocalRunner(tmp_path / "jobs", echo=False).prepare(job, CPU)
     with pytest.raises(JobCheckError, match="no jobs named 'friday' on ml.g5.2xlarge"):
-        jobs.preflight(job, "ml.g5.2xlarge")
+        jobs.preflight(job, resolve("ml.g5.2xlarge"))
     assert not (tmp_path / "jobs").exists()  # refused before anything was written

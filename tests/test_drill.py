@@ -56,7 +56,7 @@ def check_segments(d: drill_plan.Drill, every: int, forwarded: bool = False) -> 
 @pytest.mark.long
 def test_sigterm_and_sigkill_at_random_steps_resume_bit_identically(small_catalog, tmp_path):
     job = Job("drill-one", DRILL, catalog_channels(small_catalog), processes_per_host=1)
-    d = drill.run_drill(job, "local_cpu", interruptions=2, seed=1, runs_dir=tmp_path)
+    d = drill.run_drill(job, resolve("local_cpu"), interruptions=2, seed=1, runs_dir=tmp_path)
     assert {s.interruption.signal for s in d.interruptions} == {"SIGTERM", "SIGKILL"}
     assert len(d.segments) == 3
     check_segments(d, DRILL["checkpoint_every"])
@@ -84,7 +84,7 @@ def test_ddp_run_with_a_forwarded_sigterm_resumes_bit_identically(small_catalog,
     """The best case: SIGTERM reaches both ranks, which agree on a step, save there and leave."""
     job = Job("drill-ddp", DRILL, catalog_channels(small_catalog), processes_per_host=2)
     plan = [drill_plan.Interruption(9, "SIGTERM"), drill_plan.Interruption(21, "SIGKILL")]
-    d = drill.run_drill(job, "local_cpu", plan=plan, runs_dir=tmp_path, forward_sigterm=True)
+    d = drill.run_drill(job, resolve("local_cpu"), plan=plan, runs_dir=tmp_path, forward_sigterm=True)
     check_segments(d, DRILL["checkpoint_every"], forwarded=True)
     assert len(d.segments) == 3
     manifest = d.checkpoint_dir / next(p.name for p in d.checkpoint_dir.iterdir() if p.name.startswith("step-"))
@@ -101,7 +101,7 @@ def test_two_ranks_killed_three_times_mid_run_resume_bit_identically(small_catal
     hp = {**DRILL, "batch_size": 16, "subset": 1280, "checkpoint_every": 5}
     job = Job("drill-kill", hp, catalog_channels(small_catalog), processes_per_host=2)
     d = drill.run_drill(
-        job, "local_cpu", interruptions=3, seed=20261123, runs_dir=tmp_path, kinds=("SIGKILL", "SIGTERM")
+        job, resolve("local_cpu"), interruptions=3, seed=20261123, runs_dir=tmp_path, kinds=("SIGKILL", "SIGTERM")
     )
     assert len(d.interruptions) == 3 and len(d.segments) == 4
     check_segments(d, hp["checkpoint_every"])
@@ -117,7 +117,7 @@ def test_a_drill_whose_interruptions_do_not_interrupt_fails(small_catalog, tmp_p
     monkeypatch.setattr(LocalJob, "kill", lambda self, host=None: None)  # the signal goes nowhere
     job = Job("drill-vacuous", DRILL, catalog_channels(small_catalog), processes_per_host=1)
     with pytest.raises(drill_plan.DrillFailed, match="the signal did not stop it"):
-        drill.run_drill(job, "local_cpu", plan=[drill_plan.Interruption(7, "SIGKILL")], runs_dir=tmp_path)
+        drill.run_drill(job, resolve("local_cpu"), plan=[drill_plan.Interruption(7, "SIGKILL")], runs_dir=tmp_path)
 
 
 def _worker_of_rank(launcher_pid: int, rank: int):
@@ -208,9 +208,9 @@ def test_interruption_plan_is_random_but_reproducible():
 
 def test_drill_refuses_a_job_that_does_not_checkpoint_before_launching(tmp_path):
     with pytest.raises(ValueError, match="checkpoint_every"):
-        drill.run_drill(Job("x", dict(TINY)), "local_cpu", runs_dir=tmp_path)
+        drill.run_drill(Job("x", dict(TINY)), resolve("local_cpu"), runs_dir=tmp_path)
     with pytest.raises(ValueError, match="local"):
-        drill.run_drill(Job("x", {**TINY, "checkpoint_every": 5}), "ml.g5.2xlarge", runs_dir=tmp_path)
+        drill.run_drill(Job("x", {**TINY, "checkpoint_every": 5}), resolve("ml.g5.2xlarge"), runs_dir=tmp_path)
     assert not list(tmp_path.iterdir())
 
 
@@ -260,7 +260,7 @@ def test_spot_job_dry_run_has_managed_spot_stopping_condition_and_checkpoint_con
         max_runtime_s=3600,
         max_wait_s=7200,
     )
-    dry = on_sagemaker(job, "ml.g5.2xlarge", echo=False)
+    dry = on_sagemaker(job, resolve("ml.g5.2xlarge"), echo=False)
     r = dry.request
     assert r["EnableManagedSpotTraining"] is True
     assert r["StoppingCondition"] == {"MaxRuntimeInSeconds": 3600, "MaxWaitTimeInSeconds": 7200}

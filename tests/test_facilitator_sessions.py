@@ -66,7 +66,8 @@ def test_the_90_minute_session_covers_the_arc_and_the_half_day_adds_model_parall
         assert kept in [h for h, _ in agenda.sections("01")] and kept in lab01.what and kept not in lab01.skip
     lab02 = next(b for b in blocks if b.lab == "02")
     assert not lab02.shown  # run in the room, with every lesson it teaches
-    for lesson in ("The diff", "Global batch and learning rate", "Run it", "Loss parity", "Step time", "Where a step"):
+    lessons = ("The diff", "Global batch and learning rate", "Run it", "Loss parity", "Step time", "Where a step")
+    for lesson in (*lessons, "Your turn"):  # and its exercise, 02.1, in the room
         assert any(h.startswith(lesson) for h, _ in agenda.sections("02"))
         assert not any(lesson.startswith(s) or s.startswith(lesson) for s in lab02.skip), lesson
     assert agenda.DEMO in whats and "the 2026 map" in whats[-1]  # the map, in brief, in the questions
@@ -75,8 +76,10 @@ def test_the_90_minute_session_covers_the_arc_and_the_half_day_adds_model_parall
     assert any(w.startswith("`04_model_parallel`, core path") for w in half)
     assert any(w.startswith("`06_spot_checkpoints`, core path") for w in half)
     assert "The drill" in [h for h, _ in agenda.sections("06")]
-    day = [b.what for b in agenda.agendas()["full day (8 h)"][1]]
-    assert any(w.startswith("`08_failures_at_scale`, core path without:") for w in day)  # lab 08's drills in the room
+    day_blocks = agenda.agendas()["full day (8 h)"][1]
+    day = [b.what for b in day_blocks]
+    assert any(w.startswith("`08_failures_at_scale`, core path") for w in day)  # lab 08's drills in the room
+    assert day_blocks[-1].what == agenda.BUFFER and day_blocks[-1].minutes >= 30  # a real buffer
     for kept in ("A hang, found", "A straggler, measured"):
         assert kept in [h for h, _ in agenda.sections("08")] and kept not in next(w for w in day if "08_" in w)
 
@@ -187,7 +190,7 @@ def test_the_day_before_checks_cover_every_quota(monkeypatch):
 # ---------------------------------------------------------------------------------------------- the demo job
 def test_the_demo_launch_is_a_call_the_lab_s_names_and_run_job_take():
     call = ast.parse(workshop.DEMO_LAUNCH).body[0].value
-    assert ast.unparse(call.func) == "jobs.run_job" and [ast.unparse(a) for a in call.args] == ["job", "target"]
+    assert ast.unparse(call.func) == "jobs.run_job" and [ast.unparse(a) for a in call.args] == ["job", "t"]
     keywords = {k.arg: ast.literal_eval(k.value) if k.arg != "budget_usd" else None for k in call.keywords}
     assert keywords["launch"] is True and keywords["wait"] is False
     assert set(keywords) <= {f.name for f in fields(LaunchOptions)} | {"launch"}
@@ -195,7 +198,7 @@ def test_the_demo_launch_is_a_call_the_lab_s_names_and_run_job_take():
     assert {"target", "smoke", "budget_usd"} <= set(params)
     assert params["real_target"] == workshop.demo_target().instance_type
     nb = registered(workshop.DEMO_LAB).notebook.read_text(encoding="utf-8")
-    assert "jobs.run_job(job, target, launch=launch, budget_usd=budget_usd)" in nb
+    assert "jobs.run_job(job, t, launch=launch, budget_usd=budget_usd)" in nb  # t: the set-up cell's Target
     assert workshop.DEMO_RUN_IT in [h for h, _ in agenda.sections(workshop.DEMO_LAB)]
 
 

@@ -9,6 +9,7 @@ import pytest
 from helpers.aws import image_support, images
 from helpers.job import Job, catalog_channels
 from helpers.jobs import on_sagemaker
+from helpers.targets import resolve
 
 DLC = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:{}-gpu-py311"
 
@@ -34,11 +35,11 @@ def test_status_reads_the_version_from_the_tag_and_compares_with_a_date():
 @pytest.mark.slow
 def test_every_dry_run_shows_its_image_s_support_and_warns_past_it():
     data = catalog_channels()
-    current = on_sagemaker(Job("lab-x", {}, data), "ml.g5.2xlarge")
+    current = on_sagemaker(Job("lab-x", {}, data), resolve("ml.g5.2xlarge"))
     past = image_support.status(current.plan.image_uri).past(dt.date.today())  # the default image ages too
     assert ("past its end of patch" if past else "patched until") in current.plan.image_note
     assert past == any("end of patch" in n for n in current.plan.notes)
-    frozen = on_sagemaker(Job("lab-x", {}, data, distribution="smddp"), "ml.p4d.24xlarge")
+    frozen = on_sagemaker(Job("lab-x", {}, data, distribution="smddp"), resolve("ml.p4d.24xlarge"))
     assert "past its end of patch" in frozen.plan.image_note
     assert any("past its end of patch" in n and "frozen" in n for n in frozen.plan.notes)
     assert images.SMDDP_DLC[0].startswith("2.3")

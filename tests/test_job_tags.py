@@ -11,6 +11,7 @@ from helpers import job as job_module
 from helpers import jobs
 from helpers.errors import JobCheckError
 from helpers.job import Job
+from helpers.targets import resolve
 
 
 def _api_rules():
@@ -70,7 +71,7 @@ def test_a_list_of_tags_is_refused():
 
 def test_the_helpers_own_tag_keys_are_refused(data_channels):
     with pytest.raises(JobCheckError, match="workshop-attendee"):
-        jobs.preflight(Job("x", channels=data_channels, tags={"workshop-attendee": "bob"}), "ml.g5.2xlarge")
+        jobs.preflight(Job("x", channels=data_channels, tags={"workshop-attendee": "bob"}), resolve("ml.g5.2xlarge"))
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from conftest import REPO
 from helpers import jobs, targets
 from helpers.aws import account, settings
 from helpers.planning import cost
+from helpers.targets import resolve
 
 GUIDE = REPO / "docs" / "facilitator.md"
 CATALOG = jobs.catalog_channels(jobs.DATA_DIR / "catalog")
@@ -33,9 +34,11 @@ TRIGGERS = {  # a distinctive part of the row's message -> what produces it
     "target 'sagemaker'": lambda mp: targets.resolve("sagemaker"),
     "bare role name": lambda mp: settings.require_role_arn("MyRole"),
     "shared login name": _shared_login,
-    "SMDDP does not run": lambda mp: jobs.preflight(jobs.Job("x", {}, CATALOG, distribution="smddp"), "ml.g5.12xlarge"),
+    "SMDDP does not run": lambda mp: jobs.preflight(
+        jobs.Job("x", {}, CATALOG, distribution="smddp"), resolve("ml.g5.12xlarge")
+    ),
     "above the budget": lambda mp: cost.check_budget(cost.estimate("ml.p4d.24xlarge", 2, max_runtime_s=3600), 10),
-    "no option": lambda mp: jobs.preflight(jobs.Job("x", {"epochz": 2}, CATALOG), "ml.g5.xlarge"),
+    "no option": lambda mp: jobs.preflight(jobs.Job("x", {"epochz": 2}, CATALOG), resolve("ml.g5.xlarge")),
 }
 
 

@@ -225,14 +225,14 @@ def test_a_forwarded_sigterm_reaches_the_script(small_catalog, tmp_path):
 def test_run_job_dispatches_local_targets(small_catalog, tmp_path, probe_dir):
     result = run_job(
         Job("dispatch", {}, catalog_channels(small_catalog), entry_point="probe.py", source_dir=probe_dir),
-        "local_cpu",
+        resolve("local_cpu"),
         runs_dir=tmp_path / "jobs",
         echo=False,
     )
     assert result.status == "Completed"
     started = run_job(
         Job("dispatch", {}, catalog_channels(small_catalog), entry_point="probe.py", source_dir=probe_dir),
-        "local_cpu",
+        resolve("local_cpu"),
         runs_dir=tmp_path / "jobs",
         echo=False,
         wait=False,
@@ -250,7 +250,7 @@ def test_run_job_dispatches_local_targets(small_catalog, tmp_path, probe_dir):
 )
 def test_run_job_refuses_an_option_a_local_job_does_not_take_naming_those_it_does(options, says, tmp_path):
     with pytest.raises(UnknownOption, match=says) as refused:
-        run_job(Job("x", {}, {}), "local_cpu", **options)
+        run_job(Job("x", {}, {}), resolve("local_cpu"), **options)
     assert "runs_dir, echo, check" in str(refused.value) and "wait=False" in str(refused.value)
     assert isinstance(refused.value, TypeError)  # what a wrong keyword always was
     assert not (tmp_path / "jobs").exists()

@@ -10,6 +10,7 @@ from helpers import jobs
 from helpers.checks import findings
 from helpers.jobs import on_sagemaker
 from helpers.planning import memory
+from helpers.targets import resolve
 
 import smp  # noqa: E402  (the container's SMP v2 path: the FSDP sharding it picks)
 import train_lm  # noqa: E402  (the container's script: the shapes it builds)
@@ -156,7 +157,7 @@ def smp_job(**smp):
 )
 def test_smp_degrees_that_cannot_run_are_refused_before_launch(smp, target, error, match):
     with pytest.raises(error, match=match):
-        jobs.preflight(smp_job(**smp), target)
+        jobs.preflight(smp_job(**smp), resolve(target))
 
 
 @pytest.mark.slow
@@ -164,7 +165,7 @@ def test_smp_dry_run_carries_the_degrees_and_the_smp_image():
     import json
 
     plan = memory.recommend("llama-13b", "ml.p4d.24xlarge").chosen
-    dry = on_sagemaker(smp_job(**plan.smp()), "ml.p4d.24xlarge", echo=False)
+    dry = on_sagemaker(smp_job(**plan.smp()), resolve("ml.p4d.24xlarge"), echo=False)
     assert "smdistributed-modelparallel" in dry.request["AlgorithmSpecification"]["TrainingImage"]
     assert json.loads(dry.request["HyperParameters"]["mp_parameters"]) == plan.smp()
     assert dry.request["HyperParameters"]["strategy"] == "fsdp"

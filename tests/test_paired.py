@@ -6,20 +6,21 @@ import pytest
 
 from helpers.local import monitor
 from helpers.results import paired_ratio
+from helpers.targets import resolve
 
 
 def test_jobs_run_in_turn_with_the_order_reversed_every_other_trial(monkeypatch):
     ran = []
     monkeypatch.setattr(monitor, "run_monitored", lambda job, target, **options: ran.append(job) or (job, options))
-    runs = monitor.run_in_turn({"a": "A", "b": "B"}, "local_cpu", trials=3, interval=0.25)
+    runs = monitor.run_in_turn({"a": "A", "b": "B"}, resolve("local_cpu"), trials=3, interval=0.25)
     assert ran == ["A", "B", "B", "A", "A", "B"]
     assert runs == {"a": [("A", {"interval": 0.25})] * 3, "b": [("B", {"interval": 0.25})] * 3}
     ran.clear()
-    monitor.run_in_turn({"a": "A", "b": "B"}, "local_cpu", trials=2, reverse_first=True)
+    monitor.run_in_turn({"a": "A", "b": "B"}, resolve("local_cpu"), trials=2, reverse_first=True)
     assert ran == ["B", "A", "A", "B"]
-    assert monitor.run_in_turn({"a": "A"}, "local_cpu", trials=0) == {"a": []}
+    assert monitor.run_in_turn({"a": "A"}, resolve("local_cpu"), trials=0) == {"a": []}
     with pytest.raises(ValueError, match="trials"):
-        monitor.run_in_turn({"a": "A"}, "local_cpu", trials=-1)
+        monitor.run_in_turn({"a": "A"}, resolve("local_cpu"), trials=-1)
 
 
 def test_the_ratio_is_read_within_each_pair_not_from_the_two_sides_averages():

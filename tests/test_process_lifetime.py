@@ -20,7 +20,7 @@ from conftest import REPO
 
 from helpers.job import Job, catalog_channels
 from helpers.local.runner import LocalRunner
-from helpers.targets import Target
+from helpers.targets import Target, resolve
 
 CPU = Target("local_cpu", "local_cpu", 0, 2)
 
@@ -191,6 +191,6 @@ def test_lab_08_s_hang_drill_interrupted_leaves_no_process_behind_the_stopped_ra
     train = {"train": REPO / "data" / "catalog" / "train"}
     job = Job("lab08-lifetime", hp, train, entry_point="train_elastic.py", instance_count=2, processes_per_host=1)
     with pytest.raises(KeyboardInterrupt):
-        failures.hang_drill(job, "local_cpu")
+        failures.hang_drill(job, resolve("local_cpu"))
     assert len(seen) >= 6  # each host's container, torchrun and rank
     assert not wait_gone(seen, 15), "processes of the hung job outlived its interrupted drill"

@@ -86,7 +86,7 @@ def lab01_job(catalog: Path, tmp_path: Path, **overrides) -> Job:
 
 def build_request(job: Job) -> tuple[dict, dict[tuple[str, str], bytes]]:
     recorder = OfflineAWS()
-    dry = run_job(job, TARGET, session=recorder, echo=False)
+    dry = run_job(job, resolve(TARGET), session=recorder, echo=False)
     return dry.request, recorder.bodies
 
 

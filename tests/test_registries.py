@@ -31,7 +31,7 @@ from helpers.job import DATA_DIR, Job
 from helpers.jobs import on_sagemaker
 from helpers.planning import cost, instances, memory, scaling, spot
 from helpers.standin import channel_delivery as local_input_modes
-from helpers.targets import Target
+from helpers.targets import Target, resolve
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
 
@@ -136,7 +136,7 @@ def test_every_input_mode_is_carried_by_the_request(mode):
         "security_group_ids": ["sg-0123456789abcdef0"],
     }
     job = aws_input_modes.sagemaker_jobs_per_mode(Job("lab05", {"epochs": 1}), data, fsx)[mode.name]
-    request = on_sagemaker(job, "ml.g6.xlarge", echo=False).request
+    request = on_sagemaker(job, resolve("ml.g6.xlarge"), echo=False).request
     channels = {c["ChannelName"]: c for c in request["InputDataConfig"]}
     for name in data:
         assert input_mode.of_channel(channels[name]) == mode.name

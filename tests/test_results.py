@@ -12,6 +12,7 @@ from helpers.jobs import on_sagemaker
 from helpers.planning import cost
 from helpers.results import RunResult
 from helpers.standin.local_job import JobResult
+from helpers.targets import resolve
 
 HISTORY = [
     {"kind": "train", "step": 10, "loss": 2.0},
@@ -44,7 +45,9 @@ def test_a_dry_run_is_a_result_with_nothing_trained(tmp_path):
         (tmp_path / split).mkdir()
         (tmp_path / split / "part-00000.csv").write_text("id,title,category\n1,a title,c\n")
     dry = on_sagemaker(
-        Job("lab01-single", {}, {s: tmp_path / s for s in ("train", "validation")}), "ml.g5.2xlarge", echo=False
+        Job("lab01-single", {}, {s: tmp_path / s for s in ("train", "validation")}),
+        resolve("ml.g5.2xlarge"),
+        echo=False,
     )
     assert isinstance(dry, DryRun) and isinstance(dry, RunResult)
     assert (dry.name, dry.status, dry.metrics, dry.history) == (dry.job_name, "not launched", {}, [])

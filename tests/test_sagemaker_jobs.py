@@ -351,7 +351,7 @@ def test_fsx_channel_with_its_vpc(offline, data):
     s3 = next(n for n in d.plan.notes if "S3 VPC endpoint or a NAT gateway" in n)
     assert "code channels" in s3 and "sm_drivers" in s3
     assert any("NAT gateway" in n and "requirements.txt" in n for n in d.plan.notes)
-    smddp = jobs.preflight(replace(job, distribution="smddp", instance_count=2), "ml.p4d.24xlarge")
+    smddp = jobs.preflight(replace(job, distribution="smddp", instance_count=2), resolve("ml.p4d.24xlarge"))
     assert any("sourcedir.tar.gz" in n and "S3 VPC endpoint" in n for n in smddp.notes)
 
 
@@ -407,7 +407,7 @@ def test_the_dry_run_shows_request_cost_and_uploads(offline, data, capsys):
         data,
         environment={"NCCL_DEBUG": "INFO"},
     )
-    d = jobs.run_job(job, "ml.g5.2xlarge", attendee="alice", budget_usd=1.0)
+    d = jobs.run_job(job, resolve("ml.g5.2xlarge"), attendee="alice", budget_usd=1.0)
     printed = capsys.readouterr().out
     assert printed.startswith("DRY RUN - nothing launched")
     for text in (
@@ -503,7 +503,7 @@ def test_headless_without_credentials_the_dry_run_uses_placeholders(no_studio, d
     with offline_sandbox.offline_environment(), offline_sandbox.network_guard() as attempts:
         for key in offline_sandbox.FAKE_CREDENTIALS:  # offline_environment puts them back afterwards
             os.environ.pop(key)
-        d = jobs.run_job(Job("lab01-single", {}, data), "ml.g5.2xlarge", attendee="alice")
+        d = jobs.run_job(Job("lab01-single", {}, data), resolve("ml.g5.2xlarge"), attendee="alice")
     assert not attempts
     assert d.request["RoleArn"] == ROLE and "no AWS credentials" in d.where
     assert any("aws configure" in n for n in d.notes)
@@ -677,7 +677,7 @@ def test_budget_exceeded_refuses_before_any_call(fake_aws, data):
     job = Job("lab03-smddp", {}, data, distribution="smddp", instance_count=2)
     with pytest.raises(cost.BudgetExceeded, match=r"up to \$101.01 on-demand.*budget of \$20.00"):
         jobs.run_job(
-            job, "ml.p4d.24xlarge", launch=True, budget_usd=20, session=fake_aws.boto_session, attendee="alice"
+            job, resolve("ml.p4d.24xlarge"), launch=True, budget_usd=20, session=fake_aws.boto_session, attendee="alice"
         )
     assert fake_aws.calls == []
 
@@ -686,7 +686,11 @@ def test_budget_from_the_environment(fake_aws, data, monkeypatch):
     monkeypatch.setenv(cost.BUDGET_ENV, "1")
     with pytest.raises(cost.BudgetExceeded, match=r"\$3.04"):
         jobs.run_job(
-            Job("lab-x", {}, data), "ml.g5.2xlarge", launch=True, session=fake_aws.boto_session, attendee="alice"
+            Job("lab-x", {}, data),
+            resolve("ml.g5.2xlarge"),
+            launch=True,
+            session=fake_aws.boto_session,
+            attendee="alice",
         )
     assert fake_aws.calls == []
 
@@ -699,7 +703,7 @@ def test_no_credentials_refuses_before_any_call(no_studio, data):
         with pytest.raises(setup_errors.NoCredentials, match="aws configure"):
             jobs.run_job(
                 Job("lab-x", {}, data),
-                "ml.g5.2xlarge",
+                resolve("ml.g5.2xlarge"),
                 launch=True,
                 budget_usd=10,
                 session=off.boto_session,
@@ -713,7 +717,7 @@ def test_bare_role_name_refuses_a_launch_before_any_call(fake_aws, data):
     with pytest.raises(setup_errors.RoleError, match="full ARN"):
         jobs.run_job(
             Job("lab-x", {}, data),
-            "ml.g5.2xlarge",
+            resolve("ml.g5.2xlarge"),
             launch=True,
             budget_usd=10,
             role="SageMakerRole",
@@ -728,7 +732,7 @@ def test_a_missing_bucket_refuses_before_anything_is_written(fake_aws, data):
     with pytest.raises(setup_errors.BucketError, match="aws s3 mb s3://no-such-bucket"):
         jobs.run_job(
             Job("lab-x", {}, data),
-            "ml.g5.2xlarge",
+            resolve("ml.g5.2xlarge"),
             launch=True,
             budget_usd=10,
             bucket="no-such-bucket",
@@ -749,7 +753,12 @@ def test_a_quota_too_low_refuses_before_anything_is_written(fake_aws, data):
     job = Job("lab03-smddp", {}, data, distribution="smddp", instance_count=2)
     with pytest.raises(setup_errors.QuotaError, match="is 1 and this job asks for 2"):
         jobs.run_job(
-            job, "ml.p4d.24xlarge", launch=True, budget_usd=500, session=fake_aws.boto_session, attendee="alice"
+            job,
+            resolve("ml.p4d.24xlarge"),
+            launch=True,
+            budget_usd=500,
+            session=fake_aws.boto_session,
+            attendee="alice",
         )
     assert not fake_aws.calls_to("PutObject") and not fake_aws.calls_to("CreateTrainingJob")
 
@@ -757,7 +766,9 @@ def test_a_quota_too_low_refuses_before_anything_is_written(fake_aws, data):
 def test_a_shared_login_name_cannot_launch(fake_aws, data, monkeypatch):
     monkeypatch.setattr(aws.getpass, "getuser", lambda: "sagemaker-user")
     with pytest.raises(setup_errors.AwsSetupError, match="WORKSHOP_ATTENDEE"):
-        jobs.run_job(Job("lab-x", {}, data), "ml.g5.2xlarge", launch=True, budget_usd=10, session=fake_aws.boto_session)
+        jobs.run_job(
+            Job("lab-x", {}, data), resolve("ml.g5.2xlarge"), launch=True, budget_usd=10, session=fake_aws.boto_session
+        )
     assert not fake_aws.calls_to("CreateTrainingJob")
 
 
@@ -789,7 +800,13 @@ def test_launch_follows_status_and_logs_to_the_bill(fake_aws, data, capsys):
     )
     job = Job("lab04-spot", {"epochs": 1}, data, spot=True, checkpoints=True, max_runtime_s=3600)
     result = jobs.run_job(
-        job, "ml.g5.2xlarge", launch=True, budget_usd=5, session=fake_aws.boto_session, attendee="alice", poll_s=0
+        job,
+        resolve("ml.g5.2xlarge"),
+        launch=True,
+        budget_usd=5,
+        session=fake_aws.boto_session,
+        attendee="alice",
+        poll_s=0,
     )
     out = capsys.readouterr().out
     assert result.status == "Completed" and result.name.startswith("alice-lab04-spot-")
@@ -832,7 +849,7 @@ def test_a_failed_job_raises_with_its_reason_and_log_tail(fake_aws, data):
     with pytest.raises(launch.TrainingJobFailed) as err:
         jobs.run_job(
             Job("lab-x", {}, data),
-            "ml.g5.2xlarge",
+            resolve("ml.g5.2xlarge"),
             launch=True,
             budget_usd=5,
             session=fake_aws.boto_session,
@@ -850,7 +867,7 @@ def test_launch_without_waiting_then_stop(fake_aws, data):
     fake_aws.script_job(ScriptedJob(statuses=[("InProgress", "Training")]))
     launched = jobs.run_job(
         Job("lab-x", {}, data),
-        "ml.g5.2xlarge",
+        resolve("ml.g5.2xlarge"),
         launch=True,
         budget_usd=5,
         session=fake_aws.boto_session,
@@ -872,7 +889,7 @@ def test_a_dry_run_launches_with_its_own_options_and_refuses_unknown_ones(fake_a
     fake_aws.script_job(ScriptedJob(statuses=[("InProgress", "Training")]))
     d = jobs.run_job(
         Job("lab-x", {}, data),
-        "ml.g5.2xlarge",
+        resolve("ml.g5.2xlarge"),
         budget_usd=5,
         session=fake_aws.boto_session,
         attendee="alice",
@@ -896,7 +913,7 @@ def test_run_job_refuses_an_unknown_sagemaker_option_naming_the_valid_ones(offli
         match="'budget_usdd', 'echoo' for a SageMaker job; the options are budget_usd, "
         "attendee, session, role, bucket, region, wait, check, echo, ",
     ):
-        jobs.run_job(Job("lab-x", {}, data), "ml.g5.2xlarge", budget_usdd=5, echoo=False)
+        jobs.run_job(Job("lab-x", {}, data), resolve("ml.g5.2xlarge"), budget_usdd=5, echoo=False)
     assert offline.calls == []
 
 
@@ -906,7 +923,7 @@ def test_cleanup_after_launches_stops_only_running_jobs_of_this_attendee(fake_aw
     names = [
         jobs.run_job(
             Job(f"lab0{i}-x", {}, data),
-            "ml.g5.2xlarge",
+            resolve("ml.g5.2xlarge"),
             launch=True,
             budget_usd=5,
             wait=False,
@@ -975,12 +992,14 @@ def test_which_images_ship_smddp(uri, has):
 @pytest.mark.parametrize("version", ["2.4.0", "2.5.1"])
 def test_preflight_takes_the_images_whose_dockerfile_installs_smddp_and_says_the_sources_disagree(data, version):
     image = f"763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:{version}-gpu-py311"
-    plan = jobs.preflight(Job("lab03-smddp", {}, data, distribution="smddp", image_uri=image), "ml.p4d.24xlarge")
+    plan = jobs.preflight(
+        Job("lab03-smddp", {}, data, distribution="smddp", image_uri=image), resolve("ml.p4d.24xlarge")
+    )
     assert plan.image_uri == image
     note = next(n for n in plan.notes if "support table does not list it" in n)
     assert f"installs SMDDP {images.SMDDP_IN_DLC[version[:3]]}" in note
     assert "Dockerfile is what goes into the image" in note
-    default = jobs.preflight(Job("lab03-smddp", {}, data, distribution="smddp"), "ml.p4d.24xlarge")
+    default = jobs.preflight(Job("lab03-smddp", {}, data, distribution="smddp"), resolve("ml.p4d.24xlarge"))
     assert not any("support table" in n for n in default.notes)  # 2.3.0: both sources list it
 
 
@@ -993,7 +1012,7 @@ def test_the_refusal_names_every_image_that_ships_smddp(data):
         image_uri="763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.6.0-gpu-py312",
     )
     with pytest.raises(findings.UnsupportedFeature) as err:
-        jobs.preflight(job, "ml.p4d.24xlarge")
+        jobs.preflight(job, resolve("ml.p4d.24xlarge"))
     assert "PyTorch 2.3.0 DLC" in str(err.value) and "PyTorch 2.4 or 2.5" in str(err.value)
 
 
@@ -1023,12 +1042,12 @@ def test_tensor_parallel_across_instances_is_advice_not_a_refusal(data):
         instance_count=2,
         smp={"tensor_parallel_degree": 16},
     )
-    plan = jobs.preflight(job, "ml.p4d.24xlarge")
+    plan = jobs.preflight(job, resolve("ml.p4d.24xlarge"))
     assert any("tensor_parallel_degree=16" in n and "span instances" in n for n in plan.notes)
-    inside = jobs.preflight(replace(job, smp={"tensor_parallel_degree": 8}), "ml.p4d.24xlarge")
+    inside = jobs.preflight(replace(job, smp={"tensor_parallel_degree": 8}), resolve("ml.p4d.24xlarge"))
     assert not any("span instances" in n for n in inside.notes)
     with pytest.raises(findings.ProcessCountError, match="must divide the 16 GPUs of the cluster"):
-        jobs.preflight(replace(job, smp={"tensor_parallel_degree": 6}), "ml.p4d.24xlarge")
+        jobs.preflight(replace(job, smp={"tensor_parallel_degree": 6}), resolve("ml.p4d.24xlarge"))
 
 
 def test_a_custom_smddp_image_can_be_vouched_for(offline, data):
@@ -1048,14 +1067,14 @@ def test_local_container_says_why_it_cannot_run(data, monkeypatch, tmp_path):
     with pytest.raises(
         local_container.LocalContainerUnavailable, match="`docker` command is not installed.*target='local'"
     ):
-        jobs.run_job(Job("lab-x", {}, data), "local_container")
+        jobs.run_job(Job("lab-x", {}, data), resolve("local_container"))
 
 
 def test_run_job_routes_local_container_to_the_sdk_local_mode(data, monkeypatch, tmp_path):
 
     monkeypatch.setenv("PATH", str(tmp_path))  # no docker on the PATH
     with pytest.raises(local_container.LocalContainerUnavailable, match="Docker"):
-        jobs.run_job(Job("lab-x", {}, data), "local_container")
+        jobs.run_job(Job("lab-x", {}, data), resolve("local_container"))
 
 
 @pytest.mark.slow
@@ -1063,7 +1082,7 @@ def test_the_launch_button_launches_the_reviewed_job_once(fake_aws, data):
     fake_aws.script_job(ScriptedJob(statuses=[("InProgress", "Training")]))
     d = jobs.run_job(
         Job("lab-x", {}, data),
-        "ml.g5.2xlarge",
+        resolve("ml.g5.2xlarge"),
         budget_usd=5,
         session=fake_aws.boto_session,
         attendee="alice",
@@ -1083,7 +1102,7 @@ def test_the_launch_button_launches_the_reviewed_job_once(fake_aws, data):
 def test_the_launch_button_is_disabled_over_budget_and_absent_offline(fake_aws, offline, data):
     d = jobs.run_job(
         Job("lab-x", {}, data),
-        "ml.g5.2xlarge",
+        resolve("ml.g5.2xlarge"),
         budget_usd=0.01,
         session=fake_aws.boto_session,
         attendee="alice",
@@ -1098,6 +1117,6 @@ def test_train_py_on_an_smp_image_is_told_its_transformers_has_no_distilbert_sdp
     """requirements.txt keeps an image's own transformers (4.44.2 in the SMP image), whose DistilBERT has no SDPA."""
     smp_image = "658645717510.dkr.ecr.us-east-1.amazonaws.com/smdistributed-modelparallel:2.5.1-gpu-py311-cu124"
     job = Job("lab03-smddp", {}, data, distribution="smddp", instance_count=2, image_uri=smp_image)
-    assert any("attn_implementation='eager'" in n for n in jobs.preflight(job, "ml.p4d.24xlarge").notes)
+    assert any("attn_implementation='eager'" in n for n in jobs.preflight(job, resolve("ml.p4d.24xlarge")).notes)
     eager = replace(job, hyperparameters={"attn_implementation": "eager"})
-    assert not any("attn_implementation" in n for n in jobs.preflight(eager, "ml.p4d.24xlarge").notes)
+    assert not any("attn_implementation" in n for n in jobs.preflight(eager, resolve("ml.p4d.24xlarge")).notes)

@@ -259,6 +259,24 @@ def test_a_target_is_resolved_once_and_everything_below_takes_a_target():
     assert not loose, f"arguments that take a Target or a name: {loose}"
 
 
+def test_no_helper_resolves_a_target_name_again():
+    """The set-up cell resolves the lab's ``target``; below it, a function takes that Target (``targets.given``
+    refuses a name, saying how to resolve it) and none calls ``resolve`` again."""
+    calls = [
+        f"{name}:{node.lineno}"
+        for name, path in MODULES.items()
+        if name.startswith("helpers.") and name != "helpers.targets"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call) and ast.unparse(node.func) in ("resolve", "targets.resolve")
+    ]
+    assert not calls, f"a target resolved again below the notebook: {calls}"
+    from helpers import jobs
+    from helpers.errors import TargetError
+
+    with pytest.raises(TargetError, match=r"t = targets.resolve\('local_cpu'\)"):
+        jobs.run_job(jobs.Job("x"), "local_cpu")
+
+
 def test_a_dry_run_looks_its_instance_type_up_once(monkeypatch):
     from helpers import jobs
     from helpers.job import DATA_DIR, Job, catalog_channels
@@ -267,7 +285,10 @@ def test_a_dry_run_looks_its_instance_type_up_once(monkeypatch):
     looked_up = []
     lookup = instances.lookup
     monkeypatch.setattr(instances, "lookup", lambda name: looked_up.append(name) or lookup(name))
-    dry = jobs.on_sagemaker(Job("lab01-single", {}, catalog_channels(DATA_DIR / "catalog")), "ml.g5.2xlarge")
+    from helpers.targets import resolve
+
+    t = resolve("ml.g5.2xlarge")  # the set-up cell's one look-up
+    dry = jobs.on_sagemaker(Job("lab01-single", {}, catalog_channels(DATA_DIR / "catalog")), t)
     assert dry.request["ResourceConfig"]["InstanceType"] == "ml.g5.2xlarge" and dry.estimate is not None
     assert looked_up == ["ml.g5.2xlarge"]
 

@@ -338,7 +338,7 @@ def _assigned_name(assign: ast.Assign) -> str:
 DEMO_LAB = "01"
 DEMO_RUN_IT = "Run it"  # the lab's section whose cell builds the job and dry-runs it
 DEMO_LAUNCH = (
-    "demo = jobs.run_job(job, target, launch=True, wait=False, budget_usd=budget_usd)\n"
+    "demo = jobs.run_job(job, t, launch=True, wait=False, budget_usd=budget_usd)\n"
     "print(demo.name, demo.console_url)  # keep the name for the room"
 )
 JOB_NAME = "<the job's name>"

@@ -36,12 +36,12 @@ from helpers.local.drill_plan import (
 )
 from helpers.local.runner import LocalRunner
 from helpers.standin.local_job import Clock, LocalJob
-from helpers.targets import Target, resolve
+from helpers.targets import Target, given
 
 
 def run_drill(
     job: Job,
-    target: str = "local_cpu",
+    target: Target,
     interruptions: int = 3,
     seed: int = 0,
     kinds: tuple[str, ...] = ("SIGTERM", "SIGKILL"),
@@ -62,7 +62,7 @@ def run_drill(
     :class:`~helpers.local.drill_plan.DrillFailed` if a launch fails on its own, the job never completes, or an
     interruption did not interrupt.
     """
-    t = _drillable(job, resolve(target))
+    t = _drillable(job, given(target))
     runs_dir = Path(runs_dir or runs_root() / "drills") / f"{job.name}-{datetime.now():%Y%m%d-%H%M%S-%f}"
     folders.refuse_released(runs_dir)
     watched = replace(job, hyperparameters={**job.hyperparameters, "log_every": 1})

@@ -40,7 +40,7 @@ from helpers.job import Job, parse_metric_line
 from helpers.local.drill_plan import DrillFailed
 from helpers.local.runner import LocalRunner
 from helpers.standin.local_job import JobResult, LocalJob, stall_report, where_processes
-from helpers.targets import resolve
+from helpers.targets import Target, given
 
 COLLECTIVE = "average_gradients"  # where train_elastic.py's ranks wait for each other at every step
 OWN_FILES = ("train_elastic.py", "faults.py", "container.py", "ranks.py")  # the training code's own frames
@@ -165,7 +165,7 @@ class HangDrill:
 
 def hang_drill(
     job: Job,
-    target: str = "local_cpu",
+    target: Target,
     silence_s: float = 1.5,
     wait_for_timeout: bool = True,
     use_py_spy: bool = True,
@@ -177,7 +177,7 @@ def hang_drill(
     started is ended before this returns, on success, failure or interrupt."""
     lines: list[tuple[float, str, str]] = []
     runner = LocalRunner(echo=False, check=False, on_line=lambda h, l: lines.append((time.monotonic(), h, l)))
-    live = runner.start(job, resolve(target))
+    live = runner.start(job, given(target))
     box: dict[str, JobResult] = {}
     waiter = threading.Thread(target=lambda: box.setdefault("result", live.wait()), daemon=True)
     waiter.start()

@@ -13,7 +13,7 @@ from helpers.job import Job, parse_metric_line
 from helpers.local.drill_plan import DrillFailed
 from helpers.local.runner import LocalRunner
 from helpers.standin.local_job import JobResult
-from helpers.targets import resolve
+from helpers.targets import Target, given
 
 RESTARTING = "will restart worker group"  # torchrun's agent, at INFO, when a worker failed and restarts are left
 
@@ -49,14 +49,14 @@ class RestartDrill:
         }
 
 
-def restart_drill(job: Job, target: str = "local_cpu") -> RestartDrill:
+def restart_drill(job: Job, target: Target) -> RestartDrill:
     """Run ``job`` (``train_elastic.py --fault crash`` with ``PET_MAX_RESTARTS`` in its environment) and read what
     happened from its log: the crash, torchrun restarting the group, the resume from the newest checkpoint, the steps
     trained twice, the end. Fails loudly if the crash did not land after a checkpoint and before the end, if no restart
     happened, if the group did not resume at the checkpoint's step, or if any process outlived the job."""
     lines: list[tuple[float, str, str]] = []
     runner = LocalRunner(echo=False, check=False, on_line=lambda h, l: lines.append((time.monotonic(), h, l)))
-    live = runner.start(job, resolve(target))
+    live = runner.start(job, given(target))
     try:
         result = live.wait()
     finally:
