@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -24,6 +25,7 @@ from course import run_labs
 from helpers.job import DATA_DIR, Job
 from helpers.local import failures
 from helpers.local.runner import LocalRunner
+from helpers.standin.objectstore import ObjectStore
 from helpers.targets import resolve
 
 REPO = Path(__file__).resolve().parents[1]
@@ -67,8 +69,19 @@ def _elastic_job(name: str, **hp) -> Job:
 @pytest.fixture(scope="module")
 def sharded(tmp_path_factory) -> Path:
     """The checkpoints of a two-rank train_elastic.py job (steps 4 and 8, two shards each), as lab 08 writes them."""
-    runs = tmp_path_factory.mktemp("elastic")
-    result = LocalRunner(runs_dir=runs, echo=False).run(_elastic_job("sharded"), resolve("local_cpu"))
+    runs, tmpdir = tmp_path_factory.mktemp("elastic"), tmp_path_factory.mktemp("tmpdir")
+    saved = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = str(tmpdir)  # the job's processes inherit it, as a lab's jobs inherit the kernel's
+    try:
+        result = LocalRunner(runs_dir=runs, echo=False).run(_elastic_job("sharded"), resolve("local_cpu"))
+    finally:
+        if saved is None:
+            del os.environ["TMPDIR"]
+        else:
+            os.environ["TMPDIR"] = saved
+    # nothing outside the run's folder: torchrun's log folder is its host's, not a torchelastic_* in TMPDIR
+    assert not list(tmpdir.iterdir()), list(tmpdir.iterdir())
+    assert list((result.run_dir / "algo-1" / "torchelastic").iterdir())
     checkpoints = result.run_dir / "algo-1" / "checkpoints"
     assert sorted(p.name for p in checkpoints.iterdir()) == ["step-000004", "step-000008"]
     return checkpoints
@@ -250,3 +263,32 @@ def test_a_stream_holds_the_folder_while_it_lives(sleeping_labs, tmp_path):
     stream.join(30)
     let_in = subprocess.run(second, cwd=REPO, env=_env(Path("/tmp")), capture_output=True, text=True)
     assert let_in.returncode == 0, let_in.stdout + let_in.stderr
+
+
+# ---------------------------------------------------------------------------------------------------- the store
+def _sockets(ports) -> list[Path]:
+    return [sock for port in ports for sock in Path("/tmp").glob(f"seaweedfs-*-{port}.sock")]
+
+
+@pytest.mark.slow
+def test_the_store_leaves_tmpdir_and_tmp_as_it_found_them_even_after_a_kill(tmp_path, monkeypatch):
+    """glog's files go to the store's folder, not TMPDIR; the sockets weed keeps in /tmp go with it at stop, and
+    those of a store killed outright (its kernel killed) go at the next store's start."""
+    tmpdir = tmp_path / "tmpdir"
+    tmpdir.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmpdir))
+    with ObjectStore(tmp_path / "store") as store:
+        store.create_bucket("lab05")
+        ports = list(store.ports.values())
+        assert _sockets(ports)  # weed's, in /tmp whatever TMPDIR says
+    assert not list(tmpdir.iterdir()) and not _sockets(ports)
+    assert list((tmp_path / "store" / "logs").glob("weed.*"))  # glog's files, in the store's own folder
+    killed = ObjectStore(tmp_path / "killed").start()
+    ports = list(killed.ports.values())
+    os.killpg(killed.proc.pid, signal.SIGKILL)
+    killed.proc.wait()
+    assert _sockets(ports)  # left behind
+    with ObjectStore(tmp_path / "next"):
+        assert not _sockets(ports)
+    killed.stop()
+    assert not list(tmpdir.iterdir())

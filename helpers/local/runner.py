@@ -230,6 +230,8 @@ class LocalRunner:
         if not target.gpus:
             env["GLOO_SOCKET_IFNAME"] = "lo"  # gloo would otherwise resolve the host name to pick a NIC
             env["CUDA_VISIBLE_DEVICES"] = ""
+        if cluster.distributed:  # torchrun's log folder (its --log-dir) in the host's: else a torchelastic_* in TMPDIR
+            env["PET_LOG_DIR"] = str(layout.root / "torchelastic")
         env.update(job.environment)
         return env
 

@@ -187,6 +187,7 @@ class ObjectStore:
         if data.exists() and not self.keep:
             shutil.rmtree(data)
         data.mkdir(parents=True, exist_ok=True)
+        remove_stale_sockets()  # a store killed outright (its kernel killed) could not remove its own
         t0 = time.perf_counter()
         deadline = time.monotonic() + self.start_timeout_s
         clash = ""  # the port weed found taken on the last attempt, said as the error's cause
@@ -243,8 +244,10 @@ class ObjectStore:
             ]
         }
         (self.root / "s3.json").write_text(json.dumps(identities, indent=1))
+        (self.root / "logs").mkdir(exist_ok=True)
         cmd = [
             str(weed),
+            f"-logdir={self.root / 'logs'}",  # glog's files, which would otherwise go to TMPDIR and stay there
             "server",
             f"-dir={data}",
             "-ip=127.0.0.1",
@@ -396,6 +399,25 @@ class ObjectStore:
             batch = [{"Key": k} for k in keys[start : start + 1000]]
             self.client().delete_objects(Bucket=where.bucket, Delete={"Objects": batch})
         return len(keys)
+
+
+def remove_stale_sockets(tmp: Path = Path("/tmp")) -> list[Path]:
+    """Remove this user's weed sockets in ``tmp`` (weed always puts its gRPC sockets there) that no process has
+    bound any more: what a store killed outright left. Linux only (``/proc/net/unix`` lists the bound ones)."""
+    try:
+        table = Path("/proc/net/unix").read_text().splitlines()[1:]
+    except OSError:
+        return []
+    bound = {fields[-1] for fields in map(str.split, table) if len(fields) > 7}
+    removed = []
+    for sock in tmp.glob("seaweedfs-*.sock"):
+        try:
+            if sock.lstat().st_uid == os.getuid() and str(sock) not in bound:
+                sock.unlink()
+                removed.append(sock)
+        except OSError:
+            pass  # another store's, removed or started meanwhile
+    return removed
 
 
 def _stop(proc: subprocess.Popen, ports: dict[str, int]) -> None:
