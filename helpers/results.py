@@ -34,6 +34,12 @@ class RunResult:
         rows = [h for h in self.history if h["kind"] == kind and key in h]
         return [h["step"] for h in rows], [h[key] for h in rows]
 
+    def failure_message(self, where: str = "") -> str:
+        """Why the run did not complete and the last lines of its log (``where``: where the whole log is)."""
+        tail = "\n".join(getattr(self, "log_tail", [])[-25:])
+        reason = getattr(self, "failure_reason", "")
+        return f"job {self.name} {self.status.lower()}: {reason}\n--- last lines of its log{where} ---\n{tail}"
+
     def _repr_parts(self, figures: str) -> list[str]:
         """What follows ``name:`` in the repr; ``figures`` are the final metrics as ``key=value``."""
         return [self.status, figures]

@@ -345,10 +345,5 @@ class LaunchedJob:
         )
         self._say(f"{result.status}: {bill}")
         if check and result.status != "Completed":
-            tail = "\n".join(result.log_tail[-25:])
-            raise TrainingJobFailed(
-                f"job {self.name} {result.status.lower()}: {result.failure_reason}\n"
-                f"--- last lines of its log ---\n{tail}\n{self.console_url}",
-                result,
-            )
+            raise TrainingJobFailed(f"{result.failure_message()}\n{self.console_url}", result)
         return result

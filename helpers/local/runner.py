@@ -314,10 +314,5 @@ class LocalRunner:
     def checked(self, result: JobResult) -> JobResult:
         """``result``, or (with ``check``) :class:`JobFailed` with the end of its log when it did not complete."""
         if result.status != "Completed" and self.check:
-            tail = "\n".join(result.log_tail[-25:])
-            raise JobFailed(
-                f"job {result.name} {result.status.lower()}: {result.failure_reason}\n"
-                f"--- last lines of its log ({result.run_dir}) ---\n{tail}",
-                result,
-            )
+            raise JobFailed(result.failure_message(f" ({result.run_dir})"), result)
         return result
