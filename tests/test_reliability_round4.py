@@ -292,3 +292,50 @@ def test_the_store_leaves_tmpdir_and_tmp_as_it_found_them_even_after_a_kill(tmp_
         assert not _sockets(ports)
     killed.stop()
     assert not list(tmpdir.iterdir())
+
+
+# ---------------------------------------------------------------------------------------------------- exercises
+CHECK_CELLS = """
+import json, sys
+from pathlib import Path
+from IPython.core.interactiveshell import InteractiveShell
+
+shell = InteractiveShell.instance()
+for path in sorted(Path(".").glob("[0-9][0-9]_*.ipynb")):
+    for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+        text = "".join(cell["source"])
+        if cell["cell_type"] == "code" and "exercises.check(" in text:
+            shell.reset()  # a fresh kernel: the learner went straight to the exercise
+            print(f"=== {path.stem}", flush=True)
+            result = shell.run_cell(text)
+            print(f"=== raised {type(result.error_in_exec).__name__}", flush=True)
+shell.reset()
+print("=== another cell", flush=True)
+shell.run_cell("print(undefined_here)")
+"""
+
+
+@pytest.mark.slow
+def test_every_check_cell_run_before_its_lab_s_set_up_says_which_cells_to_run_first():
+    """Each lab's check cells in a fresh IPython, from the lab's folder as JupyterLab runs them: under the
+    NameError, which cell makes the missing name and to run the lab from the top first; any other cell's NameError
+    is IPython's own."""
+    done = subprocess.run(
+        [sys.executable, "-c", CHECK_CELLS],
+        cwd=REPO / "labs",
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    text = re.sub(r"\x1b\[[0-9;]*m", "", done.stdout)
+    blocks = text.split("=== ")[1:]
+    checks, other = blocks[:-1], blocks[-1]
+    assert len(checks) >= 2 * 8, text  # every lab has at least one check cell, each printed twice
+    for head, body in zip(checks[::2], checks[1::2]):
+        lab = head.split()[0]
+        assert body.startswith("raised NameError"), head + body
+        says = rf"Exercise {lab[:2]}\.\d+'s check reads \w+, which an earlier cell of the lab makes"
+        assert re.search(says, head) and "(in JupyterLab: Run > Run All Above Selected Cell)" in head, head
+        assert "cell under the heading '" in head or "(your answer cell, 'Your turn" in head, head
+    assert "NameError" in other and "Exercise" not in other, other

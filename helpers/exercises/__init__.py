@@ -6,18 +6,24 @@ A lab's exercise is three cells: the task in prose, an answer cell (tagged ``exe
 registered with ``@exercise``; inside one, ``expect(condition, message)`` stops with the message when the answer is
 not right yet. While any answer is still ``...`` the check says what it waits for and never raises, so a headless
 run of an unanswered lab passes; ``python -m course.run_labs --solutions`` fills in the reference answers from
-``labs/solutions/`` instead, and every check must then say "right".
+``labs/solutions/`` instead, and every check must then say "right". A check cell run before the cells it reads
+(a fresh kernel, a learner who jumped to the exercise) says which cells to run first, under its ``NameError``.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
+import json
+import linecache
 import math
 import numbers
 import pkgutil
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from helpers import report
 from helpers.errors import WorkshopError
@@ -137,3 +143,87 @@ def check(id: str, **values) -> str:
     print(f"{mark} — exercise {id} ({ex.title}): {message}")
     report.record(**{f"exercise {id}": status})
     return status
+
+
+# ---------------------------------------------------------------------------------------------------- out of order
+CHECK_CALL = re.compile(r"""exercises\.check\(\s*["'](\d\d\.\d+)["']""")
+
+
+def run_first(error: NameError, tb) -> str | None:
+    """What to say under a ``NameError`` raised in an exercise's check cell: which cells make the missing name, and
+    to run the lab from the top down to the check first. None for any other cell."""
+    found = None
+    while tb is not None:  # the cell is a frame of the traceback: its source is in linecache, as IPython put it
+        found = CHECK_CALL.search("".join(linecache.getlines(tb.tb_frame.f_code.co_filename))) or found
+        tb = tb.tb_next
+    name = getattr(error, "name", None)
+    if found is None or not name:
+        return None
+    where = _made_in(found[1][:2], name)
+    return (
+        f"Exercise {found[1]}'s check reads {name}, which an earlier cell of the lab makes{where}: run the lab's "
+        "cells from the top down to this one first (in JupyterLab: Run > Run All Above Selected Cell), then this "
+        "one again."
+    )
+
+
+def _made_in(lab: str, name: str) -> str:
+    """ ", the cell under the heading '...'" for the lab's first code cell that assigns or imports ``name``; "" where
+    the notebook is not found (the kernel runs in the lab's folder; else the repository's labs/)."""
+    here = [*Path.cwd().glob(f"{lab}_*.ipynb"), *(Path(__file__).parents[2] / "labs").glob(f"{lab}_*.ipynb")]
+    if not here:
+        return ""
+    heading = ""
+    for cell in json.loads(here[0].read_text(encoding="utf-8"))["cells"]:
+        text = "".join(cell["source"])
+        if cell["cell_type"] == "markdown":
+            heading = next((line.lstrip("# ").strip() for line in text.splitlines() if line.startswith("#")), heading)
+        elif name in _names_made(text):
+            if EXERCISE_CELL.match(text):
+                return f" (your answer cell, '{text.splitlines()[0].lstrip('# ')}')"
+            return f" (the cell under the heading '{heading}')" if heading else ""
+    return ""
+
+
+EXERCISE_CELL = re.compile(r"^# Your turn \d\d\.\d+:")
+
+
+def _names_made(source: str) -> set[str]:
+    """The names a cell assigns, defines or imports (IPython's magics and shell lines left out)."""
+    code = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return set()
+    made = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            made.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            made.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            made.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return made
+
+
+def _with_run_first(shell, etype, value, tb, tb_offset=None) -> None:
+    """Show a ``NameError`` as IPython would, and under it :func:`run_first`'s advice where it has any (IPython leaves
+    the showing to a custom handler)."""
+    structured = shell.InteractiveTB.structured_traceback(etype, value, tb, tb_offset=tb_offset)
+    advice = run_first(value, tb)
+    shell._showtraceback(etype, value, [*structured, advice] if advice else structured)
+
+
+def _install() -> None:
+    """In an IPython kernel with no handler of its own, explain a NameError in a check cell (this module is
+    imported at the top of every check cell, so before the name it lacks is read)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is not None and not shell.custom_exceptions:
+        shell.set_custom_exc((NameError,), _with_run_first)
+
+
+_install()

@@ -18,6 +18,7 @@ side (S3 URIs, listings, the boto3 client, one object fetched whole) is :mod:`he
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import csv
 import json
 import os
@@ -401,27 +402,22 @@ class ObjectStore:
         return len(keys)
 
 
-def remove_stale_sockets(tmp: Path = Path("/tmp")) -> list[Path]:
-    """Remove this user's weed sockets in ``tmp`` (weed always puts its gRPC sockets there) that no process has
-    bound any more: what a store killed outright left. Linux only (``/proc/net/unix`` lists the bound ones)."""
+def remove_stale_sockets(ports: Iterable[int] = ()) -> None:
+    """Remove this user's weed sockets in /tmp (weed keeps its gRPC ones there whatever TMPDIR says) that no process
+    has bound any more: a store killed with its kernel leaves them. Without /proc/net/unix (macOS), ``ports``' only."""
     try:
-        table = Path("/proc/net/unix").read_text().splitlines()[1:]
+        bound = {f[-1] for f in map(str.split, Path("/proc/net/unix").read_text().splitlines()[1:]) if len(f) > 7}
+        stale = [sock for sock in Path("/tmp").glob("seaweedfs-*.sock") if str(sock) not in bound]
     except OSError:
-        return []
-    bound = {fields[-1] for fields in map(str.split, table) if len(fields) > 7}
-    removed = []
-    for sock in tmp.glob("seaweedfs-*.sock"):
-        try:
-            if sock.lstat().st_uid == os.getuid() and str(sock) not in bound:
+        stale = [sock for port in ports for sock in Path("/tmp").glob(f"seaweedfs-*-{port}.sock")]
+    for sock in stale:
+        with contextlib.suppress(OSError):  # removed meanwhile
+            if sock.lstat().st_uid == os.getuid():
                 sock.unlink()
-                removed.append(sock)
-        except OSError:
-            pass  # another store's, removed or started meanwhile
-    return removed
 
 
 def _stop(proc: subprocess.Popen, ports: dict[str, int]) -> None:
-    """Stop the store's process group and remove the unix sockets it keeps in /tmp, named after its ports."""
+    """Stop the store's process group and remove the unix sockets it kept in /tmp."""
     if proc.poll() is None:
         try:
             os.killpg(proc.pid, signal.SIGTERM)
@@ -436,13 +432,7 @@ def _stop(proc: subprocess.Popen, ports: dict[str, int]) -> None:
         except ProcessLookupError:
             pass
         proc.wait()
-    tmp = Path("/tmp")
-    for port in ports.values():
-        for sock in tmp.glob(f"seaweedfs-*-{port}.sock"):
-            try:
-                sock.unlink()
-            except OSError:
-                pass
+    remove_stale_sockets(ports.values())
 
 
 # ---------------------------------------------------------------------------------------------- data sets
