@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import io
 import json
 import math
+import random
 import textwrap
 from pathlib import Path
 
@@ -21,10 +23,10 @@ from helpers.input_mode import MODES
 from helpers.job import Job
 from helpers.jobs import on_sagemaker
 from helpers.standin import channel_delivery as input_modes
-from helpers.standin import fastfile, objectstore, ports
+from helpers.standin import fastfile, fastfile_shim, objectstore, ports
 from helpers.standin.channel_delivery import InputModeError
 from helpers.standin.local_job import LocalJob
-from helpers.targets import Target
+from helpers.targets import Target, resolve
 
 pytestmark = pytest.mark.slow  # every test here starts a store, a job or a training run
 
@@ -121,14 +123,49 @@ def test_fastfile_starts_before_the_bytes_and_fetches_only_what_is_opened(data, 
     assert saw["holding"] == [] and len(saw["sizes"]) == 5  # every object listed at its size, no bytes yet
     assert saw["digests"] == {first.name: sha(first)}
     record = json.loads((result.run_dir / "inputs.json").read_text())
-    fetched = [f["key"] for f in record["fetches"]]
-    # the file it opened, plus one file of sequential read-ahead
-    assert fetched[0] == f"shards/train/{first.name}" and len(fetched) == 1 + fastfile.READ_AHEAD
-    assert [f["reason"] for f in record["fetches"]] == ["open"] + ["read-ahead"] * fastfile.READ_AHEAD
+    # the one file it read, in one ranged GET (read() asks for the rest of the file): no other file read ahead
+    assert [(f["key"], f["range"]) for f in record["fetches"]] == [
+        (f"shards/train/{first.name}", [0, first.stat().st_size])
+    ]
     io = input_modes.job_io(result)
-    assert 0 < io["bytes_from_store"] < io["bytes_in_channels"] and io["objects_from_store"] == len(fetched)
+    assert io["bytes_from_store"] == first.stat().st_size and io["objects_from_store"] == 1
     untouched = result.run_dir / "algo-1" / "input" / "data" / "train" / "tokenizer.json"
     assert untouched.stat().st_blocks == 0 and set(untouched.read_bytes()) == {0}  # still a placeholder
+
+
+def test_fastfile_streams_ranges_reads_ahead_in_order_and_starts_again_after_a_jump(data, tmp_path):
+    """Mountpoint's prefetcher: a first request of FIRST_REQUEST_BYTES, each read in order fetching 8 times further
+    ahead, in parts that end on PART_BYTES boundaries; a jump starts again at the first size. Every byte read is the
+    object's."""
+    store, _ = data
+    blob = random.Random(3).randbytes(20 << 20)
+    store.client().put_object(Bucket=BUCKET, Key="stream/big.bin", Body=blob)
+    objects = store.list(f"s3://{BUCKET}/stream/")
+    server = fastfile.FastFileServer(store.endpoint)
+    try:
+        server.present("train", BUCKET, [("big.bin", objects[0])], tmp_path / "ch", tmp_path / "scratch")
+        path = str((tmp_path / "ch" / "big.bin").resolve())
+        reader = fastfile_shim.ReadThrough(server.address, [str(tmp_path / "ch")])
+        with io.BufferedReader(fastfile_shim.StreamedFile(path, reader), 1 << 20) as f:
+            assert f.read(1 << 20) == blob[: 1 << 20]
+            assert f.read(1 << 20) == blob[1 << 20 : 2 << 20]  # in order: 8 times further ahead
+            f.seek(15 << 20)  # a jump: the window starts again at the first size
+            assert f.read(1 << 20) == blob[15 << 20 : 16 << 20]
+            assert f.read(1 << 20) == blob[16 << 20 : 17 << 20]  # in order again: 8 times further, to the end
+    finally:
+        server.close()
+    first, part, mib = fastfile.FIRST_REQUEST_BYTES, fastfile.PART_BYTES, 1 << 20
+    assert sorted(tuple(g["range"]) for g in server.fetches) == [
+        (0, first),
+        (first, part),  # parts end on PART_BYTES boundaries, as Mountpoint's do
+        (part, mib + fastfile.PREFETCH_MULTIPLIER * first),
+        (15 * mib, 2 * part),  # the first size again, split where a part ends
+        (2 * part, 15 * mib + first),
+        (15 * mib + first, 20 * mib),
+    ]  # 10-15 MiB was never read nor read ahead: never fetched
+    stats = server.stats()["train"]
+    demanded = 4 * mib - 2 * fastfile.BLOCK_BYTES  # each read's own bytes not already asked for ahead of it
+    assert stats["bytes"] == 15 * mib and stats["read_ahead_bytes"] == 15 * mib - demanded
 
 
 def test_fsx_outlives_jobs_and_follows_the_store(data, runner, probe_dir):
@@ -395,7 +432,7 @@ def test_real_channel_definitions_per_mode_in_the_dry_run(small_catalog):
     base = Job("lab05", {"epochs": 1})
     data = {"train": "s3://my-bucket/lab05/shards/train/", "validation": "s3://my-bucket/lab05/shards/validation/"}
     jobs = aws_input_modes.sagemaker_jobs_per_mode(base, data, {**FSX, "import_path": "s3://my-bucket"})
-    requests = {m: on_sagemaker(j, "ml.g5.2xlarge", echo=False).request for m, j in jobs.items()}
+    requests = {m: on_sagemaker(j, resolve("ml.g5.2xlarge"), echo=False).request for m, j in jobs.items()}
     rows = {m: aws_input_modes.channel_definitions(r) for m, r in requests.items()}
     assert {r["InputMode"] for r in rows["File"]} == {"File"}
     assert [r["InputMode"] for r in rows["FastFile"]] == ["FastFile", "FastFile"]  # explicit on every channel
@@ -429,7 +466,7 @@ def test_the_fsx_job_mounts_where_the_file_system_shows_what_the_file_and_fastfi
     nothing wrote."""
     data = {split: str(small_catalog / split) for split in ("train", "validation")}
     jobs = aws_input_modes.sagemaker_jobs_per_mode(Job("lab05", {"epochs": 1}), data, FSX)
-    dry = {m: on_sagemaker(j, "ml.g6.xlarge", echo=False) for m, j in jobs.items()}
+    dry = {m: on_sagemaker(j, resolve("ml.g6.xlarge"), echo=False) for m, j in jobs.items()}
     sources = {m: _channel_sources(d.request) for m, d in dry.items()}
     bucket = sources["File"]["train"].removeprefix("s3://").split("/")[0]
     for split in data:
@@ -446,14 +483,17 @@ def test_an_fsx_channel_outside_the_file_system_s_link_is_refused_before_anythin
     data = {"train": "s3://other-bucket/shards/train/"}
     linked = {**FSX, "import_path": "s3://workshop-bucket"}
     with pytest.raises(findings.FSxConfigError, match="not under s3://workshop-bucket.*never show"):
-        jobs.preflight(aws_input_modes.sagemaker_jobs_per_mode(Job("lab05"), data, linked)["FSx"], "ml.g6.xlarge")
+        jobs.preflight(
+            aws_input_modes.sagemaker_jobs_per_mode(Job("lab05"), data, linked)["FSx"], resolve("ml.g6.xlarge")
+        )
     local = {"train": str(small_catalog / "train")}  # uploaded to the workshop bucket, not to other-bucket
     fsx_job = aws_input_modes.sagemaker_jobs_per_mode(Job("lab05"), local, {**FSX, "import_path": "s3://other"})
     with pytest.raises(findings.FSxConfigError, match="is not under s3://other"):
-        on_sagemaker(fsx_job["FSx"], "ml.g6.xlarge", echo=False)
+        on_sagemaker(fsx_job["FSx"], resolve("ml.g6.xlarge"), echo=False)
     with pytest.raises(findings.FSxConfigError, match="neither an s3:// prefix nor a local directory"):
         jobs.preflight(
-            aws_input_modes.sagemaker_jobs_per_mode(Job("lab05"), {"train": "lab05/shards"}, FSX)["FSx"], "ml.g6.xlarge"
+            aws_input_modes.sagemaker_jobs_per_mode(Job("lab05"), {"train": "lab05/shards"}, FSX)["FSx"],
+            resolve("ml.g6.xlarge"),
         )
 
 
@@ -462,7 +502,7 @@ def test_fsx_preflight_wants_networking_and_a_mount_name():
     no_network = {k: v for k, v in FSX.items() if k not in ("subnets", "security_group_ids")}
     job = aws_input_modes.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, no_network)["FSx"]
     with pytest.raises(findings.FSxConfigError, match="988 and 1018-1023"):
-        jobs.preflight(job, "ml.g5.2xlarge")
+        jobs.preflight(job, resolve("ml.g5.2xlarge"))
     with pytest.raises(findings.FSxConfigError, match="988 and 1018-1023"):
         aws_input_modes.fsx_preflight(job)
     aws_input_modes.fsx_preflight(
@@ -481,7 +521,7 @@ def test_the_fsx_job_is_told_its_vpc_needs_s3_for_its_code_too():
     source and the SDK's drivers) come from S3: an FSx job without that route never starts its script."""
 
     job = aws_input_modes.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, FSX)["FSx"]
-    notes = jobs.preflight(job, "ml.g5.2xlarge").notes
+    notes = jobs.preflight(job, resolve("ml.g5.2xlarge")).notes
     s3 = next(n for n in notes if "S3 VPC endpoint or a NAT gateway" in n)
     assert "code channels" in s3 and "sm_drivers" in s3
     assert any("PyPI" in n and "NAT gateway" in n for n in notes)  # pip: NAT, an S3 endpoint alone does not do

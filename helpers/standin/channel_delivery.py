@@ -5,11 +5,10 @@ files in all three:
 
 * **File** downloads every object of the channel (in parallel) before the script starts: the job waits for the
   whole data set, every job, on every host.
-* **FastFile** presents every object at once, at its real size, as a placeholder, and fetches an object's bytes the
-  first time the job opens it (:mod:`helpers.standin.fastfile` serves them; :mod:`helpers.standin.fastfile_shim` blocks
-  the open until then), with one file of sequential read-ahead. The script starts at once and reads only what it
-  opens. Locally an object is fetched whole on its first open; SageMaker's FastFile streams byte ranges as they are
-  read.
+* **FastFile** presents every object at once, at its real size, as a placeholder, and streams an object's bytes as
+  the job reads them (:mod:`helpers.standin.fastfile` serves them: ranged GETs in parallel, a read-ahead window that
+  grows while the reads follow one another; :mod:`helpers.standin.fastfile_shim` blocks each read until its range is
+  here). The script starts at once and fetches only what it reads.
 * **FSx** mounts a persistent directory (``<fsx_root>/<bucket>/<prefix>``) that outlives jobs, as an FSx for Lustre
   file system linked to the bucket does: the first job warms it from the store, later jobs find it warm and start
   at once (objects changed in the store are fetched again; removed ones disappear).
@@ -343,7 +342,7 @@ def _copy(inputs: JobInputs, source: ChannelSource, dest: Path, host: str) -> Tr
 
 
 def _present_lazily(inputs: JobInputs, source: ChannelSource, dest: Path, host: str) -> Transfer:
-    """FastFile: every object presented at once, its bytes fetched on the first open (the host's read-through)."""
+    """FastFile: every object presented at once, its bytes streamed as they are read (the host's read-through)."""
     if inputs.server is None:
         assert inputs.endpoint is not None  # check_channels found the store for every source
         inputs.server = FastFileServer(inputs.endpoint)
@@ -376,7 +375,8 @@ def job_io(result) -> dict:
 
     ``to_first_step_s`` and ``total_s`` count from the job's submission, staging included, as SageMaker's clock
     does (a File-mode job is billed while it downloads). ``input_wait_s``: how long the job waited for its input,
-    staging plus the time its opens blocked on FastFile fetches.
+    staging plus the time its reads blocked on FastFile fetches. ``read_ahead_bytes``: what FastFile fetched ahead
+    of the reads.
     """
     path = Path(result.run_dir) / "inputs.json"
     rec = json.loads(path.read_text()) if path.is_file() else {"staged": [], "during_job": {}, "channels": {}}

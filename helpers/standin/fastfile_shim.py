@@ -1,30 +1,33 @@
-"""FastFile's read-through inside a local job: a file's bytes are fetched from the object store when it is first opened.
+"""FastFile's read-through inside a local job: a file's bytes are streamed from the object store as they are read.
 
 The local runner copies this file into the job's run folder as ``sitecustomize.py`` and puts that folder first on
 ``PYTHONPATH``, so every Python process of the job (torchrun, each rank, data-loader workers) loads it before the
 training script runs. The script is not changed and does not know: it lists the channel directory (every object is
-there at its real size from the start) and opens plain files. Opening one that still holds no bytes blocks until
-the runner's FastFile server has fetched it from the store; the open then proceeds on the real file. A fetch that
-failed (the store died, the object vanished, it arrived short) fails every open of that file with ``EIO``: a reader
-never sees the placeholder's zeros.
+there at its real size from the start) and opens plain files. ``open()`` of a file in a FastFile channel (and
+``io.open``, ``Path.open``) returns a reader whose every read first asks the runner's FastFile server for that byte
+range (:mod:`helpers.standin.fastfile`: ranged GETs, read-ahead while the reads follow one another), then reads
+the bytes from the file. A range that failed (the store died, the object vanished, it arrived short) fails the read
+with ``EIO``: a reader never sees the placeholder's zeros.
 
-Two hooks, standard library only: an audit hook on ``open`` (``open()``, ``io.open``, ``os.open``), and
-``tokenizers.Tokenizer.from_file``, which reads from Rust without passing Python's ``open``. Other native readers
-(a memory-mapped Arrow file, say) are not covered: on SageMaker, FastFile is a real file system and covers them all.
+Other ways in fetch the whole file before they return: an audit hook on ``open`` (``os.open``, a low-level
+``_io.open``) and ``tokenizers.Tokenizer.from_file``, which reads from Rust. Other native readers (a memory-mapped
+Arrow file, say) are not covered: on SageMaker, FastFile is a real file system and covers them all.
 """
 
 from __future__ import annotations
 
 import errno
+import io
 import os
 import sys
 
 SERVER_ENV = "WORKSHOP_FASTFILE"  # host:port of the runner's FastFile server
 DIRS_ENV = "WORKSHOP_FASTFILE_DIRS"  # the FastFile channel directories of this host, os.pathsep-separated
+READ_BUFFER = 1 << 20  # a buffered reader asks the server once per MiB, not once per line
 
 
 class ReadThrough:
-    """Asks the runner's server for a file's bytes the first time this process opens it."""
+    """Asks the runner's server for a file's byte ranges as this process reads them (or for all of it, once)."""
 
     def __init__(self, server: str, dirs: list[str]):
         host, _, port = server.rpartition(":")
@@ -49,34 +52,142 @@ class ReadThrough:
         path = os.path.abspath(path)
         if path in self.ready or not self.covers(path) or getattr(self._busy, "on", False):
             return
-        self._busy.on = True  # the socket calls below raise audit events of their own
-        try:
-            reply = self._ask(path)
-        finally:
-            self._busy.on = False
-        if reply == "OK":
+        self._checked(self.quietly(self._ask, path), path)
+
+    def read_range(self, path: str, start: int, end: int) -> int | None:
+        """Block until bytes ``[start, end)`` of ``path`` are here; how far from ``start`` the bytes are here, or None
+        when the whole file is (read it locally)."""
+        return self._checked(self.quietly(self._ask, f"READ {start} {end} {path}"), path)
+
+    def _checked(self, reply: str, path: str) -> int | None:
+        if reply == "OK FULL":
             self.ready.add(path)
-            return
+            return None
+        if reply.startswith("OK"):
+            return int(reply.split()[1])
         # an input/output error, as a read on SageMaker's FastFile mount fails when S3 does: never the placeholder
         raise OSError(errno.EIO, f"FastFile: {reply.removeprefix('ERR ')}", path)
 
-    def _ask(self, path: str) -> str:
-        import socket
-
+    def quietly(self, call, *args):
+        """``call(*args)`` with this thread's audit events ignored (the socket and file calls raise their own)."""
+        self._busy.on = True
         try:
-            with socket.create_connection(self.address) as conn:  # blocks as long as the fetch takes, as a read would
-                conn.sendall(path.encode("utf-8", "surrogateescape") + b"\n")
-                with conn.makefile("r", encoding="utf-8", errors="replace") as answer:
-                    return answer.readline().strip() or "ERR the FastFile server closed the connection"
+            return call(*args)
+        finally:
+            self._busy.on = False
+
+    def streamable(self, file, mode: str, opener) -> str | None:
+        """The absolute path if ``open(file, mode)`` reads a FastFile file not yet whole here, else None."""
+        if opener is not None or not isinstance(mode, str) or set(mode) - {"r", "b", "t"}:
+            return None
+        try:
+            path = os.fspath(file)
+        except TypeError:
+            return None  # a file descriptor
+        path = os.path.abspath(os.fsdecode(path))
+        return path if self.covers(path) and path not in self.ready and os.path.isfile(path) else None
+
+    def _ask(self, request: str) -> str:
+        """One request on this thread's connection (a forked process opens its own); blocks as a read would."""
+        try:
+            conn, answer = self._connection()
+            conn.sendall(request.encode("utf-8", "surrogateescape") + b"\n")
+            reply = answer.readline().strip()
+            if not reply:
+                self._busy.conn = None
+                return "ERR the FastFile server closed the connection"
+            return reply
         except OSError as err:
+            self._busy.conn = None
             return (
                 f"ERR the runner's FastFile server at {self.address[0]}:{self.address[1]} is gone ({err}); "
                 f"the job outlived the runner that presented its channel"
             )
 
+    def _connection(self):
+        held = getattr(self._busy, "conn", None)
+        if held is None or held[0] != os.getpid():
+            import socket
+
+            conn = socket.create_connection(self.address)
+            held = (os.getpid(), conn, conn.makefile("r", encoding="utf-8", errors="replace"))
+            self._busy.conn = held
+        return held[1], held[2]
+
     def audit(self, event: str, args: tuple) -> None:
         if event == "open" and args and args[0] is not None:
             self.ensure(args[0])
+
+
+class StreamedFile(io.RawIOBase):
+    """A FastFile file opened for reading: each read waits for its range from the server, then reads the file."""
+
+    def __init__(self, path: str, read_through: ReadThrough):
+        super().__init__()
+        self.name, self.mode, self._through = path, "rb", read_through
+        self._fd = read_through.quietly(os.open, path, os.O_RDONLY)
+        self._size, self._pos = os.fstat(self._fd).st_size, 0
+        self._whole, self._here = False, (0, 0)  # the whole file, or a range of it, known to be here
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        base = {os.SEEK_SET: 0, os.SEEK_CUR: self._pos, os.SEEK_END: self._size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def readinto(self, buffer) -> int:
+        n = min(len(buffer), self._size - self._pos)
+        if n <= 0:
+            return 0
+        if not self._whole and not self._here[0] <= self._pos < self._pos + n <= self._here[1]:
+            here = self._through.read_range(self.name, self._pos, self._pos + n)
+            self._whole, self._here = here is None, (self._pos, here or 0)
+        data = os.pread(self._fd, n, self._pos)
+        buffer[: len(data)] = data
+        self._pos += len(data)
+        return len(data)
+
+    def readall(self) -> bytes:
+        """The rest of the file in one request (``read()`` with no size)."""
+        buffer = bytearray(max(0, self._size - self._pos))
+        return bytes(buffer[: self.readinto(buffer)])
+
+    def close(self) -> None:
+        if not self.closed:
+            os.close(self._fd)
+        super().close()
+
+
+def _patch_open(read_through: ReadThrough) -> None:
+    """``open``/``io.open`` of a FastFile file for reading return a :class:`StreamedFile` (buffered, or as text)."""
+    import builtins
+
+    real_open = io.open
+
+    def open(file, mode="r", buffering=-1, encoding=None, errors=None, newline=None, closefd=True, opener=None):
+        path = read_through.streamable(file, mode, opener)
+        if path is None:
+            return real_open(file, mode, buffering, encoding, errors, newline, closefd, opener)
+        raw = StreamedFile(path, read_through)
+        if buffering == 0 and "b" in mode:
+            return raw
+        buffered = io.BufferedReader(raw, buffer_size=buffering if buffering > 1 else READ_BUFFER)
+        if "b" in mode:
+            return buffered
+        return io.TextIOWrapper(buffered, encoding=encoding, errors=errors, newline=newline)
+
+    builtins.open = io.open = open
 
 
 def _patch_tokenizers(read_through: ReadThrough) -> None:
@@ -129,6 +240,7 @@ def install() -> ReadThrough | None:
         return None
     read_through = ReadThrough(server, dirs.split(os.pathsep))
     sys.addaudithook(read_through.audit)
+    _patch_open(read_through)
     _patch_tokenizers(read_through)
     return read_through
 

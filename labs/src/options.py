@@ -207,6 +207,12 @@ def train_parser(description: str | None = None) -> ArgumentParser:
     p.add_argument("--pin_memory", type=str2bool, default=False, help="page-locked batches: faster copies to a GPU")
     p.add_argument("--persistent_workers", type=str2bool, default=False, help="keep workers alive across epochs")
     p.add_argument("--threads", type=NON_NEGATIVE, default=0, help="trainer's intra-op threads (0: OMP_NUM_THREADS)")
+    p.add_argument(
+        "--decode_ms",
+        type=NON_NEGATIVE_FLOAT,
+        default=0.0,
+        help="CPU ms each training title's decoding costs, as an image's would (0: none); on_the_fly: per sample",
+    )
     # profiling (profiling.py, lab 07): where a step's time goes
     p.add_argument(
         "--profile",
@@ -346,6 +352,18 @@ def read_channel_parser(description: str | None = None) -> argparse.ArgumentPars
     p.add_argument("--block_kb", type=AT_LEAST_1, default=1024)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--log_every", type=NON_NEGATIVE, default=0, help="a [read] line every N files (0: ten per run)")
+    p.add_argument(
+        "--compute_ms_per_mb",
+        type=NON_NEGATIVE_FLOAT,
+        default=0.0,
+        help="ms of a training step's work per MB read (0: I/O only)",
+    )
+    p.add_argument(
+        "--compute_on",
+        choices=["accelerator", "cpu"],
+        default="accelerator",
+        help="accelerator: the loop waits, as for a GPU step, its CPU free; cpu: it spins, as for decoding",
+    )
     return p
 
 

@@ -3,10 +3,13 @@
 Standard library only, so it runs in any SageMaker image and in the local runner (its options are declared in
 ``options.py``); it reads only the container contract (``SM_CHANNEL_<NAME>``). ``--access sequential`` reads the
 files in name order, each front to back; ``--access random`` reads a random ``--fraction`` of them in random order
-(a shuffled data set of one object per record). Metric lines::
+(a shuffled data set of one object per record). ``--compute_ms_per_mb`` adds a training step's work after each block
+read, so a streaming input mode can overlap its reads with it: ``--compute_on accelerator`` waits that long, as a loop
+waits for its GPU step with the CPU free; ``cpu`` spins this thread's CPU that long, as decoding would. Metric
+lines::
 
     [read] files=10 bytes=1048576 seconds=0.2
-    [final] files=40 bytes=4194304 read_seconds=0.81 mb_per_s=5.2 first_byte_s=0.01
+    [final] files=40 bytes=4194304 read_seconds=0.81 mb_per_s=5.2 first_byte_s=0.01 compute_s=0.4
 """
 
 from __future__ import annotations
@@ -32,6 +35,17 @@ def channel_files(root: str, pattern: str) -> list[str]:
     return sorted(found)
 
 
+def compute(seconds: float, on: str) -> None:
+    """A step's work of ``seconds``: on the accelerator the loop waits for it; on the CPU this thread spins for that
+    much CPU time (a busy machine stretches it, as it would real work)."""
+    if on == "accelerator":
+        time.sleep(seconds)
+        return
+    done = time.thread_time() + seconds
+    while time.thread_time() < done:
+        pass
+
+
 def main(args) -> None:
     start = time.perf_counter()
     root = os.environ.get(f"SM_CHANNEL_{args.channel.upper()}", f"/opt/ml/input/data/{args.channel}")
@@ -46,19 +60,24 @@ def main(args) -> None:
     print(f"[setup] channel={args.channel} access={args.access} files={len(files)} bytes_listed={listed}", flush=True)
     every = args.log_every or max(1, len(files) // 10)
     block = args.block_kb << 10
-    total, first_byte = 0, None
+    total, first_byte, work_s = 0, None, 0.0
     t0 = time.perf_counter()
     for i, path in enumerate(files, start=1):
         with open(path, "rb") as f:
             while chunk := f.read(block):
                 first_byte = first_byte if first_byte is not None else time.perf_counter() - start
                 total += len(chunk)
+                cost = len(chunk) / 1e6 * args.compute_ms_per_mb / 1e3
+                if cost:
+                    compute(cost, args.compute_on)
+                work_s += cost
         if i % every == 0 or i == len(files):
             print(f"[read] files={i} bytes={total} seconds={time.perf_counter() - t0:.4f}", flush=True)
     seconds = time.perf_counter() - t0
     print(
         f"[final] files={len(files)} bytes={total} read_seconds={seconds:.4f} "
-        f"mb_per_s={total / 1e6 / seconds if seconds else 0:.4f} first_byte_s={first_byte or 0:.4f}",
+        f"mb_per_s={total / 1e6 / seconds if seconds else 0:.4f} first_byte_s={first_byte or 0:.4f} "
+        f"compute_s={work_s:.4f}",
         flush=True,
     )
 
