@@ -163,7 +163,7 @@ def test_each_rule_refuses_or_notes_what_its_table_says(small_catalog, rule, fie
     assert found and found[0].rule == rule.__name__ and found[0].error is error, found
     assert says in found[0].message
     with pytest.raises(error, match=None):
-        checks.check(job, where(job, target), [rule])
+        checks.run_rules(job, where(job, target), [rule])
 
 
 @pytest.mark.slow

@@ -55,7 +55,7 @@ def fsx_preflight(job) -> None:
     paths), without choosing an image: fast enough to run in every lab, offline. Raises ``FSxConfigError``."""
 
     where = findings.Where(Target("fsx", "fsx", 0, 1), None, 1, "script")  # the FSx rule reads neither
-    checks.check(job, where, [target_rules.fsx])
+    checks.run_rules(job, where, [target_rules.fsx])
 
 
 def channel_definitions(request: dict) -> list[dict]:

@@ -69,7 +69,7 @@ def local_container_trainer(job: Job, gpus: int, root: Path, session=None):
 
 def run_local_container(job: Job, target: Target, echo: bool = True, session=None):
     """Run ``job`` with the SDK's own ``Mode.LOCAL_CONTAINER`` (Docker), or say precisely why it cannot."""
-    checks.check(job, findings.Where.local(job, target))
+    checks.run_rules(job, findings.Where.local(job, target))
     problem = docker_problem()
     if problem:
         raise LocalContainerUnavailable(

@@ -74,7 +74,7 @@ def preflight(
         )
     where = findings.Where.sagemaker(job, target)
     assert where.instance is not None  # the target's catalogue entry
-    notes = checks.check(job, where)
+    notes = checks.run_rules(job, where)
     if tensorboard is None:  # on when the job writes where SageMaker collects TensorBoard files
         tensorboard = any(str(v).startswith(TENSORBOARD_DIR) for v in job.hyperparameters.values())
     plan = Plan(

@@ -5,8 +5,8 @@ A rule yields what it finds: ``fail`` (what is wrong and what to do, as one of t
 ``note`` (advice the dry run prints); the pieces are :mod:`helpers.checks.findings`. The rules every job meets are
 :mod:`helpers.checks.common_rules`, with their table ``COMMON``; what one kind of target needs besides (this machine,
 the SDK's Docker local mode, an instance type) is :mod:`helpers.checks.target_rules`, with its table ``ONLY``. The
-local runner runs ``check(job, Where.local(...))``, preflight ``check(job, Where.sagemaker(...))``: a rule added to
-``COMMON`` applies to both. Choosing the image for a region is a step of its own, after these
+local runner runs ``run_rules(job, Where.local(...))``, preflight ``run_rules(job, Where.sagemaker(...))``: a rule
+added to ``COMMON`` applies to both. Choosing the image for a region is a step of its own, after these
 (``helpers.aws.images.choose_image``).
 """
 
@@ -20,7 +20,7 @@ from helpers.checks.target_rules import ONLY
 from helpers.job import Job
 
 
-def check(job: Job, where: Where, rules: Iterable[Rule] | None = None) -> list[str]:
+def run_rules(job: Job, where: Where, rules: Iterable[Rule] | None = None) -> list[str]:
     """Raise the first refusal of ``rules`` (by default, those of the target's kind: :func:`rules_for`) with its own
     error kind and a message naming the fix; else return the notes."""
     notes = []

@@ -58,7 +58,7 @@ def hyperparameter_names(job: Job, where: Where) -> Iterator[Finding]:
 def hyperparameter_values(job: Job, where: Where) -> Iterator[Finding]:
     """Against the options the entry script publishes: unknown names (a typo would be ignored), values out of
     range or of the wrong kind."""
-    if problem := hyperparameters.check(job):
+    if problem := hyperparameters.refusal(job):
         yield fail(problem)
 
 

@@ -176,7 +176,7 @@ class LocalRunner:
     def prepare(self, job: Job, target: Target) -> Prepared:
         """Check the job and build every host's directory and command; raises before anything runs, and a failure
         while building (a channel that cannot be staged) leaves no run directory behind."""
-        checks.check(job, findings.Where.local(job, target))
+        checks.run_rules(job, findings.Where.local(job, target))
         run_dir = self.runs_dir / (self.job_name or run_name(job.name))
         inputs = JobInputs(job, self.runs_dir.parent / "fsx", run_dir)  # s3:// channels, in their modes
         if run_dir.exists():
