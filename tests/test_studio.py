@@ -426,7 +426,9 @@ def test_make_studio_runs_the_installer_with_the_first_python_on_path():
     done = subprocess.run(["make", "-n", "studio"], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "tools/studio/install.py" in done.stdout
     commands = [line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines() if line.startswith("make")]
-    assert commands.index("make studio-twin") > commands.index("make test")  # the twin runs after the tests
+    twin = next(c for c in commands if c.startswith("make studio-twin"))
+    assert commands.index(twin) > commands.index("make test")  # the twin runs after the tests
+    assert "--torch torch==2.8.0" in twin  # on the image's own torch, not a stand-in
 
 
 # ---- what an older SDK lacks
@@ -569,9 +571,10 @@ def test_two_dry_runs_of_a_job_a_second_apart_compare_equal(tmp_path):
         checkpoints=True,
         instance_count=2,
     )
+    target = resolve(dry_requests.TARGET)
     for side in ("a", "b"):
-        dry = on_sagemaker(job, dry_requests.TARGET, attendee="ci")
-        save_request(dry, resolve(dry_requests.TARGET), tmp_path / side / "06_spot_checkpoints.requests")
+        dry = on_sagemaker(job, target, attendee="ci")
+        save_request(dry, target, tmp_path / side / "06_spot_checkpoints.requests")
         time.sleep(1.1)
     result = dry_requests.compare(tmp_path / "a", tmp_path / "b")
     assert result["equal"], result["differences"]
