@@ -1,7 +1,8 @@
-"""The event's clean-up and an attendee's own role (helpers/aws/account.py), against a stand-in for boto3 whose every
-call is validated against botocore's service model (none is sent): warm pools are released with
-KeepAlivePeriodInSeconds=0 (nothing else ends one early), the room's Studio apps of every type are deleted in spaces
-and under profiles, the Studio log group goes too, and a laptop finds its attendee's own job role by its path."""
+"""The event's clean-up and an attendee's own role (helpers/aws/room.py, helpers/aws/account.py), against a
+stand-in for boto3 whose every call is validated against botocore's service model (none is sent): warm pools are
+released with KeepAlivePeriodInSeconds=0 (nothing else ends one early), the room's Studio apps of every type are
+deleted in spaces and under profiles, the Studio log group goes too, and a laptop finds its attendee's own job role
+by its path."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from botocore.exceptions import ClientError
 from botocore.validate import validate_parameters
 
-from helpers.aws import account
+from helpers.aws import account, room
 from helpers.aws.setup_errors import RoleError
 
 MODELS = botocore.session.get_session()
@@ -109,7 +110,7 @@ def test_an_attendee_s_warm_pools_are_released_with_a_keep_alive_of_zero():
 
 
 def test_the_room_s_clean_up_lists_then_stops_releases_and_deletes_everything():
-    found = account.room_cleanup("d-1", boto_session=Session(ANSWERS))
+    found = room.room_cleanup("d-1", boto_session=Session(ANSWERS))
     assert found.jobs == ("attendee-02-lab02-z",)  # the facilitator's untagged demo is theirs to stop
     assert found.warm_pools == ("attendee-01-lab08-x", "attendee-011-lab08-y")  # every attendee's
     assert found.apps == (
@@ -120,7 +121,7 @@ def test_the_room_s_clean_up_lists_then_stops_releases_and_deletes_everything():
     assert found.log_groups == ("/aws/sagemaker/studio", "/aws/sagemaker/TrainingJobs")
     assert not found.done and "room_cleanup(done=True)" in repr(found)
     session = Session(ANSWERS)
-    account.room_cleanup("d-1", boto_session=session, done=True)
+    room.room_cleanup("d-1", boto_session=session, done=True)
     acted = [(op, p) for op, p in session.calls if not op.startswith(("List", "Describe"))]
     assert ("StopTrainingJob", {"TrainingJobName": "attendee-02-lab02-z"}) in acted
     assert sum(op == "UpdateTrainingJob" for op, _ in acted) == 2
@@ -138,7 +139,7 @@ def test_a_missing_log_group_is_not_an_error():
         raise ClientError({"Error": {"Code": "ResourceNotFoundException", "Message": "gone"}}, "DeleteLogGroup")
 
     answers = ANSWERS | {"logs": ANSWERS["logs"] | {"DeleteLogGroup": gone}}
-    assert account.room_cleanup(None, boto_session=Session(answers), done=True).done
+    assert room.room_cleanup(None, boto_session=Session(answers), done=True).done
 
 
 def test_a_laptop_finds_its_attendee_s_own_job_role_by_its_path():

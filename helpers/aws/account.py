@@ -2,8 +2,8 @@
 
 Importing this module calls nothing. :func:`discover` makes a few read-only calls (STS, IAM GetRole to check that
 SageMaker can assume the role behind the credentials, S3 HeadBucket) and fails with a message that says what to do.
-Credentials are never printed or returned in text. :func:`cleanup` stops this attendee's running jobs and releases
-their warm pools, :func:`room_cleanup` the whole room's (Studio apps and log groups too);
+Credentials are never printed or returned in text. :func:`cleanup` stops this attendee's running jobs,
+:func:`release_warm_pools` their warm pools (:mod:`helpers.aws.room` the whole room's, Studio too);
 :func:`check_quota` compares the account's Service Quotas with what a job asks for plus what running jobs hold.
 
 Many learners can share one account: every job name starts with the attendee prefix (``alice-lab02-ddp-...``), taken
@@ -427,10 +427,8 @@ def stored_objects(
     return Stored(bucket, prefix, keys, sum(s for _, s in found), deleted=delete and bool(keys))
 
 
-# --- the event account's per-attendee job roles, warm pools and Studio (infra/workshop-account.yaml) ----------------
+# --- the event account's per-attendee job roles and warm pools (the room's clean-up: helpers.aws.room) -----------
 JOB_ROLE_PATH = "/workshop-jobs/{stack}/{attendee}/"  # infra/workshop_account.py's JOB_ROLE_PATH: the attendee's role
-STUDIO_LOG_GROUP = "/aws/sagemaker/studio"  # the spaces' lifecycle-script logs
-JOBS_LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 
 
 def attendee_role_arn(stack: str, attendee: str, boto_session=None, region: str | None = None) -> str:
@@ -478,102 +476,16 @@ def release_warm_pools(
     return names
 
 
-@dataclass(frozen=True)
-class RoomCleanup:
-    """What the facilitator's clean-up found (``done=False``) or did: the jobs stopped, the warm pools released, the
-    Studio apps deleted (every type, in every space and under every profile), the log groups deleted."""
-
-    jobs: tuple[str, ...]
-    warm_pools: tuple[str, ...]
-    apps: tuple[str, ...]
-    log_groups: tuple[str, ...]
-    done: bool
-
-    def __repr__(self) -> str:
-        verb = "stopped/released/deleted" if self.done else "found (room_cleanup(done=True) acts)"
-        return (
-            f"{verb}: {len(self.jobs)} running job(s), {len(self.warm_pools)} warm pool(s), {len(self.apps)} Studio "
-            f"app(s), log groups {', '.join(self.log_groups) or 'none'}"
-        )
-
-
-def room_cleanup(
-    domain_id: str | None = None, boto_session=None, region: str | None = None, done: bool = False
-) -> RoomCleanup:
-    """The whole room at the end of the event: every attendee's running job stopped (those tagged
-    ``workshop-attendee``), every warm pool released, every Studio app of the domain deleted whatever its type (in
-    spaces and under user profiles), and the Studio and training log groups deleted. Lists only, unless
-    ``done=True``. Then delete the spaces, empty the bucket and delete the stack (docs/facilitator.md)."""
-    import boto3
-    from botocore.exceptions import ClientError
-
-    session = boto_session or boto3.Session(region_name=region)
-    sm = session.client("sagemaker", region_name=region or session.region_name)
-    logs = session.client("logs", region_name=region or session.region_name)
-    running = [
-        j
-        for page in sm.get_paginator("list_training_jobs").paginate(StatusEquals="InProgress")
-        for j in page["TrainingJobSummaries"]
-    ]
-    jobs = [
-        j["TrainingJobName"]
-        for j in running
-        if any(t["Key"] == ATTENDEE_TAG for t in sm.list_tags(ResourceArn=j["TrainingJobArn"]).get("Tags", []))
-    ]
-    pools = release_warm_pools(boto_session=session, region=region, release=False)
-    apps = []
-    if domain_id:
-        for page in sm.get_paginator("list_apps").paginate(DomainIdEquals=domain_id):
-            apps += [a for a in page["Apps"] if a.get("Status") not in ("Deleted", "Deleting")]
-    groups = [
-        g["logGroupName"]
-        for name in (STUDIO_LOG_GROUP, JOBS_LOG_GROUP)
-        for page in logs.get_paginator("describe_log_groups").paginate(logGroupNamePrefix=name)
-        for g in page["logGroups"]
-        if g["logGroupName"] == name
-    ]
-    if done:
-        for name in jobs:
-            sm.stop_training_job(TrainingJobName=name)
-        for name in pools:
-            sm.update_training_job(TrainingJobName=name, ResourceConfig={"KeepAlivePeriodInSeconds": 0})
-        for app in apps:
-            owner = (
-                {"SpaceName": app["SpaceName"]} if app.get("SpaceName") else {"UserProfileName": app["UserProfileName"]}
-            )
-            sm.delete_app(DomainId=domain_id, AppType=app["AppType"], AppName=app["AppName"], **owner)
-        for name in groups:
-            try:
-                logs.delete_log_group(logGroupName=name)
-            except ClientError as err:
-                if client_error_code(err) != "ResourceNotFoundException":
-                    raise
-    names = tuple(f"{a.get('SpaceName') or a.get('UserProfileName')}/{a['AppType']}/{a['AppName']}" for a in apps)
-    return RoomCleanup(tuple(jobs), tuple(pools), names, tuple(groups), done)
-
-
 if __name__ == "__main__":
     import argparse
 
     ap = argparse.ArgumentParser(prog="python -m helpers.aws.account", description="The event account's settings.")
-    ap.add_argument(
-        "command",
-        choices=["env", "room-cleanup"],
-        help="env: print export lines from the event stack's outputs (with --attendee, that attendee's own job role); "
-        "room-cleanup: list (--done: stop, release, delete) the room's jobs, warm pools, Studio apps and log groups",
-    )
-    ap.add_argument("--stack", help="the CloudFormation stack made from infra/workshop-account.yaml")
-    ap.add_argument("--attendee", default=None, help="env: an attendee (attendee-07) whose laptop gets their role")
-    ap.add_argument("--domain", default=None, help="room-cleanup: the Studio domain id (the StudioDomainId output)")
-    ap.add_argument("--done", action="store_true", help="room-cleanup: act, not only list")
+    ap.add_argument("command", choices=["env"], help="env: print export lines from the event stack's outputs")
+    ap.add_argument("--stack", required=True, help="the CloudFormation stack made from infra/workshop-account.yaml")
+    ap.add_argument("--attendee", default=None, help="a laptop attendee (attendee-07): their own job role too")
     ap.add_argument("--region", default=None)
     a = ap.parse_args()
-    if a.command == "room-cleanup":
-        print(room_cleanup(a.domain, region=a.region, done=a.done))
-    else:
-        if not a.stack:
-            ap.error("env needs --stack")
-        print(stack_exports(a.stack, region=a.region))
-        if a.attendee:  # after the stack's line: the attendee's own role replaces the facilitator's
-            print(f"export {ROLE_ENV[0]}={attendee_role_arn(a.stack, a.attendee, region=a.region)}")
-            print(f"export {ATTENDEE_ENV}={sanitize_attendee(a.attendee)}")
+    print(stack_exports(a.stack, region=a.region))
+    if a.attendee:  # after the stack's line: the attendee's own job role replaces the facilitator's
+        print(f"export {ROLE_ENV[0]}={attendee_role_arn(a.stack, a.attendee, region=a.region)}")
+        print(f"export {ATTENDEE_ENV}={sanitize_attendee(a.attendee)}")
