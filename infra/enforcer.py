@@ -58,6 +58,8 @@ def handle(event, sm):
     detail = event["detail"]
     if detail.get("TrainingJobStatus") != "InProgress":
         return None
+    if "Tags" not in detail:  # an event without the job's tags: read them
+        detail = detail | {"Tags": sm.list_tags(ResourceArn=detail["TrainingJobArn"])["Tags"]}
     why = verdict(detail, earlier_jobs(sm, detail))
     if why:
         print(f"stopping {detail['TrainingJobName']}: {why}")

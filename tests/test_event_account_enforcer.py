@@ -62,7 +62,8 @@ class FakeSageMaker:
                 valid("ListTrainingJobs", NameContains=NameContains, StatusEquals=StatusEquals)
                 assert StatusEquals == "InProgress"
                 found = [n for n in jobs if NameContains in n]
-                return [{"TrainingJobSummaries": [{"TrainingJobName": n, "TrainingJobArn": f"arn:{n}"} for n in found]}]
+                arn = "arn:aws:sagemaker:us-east-1:111122223333:training-job/"
+                return [{"TrainingJobSummaries": [{"TrainingJobName": n, "TrainingJobArn": arn + n} for n in found]}]
 
         return Pages()
 
@@ -72,7 +73,9 @@ class FakeSageMaker:
         return {"CreationTime": job["created"], "ResourceConfig": {"InstanceCount": job["count"]}}
 
     def list_tags(self, ResourceArn):  # noqa: N803
-        tag = self.jobs[ResourceArn.removeprefix("arn:")]["tag"]
+        valid("ListTags", ResourceArn=ResourceArn)
+        name = ResourceArn.rsplit("/", 1)[1]
+        tag = self.jobs[name]["tag"]
         return {"Tags": [{"Key": "workshop-attendee", "Value": tag}] if tag else []}
 
     def add_tags(self, ResourceArn, Tags):  # noqa: N803
@@ -197,3 +200,14 @@ def test_a_second_event_of_a_stopped_job_is_quiet_and_other_states_are_ignored()
     done = event(3)
     done["detail"]["TrainingJobStatus"] = "Completed"
     assert enforcer.handle(done, FakeSageMaker([])) is None
+
+
+def test_an_event_without_tags_is_judged_by_the_job_s_own_tags():
+    running = [
+        ("attendee-01-lab02-a", "attendee-01", 2, T0 - 2000),
+        ("attendee-01-lab02-b", "attendee-01", 2, T0 - 1000),
+    ]
+    sm = FakeSageMaker([*running, ("attendee-01-lab02-c", "attendee-01", 2, T0)])
+    bare = event(2, name="attendee-01-lab02-c")
+    del bare["detail"]["Tags"]
+    assert enforcer.handle(bare, sm) and sm.stopped == ["attendee-01-lab02-c"]
