@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -339,3 +340,45 @@ def test_every_check_cell_run_before_its_lab_s_set_up_says_which_cells_to_run_fi
         assert re.search(says, head) and "(in JupyterLab: Run > Run All Above Selected Cell)" in head, head
         assert "cell under the heading '" in head or "(your answer cell, 'Your turn" in head, head
     assert "NameError" in other and "Exercise" not in other, other
+
+
+# ---------------------------------------------------------------------------------------------------- make studio
+def _bare_venv_with_pip(where: Path) -> Path:
+    """A virtual environment with this environment's pip copied in (ensurepip takes ten times longer)."""
+    import pip
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True, timeout=120)
+    site = next((where / "lib").glob("python3.*/site-packages"))
+    ours = Path(pip.__file__).parent
+    shutil.copytree(ours, site / "pip", ignore=shutil.ignore_patterns("__pycache__"))
+    for info in ours.parent.glob(f"pip-{pip.__version__}.dist-info"):
+        shutil.copytree(info, site / info.name)
+    return where / "bin" / "python"
+
+
+@pytest.mark.slow
+def test_make_studio_names_a_silent_index_within_30_s(tmp_path):
+    """An index that takes connections and never answers (a proxy that drops packets): make studio says it is
+    asking the index before its plan, and names the index within 30 s of saying so (pip's defaults were silent for
+    about 100 s), under pip's own settings' absence (no PIP_TIMEOUT, no PIP_RETRIES)."""
+    python = _bare_venv_with_pip(tmp_path / "env")
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(64)  # the kernel completes the handshake; nothing ever reads or answers
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "SAGEMAKER_", "VIRTUAL_ENV"))}
+    index = f"http://127.0.0.1:{silent.getsockname()[1]}/simple"
+    env = {**clean, "PIP_CONFIG_FILE": os.devnull, "PIP_INDEX_URL": index}
+    command = [str(python), str(REPO / "tools" / "studio" / "install.py")]
+    start = time.monotonic()
+    try:
+        studio = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        asked = next((time.monotonic() for line in studio.stdout if line.startswith("asking the package index")), None)
+        said = studio.stderr.read()
+        studio.wait(120)
+    finally:
+        silent.close()
+    ended = time.monotonic()
+    assert asked is not None, "make studio did not say it was asking the index"
+    assert studio.returncode == 1 and "could not get the packages from the package index" in said, said
+    print(f"named {ended - asked:.1f} s after asking, {ended - start:.1f} s after the start")
+    assert ended - asked < 30, f"{ended - asked:.0f} s of silence"

@@ -83,6 +83,7 @@ SUPPORTED_UNTIL = {
 NEVER_ADDED = {"torch": "install the torch you want first (the README's `make` path shows how), then run make studio"}
 # unpacked wheels plus their bytecode and pip's temporary copies, and room to spare
 SPACE_FACTOR, SPACE_MARGIN = 1.5, 100 * 2**20
+ASK_TIMEOUT_S, ASK_RETRIES = 4, 1  # the plan's tries of the index: a silent one is named within about 20 s
 NETWORK_SIGNS = (
     "Max retries exceeded",
     "Failed to establish a new connection",
@@ -454,11 +455,19 @@ def plan(requirements: list[str], constraint_file: Path, target: Target) -> list
     report, wanted = folder / "plan.json", folder / "requirements.txt"
     wanted.write_text("\n".join(requirements) + "\n", encoding="utf-8")
     args = ["install", "--dry-run", "--quiet", "--report", str(report), "-c", str(constraint_file), "-r", str(wanted)]
-    done = pip(*args, *(["--user"] if target.user else []))
+    print("asking the package index what is missing (one that does not answer is named within 20 s) ...", flush=True)
+    done = pip(*args, *(["--user"] if target.user else []), *short_asks())
     if done.returncode:
         raise failure("working out what is missing", done)
     items = json.loads(report.read_text(encoding="utf-8")).get("install", [])
     return [_wanted(i) for i in items]
+
+
+def short_asks(environ: dict[str, str] = os.environ) -> list[str]:
+    """pip's timeout and retries for the plan, the first request to the index, unless the user set their own: pip's
+    own (15 s, 5 retries) leave a learner looking at nothing for about 100 s when the index drops packets."""
+    timeout = [] if "PIP_TIMEOUT" in environ else ["--timeout", str(ASK_TIMEOUT_S)]
+    return timeout + ([] if "PIP_RETRIES" in environ else ["--retries", str(ASK_RETRIES)])
 
 
 def _wanted(item: dict) -> Wanted:
