@@ -57,7 +57,7 @@ def run_job(job: Job, target: Target, *, launch: bool = False, budget_usd: float
     """Run ``job`` on ``target`` (``targets.resolve(...)``): this machine, or a SageMaker instance type.
 
     ``launch`` and ``budget_usd`` guard real instances (a dry run by default); local runs are free and start at once.
-    Other ``options`` go to the local runner or, as :class:`~helpers.aws.launch.LaunchOptions`, to SageMaker; either
+    Other ``options`` go to the local runner or, as :class:`~helpers.aws.preflight.LaunchOptions`, to SageMaker; either
     refuses one it does not take, naming those it does. ``wait=False`` returns the started job on either.
     """
     t = targets.given(target)

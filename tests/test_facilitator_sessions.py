@@ -20,7 +20,7 @@ from course import lab_time
 from course.facilitator import agenda, lab_targets, workshop
 from course.lab import registered
 from helpers.aws import account, quotas
-from helpers.aws.launch import LaunchOptions
+from helpers.aws.preflight import LaunchOptions
 from helpers.planning import instances
 from helpers.standin import offline as aws_offline
 from helpers.standin import offline_sandbox

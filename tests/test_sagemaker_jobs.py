@@ -25,6 +25,7 @@ from helpers.aws import (
     images,
     launch,
     local_container,
+    preflight,
     sagemaker_jobs,
     settings,
     setup_errors,
@@ -424,7 +425,7 @@ def test_the_dry_run_shows_request_cost_and_uploads(offline, data, capsys):
     assert d.request["Environment"]["NCCL_DEBUG"] == "INFO"
     assert d.over_budget and d.history == [] and d.metrics == {}
     assert "<details>" in d._repr_html_() and "k-1" not in d._repr_html_()
-    with pytest.raises(launch.LaunchRefused, match="placeholder"):
+    with pytest.raises(preflight.LaunchRefused, match="placeholder"):
         d.launch()
 
 
@@ -668,7 +669,7 @@ def test_missing_channel_directory(offline, tmp_path):
 
 # ---------------------------------------------------------------------------------------------------- launch: refusals
 def test_launch_inside_an_offline_block_is_refused(offline, data):
-    with pytest.raises(launch.LaunchRefused, match="offline"):
+    with pytest.raises(preflight.LaunchRefused, match="offline"):
         dry(Job("lab-x", {}, data), "ml.g5.2xlarge", launch=True, budget_usd=100)
     assert offline.calls == []
 
@@ -896,7 +897,7 @@ def test_a_dry_run_launches_with_its_own_options_and_refuses_unknown_ones(fake_a
         echo=False,
         poll_s=0,
     )
-    assert d.launch_options == launch.LaunchOptions(
+    assert d.launch_options == preflight.LaunchOptions(
         budget_usd=5, attendee="alice", session=fake_aws.boto_session, echo=False, poll_s=0
     )
     with pytest.raises(errors.UnknownOption, match="'wiat' for a SageMaker job; the options are budget_usd, attendee"):
@@ -1109,7 +1110,7 @@ def test_the_launch_button_is_disabled_over_budget_and_absent_offline(fake_aws, 
         echo=False,
     )
     assert d.launch_button().children[0].disabled
-    with pytest.raises(launch.LaunchRefused, match="offline"):
+    with pytest.raises(preflight.LaunchRefused, match="offline"):
         dry(Job("lab-x", {}, data), "ml.g5.2xlarge").launch_button()
 
 

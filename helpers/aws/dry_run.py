@@ -14,9 +14,8 @@ from pathlib import Path
 from helpers.aws import account as aws
 from helpers.aws import settings, setup_errors
 from helpers.aws.build import Locations, build_trainer
-from helpers.aws.launch import Checked, LaunchOptions, LaunchRefused, offline_session
 from helpers.aws.launch import launch as launch_job
-from helpers.aws.preflight import Plan
+from helpers.aws.preflight import Checked, LaunchOptions, LaunchRefused, Plan, offline_session
 from helpers.checks.common_rules import secret
 from helpers.job import Job
 from helpers.planning import cost

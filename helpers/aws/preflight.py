@@ -1,17 +1,21 @@
-"""Preflight: a lab's :class:`~helpers.job.Job` checked for a SageMaker instance type before any AWS call, and the
-:class:`Plan` (launcher, processes, image, channels, stopping conditions) the request is built from."""
+"""Preflight: everything a dry run and a launch do before any AWS call, in one home. A lab's
+:class:`~helpers.job.Job` checked for a SageMaker instance type (:func:`preflight`), the :class:`Plan` the request is
+built from (launcher, processes, image, channels, stopping conditions), the options both take
+(:class:`LaunchOptions`) and the job checked and priced (:class:`Checked`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 from helpers import checks
-from helpers.aws import images
+from helpers.aws import images, settings
 from helpers.aws.channels import ChannelPlan, plan_channels
 from helpers.checks import common_rules, findings
-from helpers.errors import TargetError
+from helpers.errors import TargetError, UnknownOption, WorkshopError
 from helpers.job import Job
-from helpers.planning import instances
+from helpers.planning import cost, instances
+from helpers.standin import offline as aws_offline
 from helpers.targets import Target
 
 TENSORBOARD_DIR = "/opt/ml/output/tensorboard"  # where SageMaker collects TensorBoard files from
@@ -91,3 +95,107 @@ def preflight(
         has_smddp=image_has_smddp_override,
     )
     return plan.in_region(region)
+
+
+class LaunchRefused(WorkshopError, ValueError):
+    """A launch asked for where it cannot happen (offline)."""
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    """How a job is dry-run or launched on SageMaker; ``run_job(job, target, **options)`` fills it from keywords.
+
+    ``session``: a ``boto3.Session`` (or an ``aws_offline.OfflineAWS``); by default the ambient credentials, or the
+    offline session of an ``aws_offline.offline()`` block / ``WORKSHOP_AWS_OFFLINE=1``.
+    ``budget_usd`` (default ``WORKSHOP_BUDGET_USD``) refuses a launch that could cost more.
+    ``tensorboard``: collect ``/opt/ml/output/tensorboard`` to S3 (default: when a hyperparameter points there).
+    ``wait=False`` returns the running :class:`LaunchedJob`; ``check`` raises :class:`TrainingJobFailed` unless the
+    job completed; ``image_has_smddp`` vouches for (or against) a custom image's SMDDP.
+    """
+
+    budget_usd: float | None = None
+    attendee: str | None = None
+    session: Any = None
+    role: str | None = None
+    bucket: str | None = None
+    region: str | None = None
+    wait: bool = True
+    check: bool = True
+    echo: bool = True
+    tensorboard: bool | None = None
+    expected_minutes: float | None = None
+    checkpoint_s3_uri: str | None = None
+    image_has_smddp: bool | None = None
+    quota_check: bool = True
+    poll_s: float = 15.0
+
+    @classmethod
+    def of(cls, **options) -> LaunchOptions:
+        """From keywords; :class:`UnknownOption` names the valid ones."""
+        return cls().updated(**options)
+
+    def updated(self, **changes) -> LaunchOptions:
+        """These options with ``changes``; :class:`UnknownOption` names the valid ones."""
+        names = [f.name for f in fields(self)]
+        unknown = sorted(set(changes) - set(names))
+        if unknown:
+            raise UnknownOption(
+                f"unknown option(s) {', '.join(map(repr, unknown))} for a SageMaker job; the options "
+                f"are {', '.join(names)} (and launch=True/False)."
+            )
+        return replace(self, **changes)
+
+    def budget(self) -> float | None:
+        """``budget_usd``, or ``WORKSHOP_BUDGET_USD`` where it is None."""
+        return cost.budget_from_environment() if self.budget_usd is None else self.budget_usd
+
+
+class Checked:
+    """A job checked for a target and priced: what a dry run and a launch both do before any AWS call."""
+
+    def __init__(self, job: Job, target: Target, options: LaunchOptions):
+        self.job, self.target, self.options = job, target, options
+        self.pricing_notes: list[str] = []  # kept when the plan is re-made for the job's region
+        # every check before any AWS call, once; the image is chosen again for the job's region (plan_in)
+        self.plan = preflight(
+            job,
+            target,
+            region=options.region,
+            tensorboard=options.tensorboard,
+            image_has_smddp_override=options.image_has_smddp,
+        )
+        if options.role:
+            options = replace(options, role=settings.require_role_arn(options.role))
+        if options.bucket:
+            options = replace(options, bucket=settings.require_bucket_name(options.bucket))
+        self.options, self.budget_usd = options, options.budget()
+        expected_s = None if options.expected_minutes is None else options.expected_minutes * 60
+        try:
+            self.estimate: cost.CostEstimate | None = cost.estimate_for(
+                self.plan.instance,
+                job.instance_count,
+                max_runtime_s=job.max_runtime_s,
+                spot=job.spot,
+                expected_s=expected_s,
+            )
+        except cost.UnknownPrice as err:
+            self.estimate = None
+            self.pricing_notes.append(str(err))
+            self.plan.notes.append(str(err))
+
+    def plan_in(self, region: str | None) -> Plan:
+        """The plan for ``region``: the image lives in the job's region (pulls across regions are refused), so it is
+        chosen again once the region is known; the job's checks ran once, in :meth:`__init__`."""
+        plan = self.plan.in_region(region)
+        plan.notes.extend(n for n in self.pricing_notes if n not in plan.notes)
+        return plan
+
+
+def offline_session(session) -> aws_offline.OfflineAWS | None:
+    """The offline session a dry run records into: ``session`` itself, an ``aws_offline.offline()`` block's, or
+    one for ``WORKSHOP_AWS_OFFLINE=1``; None for real AWS."""
+    if isinstance(session, aws_offline.OfflineAWS):
+        return session
+    if session is None:
+        return aws_offline.active() or (aws_offline.OfflineAWS() if aws_offline.requested_by_environment() else None)
+    return None

@@ -1,22 +1,16 @@
-"""A lab's :class:`~helpers.job.Job` as a SageMaker training job, for a resolved target (``helpers.jobs.run_job``
-resolves the lab's ``target`` parameter and hands it here).
+"""A lab's :class:`~helpers.job.Job` as a SageMaker training job, for a target ``helpers.jobs.run_job`` resolved.
 
-``run(job, target)`` is a dry run: it checks the job (:func:`preflight`, no AWS call), prices it, builds
-SDK v3's ``ModelTrainer`` and lets the SDK produce its ``CreateTrainingJob`` request against a session that records
-the request instead of sending it. The returned :class:`~helpers.aws.dry_run.DryRun` shows the exact request and the
-cost in the notebook. ``run(..., launch=True)`` does the same against AWS, then follows the job: status, logs with
-progress, final metrics, billable vs training seconds, console link.
-
-Each concern has its module: ``preflight`` (the checks and the plan), ``images``, ``build`` (the ``ModelTrainer``,
-and how each launcher maps onto the SDK), ``dry_run``, ``launch`` (:class:`LaunchOptions`, following a job) and
-``local_container`` (the SDK's Docker local mode).
+``run(job, target)`` is a dry run: checked (:func:`preflight`, no AWS call), priced, and built into the
+``CreateTrainingJob`` request the SDK would send, recorded instead; the returned :class:`~helpers.aws.dry_run.DryRun`
+shows it. ``run(..., launch=True)`` sends it and follows the job (status, logs, metrics, billable seconds). The
+concerns live in ``preflight``, ``images``, ``build``, ``dry_run``, ``launch`` and ``local_container``.
 """
 
 from __future__ import annotations
 
 from helpers.aws.dry_run import DryRun, dry_run
-from helpers.aws.launch import LaunchOptions
 from helpers.aws.launch import launch as launch_job
+from helpers.aws.preflight import LaunchOptions
 from helpers.job import Job
 from helpers.standin import offline as aws_offline
 from helpers.targets import Target
