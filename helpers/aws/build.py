@@ -1,23 +1,10 @@
 """A checked :class:`~helpers.aws.preflight.Plan` as SDK v3's ``ModelTrainer``: channels, compute, stopping
-conditions, tags, checkpoints, TensorBoard, metric definitions, and how the job is launched in the container.
+conditions, tags, checkpoints, TensorBoard, metric definitions, and the launcher.
 
-How each lab's job maps onto the SDK:
-
-* one process (a single GPU): ``SourceCode`` + the SDK's basic script driver;
-* several processes (``distribution="auto"``/``"torchrun"``): ``Torchrun()``;
-* SMP v2 (``"smp"``): ``Torchrun(smp=SMP(...))`` on an SMP image;
-* SMDDP AllReduce (``"smddp"``): launched by mpirun through ``smddprun``. SDK v3 has an ``MPI()`` driver, but it
-  does not launch SMDDP: it passes the per-host process count as ``-np`` (across instances only the first host's
-  processes start) and runs ``python -m mpi4py`` without ``smddprun`` (``sagemaker.train.container_drivers``'s
-  ``mpi_utils.get_mpirun_command``). The job instead lets the framework image's own training toolkit launch it,
-  exactly as SDK v2's ``distribution={"smdistributed": {"dataparallel": {"enabled": True}}}`` did: no
-  ``source_code`` (so the image keeps its entrypoint), the source dir uploaded as ``sourcedir.tar.gz``, and the
-  ``sagemaker_*`` hyperparameters the toolkit reads (``sagemaker_program``, ``sagemaker_submit_directory``,
-  ``sagemaker_distributed_dataparallel_enabled``, ``sagemaker_instance_type``, ``sagemaker_region``). The toolkit
-  then runs ``mpirun ... smddprun python train.py``.
-
-Channels are local directories (uploaded to the bucket under the attendee prefix at launch; the dry run shows where)
-or ``s3://`` URIs, each with an explicit input mode (File, FastFile), or FSx for Lustre directories (``FSx`` mode).
+One process runs under the SDK's basic script driver, several under ``Torchrun()`` (``Torchrun(smp=SMP(...))`` for
+SMP v2); SMDDP AllReduce is launched by the image's own training toolkit (:func:`_toolkit_hyperparameters` says why).
+Channels are local directories (uploaded under the attendee prefix at launch), ``s3://`` URIs or FSx for Lustre
+directories, each with its input mode.
 """
 
 from __future__ import annotations
@@ -277,7 +264,11 @@ def source_tarball(source_dir: Path, out_dir: Path) -> Path:
 def _toolkit_hyperparameters(plan: Plan, sagemaker_session, bucket: str, attendee: str) -> dict[str, str]:
     """Hyperparameters for a job the image's training toolkit launches (SMDDP AllReduce through mpirun).
 
-    Values are JSON-encoded, as SDK v2 sent them: the toolkit decodes each one (strings arrive as '"train.py"').
+    SDK v3's ``MPI()`` driver cannot launch SMDDP: it passes the per-host process count as ``-np`` and runs no
+    ``smddprun``. So, as SDK v2's ``smdistributed`` distribution did, the job keeps the image's entrypoint, uploads
+    ``sourcedir.tar.gz`` and sets the ``sagemaker_*`` hyperparameters the toolkit reads; it then runs
+    ``mpirun ... smddprun python train.py``. Values are JSON-encoded, as SDK v2 sent them (strings arrive as
+    '"train.py"').
     """
     job = plan.job
     with tempfile.TemporaryDirectory(prefix="sourcedir-") as tmp:

@@ -1,20 +1,11 @@
-"""A real training job's instance metrics from CloudWatch, drawn as the same heatmap the local monitor draws.
-
-SageMaker publishes every training instance's utilisation to CloudWatch under ``/aws/sagemaker/TrainingJobs``, one
-series per metric and host (dimension ``Host = <job-name>/algo-N``), once a minute. This is what stays now that
-SageMaker Debugger's system profiler is closed to new customers::
+"""A real training job's instance metrics from CloudWatch, drawn as the same heatmap the local monitor draws::
 
     m = cloudwatch.job_metrics("alice-lab07-profile-20261122120000")   # while the job runs, or after
     m.heatmap(); m.table()
 
-(a job's name is ``<attendee>-<lab job name>-<YYYYmmddHHMMSS>``, as the launch prints it). CloudWatch coarsens what
-it keeps as it ages: 1-minute values for 15 days, 5-minute averages for 63 days, 1-hour averages for 15 months (455
-days), then nothing. :func:`job_metrics` picks the finest period that still exists for the job's start, so an older
-job's heatmap has 5- or 60-minute columns.
-
-``CPUUtilization``, ``GPUUtilization`` and ``GPUMemoryUtilization`` are sums over the instance's vCPUs or GPUs
-(0-800 % on 8 GPUs); the helpers divide by the instance's count so every row reads 0-100 %. ``MemoryUtilization``
-and ``DiskUtilization`` are already 0-100 %.
+A job's name is ``<attendee>-<lab job name>-<YYYYmmddHHMMSS>``, as the launch prints it. Older jobs get coarser
+columns (:func:`finest_period_s`). CPU and GPU series, sums over the instance's vCPUs or GPUs, are divided by their
+count so every row reads 0-100 %.
 """
 
 from __future__ import annotations

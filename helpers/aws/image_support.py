@@ -1,16 +1,12 @@
 """How long AWS patches the images the labs run on: a dated table from the Deep Learning Containers repository.
 
-Each SageMaker PyTorch training image has a general-availability date and an end of patch (EOP): after it, AWS ships
-no more security or bug fixes for that image. The table is ``dlc_support.json`` beside this module, built from a
-checkout of ``aws/deep-learning-containers`` (``docs/src/legacy/legacy_support.yml`` for PyTorch 2.5 and older,
-``docs/src/data/pytorch-training/*-sagemaker.yml`` for the rest) by one command::
+``dlc_support.json`` beside this module, rebuilt from a checkout of ``aws/deep-learning-containers``::
 
-    git clone --depth 1 https://github.com/aws/deep-learning-containers /tmp/dlc
     python -m helpers.aws.image_support --refresh /tmp/dlc     # rewrites dlc_support.json, dated
     python -m helpers.aws.image_support                          # prints the table
 
-Every dry run prints the status of its image (:func:`status`); preflight notes an image past its end of patch and
-names the newest one the table lists.
+Every dry run prints its image's :func:`status`; preflight notes one past its end of patch, after which AWS ships no
+fixes.
 """
 
 from __future__ import annotations

@@ -1,27 +1,10 @@
 """What differs between the SageMaker Python SDK v3 releases the helpers run on, in one place.
 
-SageMaker Studio's JupyterLab image (SageMaker Distribution) ships its own SDK, and the helpers use it as it is.
-Every 4.x release ships ``sagemaker`` 3.7.1 or 3.12.0 with ``sagemaker-core`` 2.7.1 to 2.20.0 and ``sagemaker-train``
-1.7.1 to 1.14.0 (4.0.0: 3.7.1, core 2.7.1, train 1.7.1; 4.4.1: 3.12.0, core 2.20.0, train 1.14.0, read from
-aws/sagemaker-distribution's build_artifacts); ``make`` installs the newest (3.27.0: core 2.27.0, train 1.27.0).
-Two things the helpers rely on came later. Where one is missing it is detected and reached another way, so that
-the ``CreateTrainingJob`` request is the same, field for field (``tools/studio/dry_requests.py`` compares every lab's
-on the Studio twin with the one from ``make``'s environment):
-
-* ``ModelTrainer(input_s3_key_prefix=...)`` (sagemaker-train 1.24.0): the uploaded ``code`` and ``sm_drivers``
-  channels go under ``<prefix>/<job name>/input/<channel>``, the attendee's prefix; before, always under
-  ``<base_job_name>/...``. Older releases get a ``ModelTrainer`` subclass that takes the field and rewrites the key
-  prefix the SDK hands to ``create_input_data_channel`` exactly so.
-* one SageMaker client per boto session (sagemaker-core 2.24.0): before, ``TrainingJob.create(session=...)`` used the
-  client of the first session the process ever gave it, so a launch after an offline dry run would have gone to the
-  dry run's recorder, and a dry run after a launch to AWS. The subclass's ``train`` gives the SDK a client of the
-  trainer's own session for the call and drops it afterwards. sagemaker-core 2.13.1 to 2.17.0 (in 4.x images from
-  4.0.x on) go further: they build that client from a botocore session of their own, whatever session is given, so
-  the subclass builds it from the trainer's session itself.
-
-One difference no request shows: from sagemaker-train 1.2x, a role that may not write the session's default bucket
-gets its uploads staged under the output path instead. The helpers stage into the workshop's bucket, which the role
-writes in every release.
+Studio's 4.x images ship older SDKs than ``make`` installs, without two things the helpers use:
+``ModelTrainer(input_s3_key_prefix=...)`` (sagemaker-train 1.24.0) and one SageMaker client per boto session
+(sagemaker-core 2.24.0). Where one is missing, a ``ModelTrainer`` subclass reaches it another way, so every lab's
+``CreateTrainingJob`` request is the same, field for field (``tools/studio/dry_requests.py`` compares them; see
+docs/studio.md).
 """
 
 from __future__ import annotations

@@ -1,24 +1,9 @@
 """The SageMaker training instance types the workshop knows: hardware, price and what each one supports.
 
 ``lookup("ml.p4d.24xlarge")`` returns an :class:`InstanceType`; an unknown name raises :class:`UnknownInstanceType`
-with the closest known names. Nothing here calls AWS.
-
-Prices are on-demand USD per instance-hour for SageMaker training in us-east-1 (other regions differ). They are a
-snapshot, dated per entry with its source: re-check https://aws.amazon.com/sagemaker/pricing/ (Training, On-Demand)
-before a large launch. SageMaker charges more than EC2 for the same hardware (about 1.4x for the G families).
-
-Feature support:
-
-* SMDDP (the SageMaker data-parallel library): only ml.p3dn.24xlarge (AllReduce only), ml.p4d.24xlarge and
-  ml.p4de.24xlarge. Not P5 (the SDK maintainers confirmed it in sagemaker-python-sdk issue 4988) and not the G
-  families; ml.p3.16xlarge was dropped.
-* SMP v2 (the SageMaker model-parallel library): ml.p4d.24xlarge, ml.p4de.24xlarge, ml.p5.48xlarge, ml.p5e.48xlarge.
-* bf16: GPUs from Ampere on (A10G, A100, L4, L40S, H100, H200); not T4 or V100.
-* EFA: the types on which SageMaker training turns EFA on for NCCL, as the SDK's container drivers decide it
-  (``SM_EFA_NCCL_INSTANCES`` in ``sagemaker/train/container_drivers/common/utils.py``: the torchrun and mpirun drivers
-  set ``FI_PROVIDER=efa`` there and nowhere else). EC2 lists EFA hardware on more types (G5, G6, G6e from 8xlarge,
-  g4dn.16xlarge, p5en), but a SageMaker job's NCCL does not get it from the drivers there, so they count as plain
-  network (ENA) here. tests/test_instances.py holds this list to the installed SDK's.
+with the closest known names. Nothing here calls AWS. Prices are on-demand USD per instance-hour for SageMaker
+training in us-east-1, dated per entry with its source: re-check https://aws.amazon.com/sagemaker/pricing/ before a
+large launch. A feature's sources are beside the entries.
 """
 
 from __future__ import annotations
@@ -44,7 +29,8 @@ PRICE_PAGE_P3 = (
 
 
 # the SDK's SM_EFA_NCCL_INSTANCES (sagemaker/train/container_drivers/common/utils.py), copied so that nothing here
-# imports the SDK; a test compares the two
+# imports the SDK; a test compares the two. Its torchrun and mpirun drivers set FI_PROVIDER=efa there and nowhere else,
+# so a type EC2 lists with EFA hardware (G5, G6, G6e, p5en) counts as plain network (ENA) here
 SAGEMAKER_EFA_NCCL = frozenset(
     {
         "ml.g4dn.8xlarge",
@@ -268,7 +254,7 @@ _CATALOGUE: list[InstanceType] = [
     InstanceType("ml.p4d.24xlarge", 96, 1152, 8, A100_40, 400, 25.2513, features=frozenset({"smddp", "smp"})),
     InstanceType("ml.p4de.24xlarge", 96, 1152, 8, A100_80, 400, 31.5641, features=frozenset({"smddp", "smp"})),
     # P5 family: 8 x H100/H200 with 3200 Gb/s of EFA hardware (the SDK's drivers enable it on P5 and P5e, not yet
-    # on P5en). No SMDDP here. p5.4xlarge: one H100, for single-GPU work on Hopper.
+    # on P5en). No SMDDP here (sagemaker-python-sdk issue 4988). p5.4xlarge: one H100, for single-GPU work on Hopper.
     InstanceType("ml.p5.48xlarge", 192, 2048, 8, H100, 3200, 63.296, features=frozenset({"smp"})),
     InstanceType("ml.p5.4xlarge", 16, 256, 1, H100, 100, None),
     # no SageMaker training price found for P5e/P5en: estimates say so rather than guess

@@ -1,22 +1,9 @@
-"""Memory planner: how many bytes each GPU needs to train a Llama-style decoder under each strategy, and what fits.
+"""Memory planner: the bytes per GPU to train a Llama-style decoder under each strategy, and what fits.
 
-Per GPU, for AdamW with fp32 master weights (what ``labs/src/train_lm.py`` does in fp32 and in bf16 alike):
-
-* weights 4 B, gradients 4 B and optimizer state 8 B (two moments) per parameter this rank holds: all of them for
-  DDP; ZeRO-1 shards only the optimizer state; FSDP (ZeRO-3) shards all three; tensor parallel (TP) splits the
-  attention and MLP matrices and keeps embeddings, norms and the LM head whole;
-* FSDP's working set: the all-gathered compute-dtype copy of the layer in use and the one prefetched, plus the
-  unsharded fp32 gradient of a layer before its reduce-scatter;
-* DDP's communication buckets: another copy of the gradients;
-* activations: the tensors autograd saves for backward, counted tensor by tensor for a Hugging Face Llama block with
-  SDPA attention (no seq x seq score matrix). With activation checkpointing a layer keeps only its input, and
-  backward recomputes one layer at a time;
-* a fixed reserve for the CUDA context, NCCL buffers and allocator slack.
-
-The counts are exact for fp32 on the workshop's CPU runs (the lab and ``tests/test_memory_planner.py`` compare them
-with ``train_lm.py``'s per-rank measurements); under bf16 they follow the FSDP bf16 policy (RMSNorm computes in fp32,
-the loss's log-probabilities are fp32). Real peaks also depend on allocator fragmentation: treat "fits" within 10%
-of the limit as "try it with a smoke run first".
+For AdamW with fp32 master weights (as ``labs/src/train_lm.py`` trains): weights, gradients and optimizer state (each
+sharded or not by DDP, ZeRO-1, FSDP or tensor parallel), FSDP's gathered layers, DDP's buckets, activations counted
+tensor by tensor, and a fixed reserve. Exact for fp32 on the CPU runs (``tests/test_memory_planner.py``); allocators
+fragment, so treat "fits" within 10% of the limit as "smoke-test it first".
 """
 
 from __future__ import annotations

@@ -1,26 +1,9 @@
-"""A scaling planner for data-parallel training: how long, how efficient and how expensive on 1...N instances.
+"""A scaling planner for data-parallel training: how long, how efficient and how expensive on 1, 2, 4... instances.
 
-Clearly a model, with every input shown. From a measured step compute time on one GPU, the gradient size and an
-instance type's interconnect it predicts, for 1, 2, 4... instances:
-
-* the gradient all-reduce time of a ring: every rank sends and receives ``2 (N-1)/N x gradient bytes``, so the time is
-  that volume over the slowest link the ring crosses (NVLink/PCIe inside an instance, the network between them) at
-  ``link_efficiency`` of its nominal bandwidth, plus a per-hop latency for every gradient bucket;
-* how much of it hides behind the backward pass (DDP all-reduces gradient buckets while backward still runs): the
-  exposed part is what is left after ``overlap x backward time``, and never less than the last bucket's share;
-* step time = compute + exposed communication; weak scaling (the per-GPU batch stays fixed, so the global batch
-  grows with the GPUs), scaling efficiency = compute / step time;
-* time per epoch, time to train (plus a fixed per-job overhead) and cost at the catalogue's on-demand price.
-
-What it ignores: data-loading stalls, stragglers, NCCL's tree and NVLS algorithms, SMDDP's own AllReduce, network
-contention, and the fact that a larger global batch can need more epochs (or a retuned learning rate) to reach the
-same accuracy.
-
-Sources for the interconnect figures are next to them; inter-node bandwidth is the catalogue's ``network_gbps``.
-
-Beside the model, what a measured local run says (lab 02): :func:`speedup_breakdown` reads the step split that
-``train.py --step_breakdown`` logs and the cores a monitor saw (:func:`cores_used`), and says what held the speed-up of
-N processes over one back. The planner's plot is :func:`helpers.plots.scaling_plan`.
+A model with every input shown: from a measured one-GPU step compute time, the gradient size and the interconnect,
+it predicts a ring all-reduce, the part backward does not hide, the step time (weak scaling), time to train and
+on-demand cost. It ignores data-loading stalls, stragglers, contention and a larger batch's extra epochs.
+:func:`speedup_breakdown` explains a measured local run (lab 02).
 """
 
 from __future__ import annotations
@@ -366,13 +349,13 @@ def speedup_breakdown(
     one: dict, many: dict, ranks: int, cores: int, device: str, used_one: dict, used_many: dict
 ) -> tuple[str, dict]:
     """What held a local DDP run's speed-up back: a sentence template and the figures it is formatted from
-    (``report.says(template, **figures)``). ``one`` and ``many`` are the ``[final]`` metrics of the 1-process and the
-    ``ranks``-process runs with ``--step_breakdown``; ``used_*`` what :func:`cores_used` measured during each.
+    (``report.says(template, **figures)``).
 
-    The ceiling is a core (or GPU) for each rank. Rank 0 queued for a core in a good part of its step (15% or more):
-    the cores held it back, and its blocked time was then mostly the other rank, queued too. Otherwise the largest of
-    the rest: blocked (the all-reduce, the slower rank), input, or computing that did not halve with half the batch
-    (on a core shared with other work, the same computing can take longer: the sentence says whether it halved)."""
+    ``one`` and ``many`` are the ``[final]`` metrics of the 1-process and ``ranks``-process runs with
+    ``--step_breakdown``; ``used_*`` what :func:`cores_used` measured during each. It names the cores when rank 0
+    queued for one in 15% or more of its step; otherwise the largest of blocked time, input, or computing that did
+    not halve with half the batch.
+    """
     ceiling = min(ranks, cores) if device == "cpu" else ranks
     rest = {
         "blocked": many["blocked_ms"],

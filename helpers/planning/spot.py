@@ -1,18 +1,11 @@
 """Spot or on-demand: what a training run costs on each, and what interruptions cost at a checkpoint interval.
 
-Managed spot bills the same per-second formula at a discount (``cost.SPOT_SAVINGS_RANGE``: AWS says "up to 90%";
-GPU capacity is often discounted far less). The discount is not the whole story: every interruption costs a restart
-(the billed start-up of the replacement instance, the checkpoint download, the script's set-up) and the work done
-since the last checkpoint. With interruptions arriving at random (Poisson, rate ``lambda``), a checkpoint every
-``tau`` hours of work costing ``delta`` to save, and a restart costing ``R``, the expected wall time of ``W`` hours
-of work is Daly's (2006) formula::
+With Poisson interruptions (mean time between them ``M``), a checkpoint every ``tau`` hours of work costing
+``delta`` and a restart costing ``R``, ``W`` hours of work take Daly's (2006)::
 
-    E[T] = (W / tau) * M * exp(R / M) * (exp((tau + delta) / M) - 1),   M = 1 / lambda
+    E[T] = (W / tau) * M * exp(R / M) * (exp((tau + delta) / M) - 1)
 
-and the interval that minimises it is close to Young's ``tau* = sqrt(2 * delta * M)``. Without checkpoints
-(``tau = W``) a restart starts over and E[T] grows exponentially with W. A script that saves on SIGTERM (as
-``labs/src/train.py`` does) loses only the restart when the notice arrives in time; ``saves_on_notice=True`` prices
-that case. Rates and restart times are assumptions (the ``SpotAssumptions`` defaults say which): measure yours.
+minimised near Young's ``tau* = sqrt(2 * delta * M)``. The ``SpotAssumptions`` defaults are assumptions: measure yours.
 """
 
 from __future__ import annotations
