@@ -94,6 +94,7 @@ ATTENDEE_POLICIES = (
 JOB_POLICIES = (resolve(R["AttendeeJobPolicy"]["Properties"]["PolicyDocument"]),)
 FACILITATOR_JOB_POLICIES = (resolve(R["ExecutionRole"]["Properties"]["Policies"][0]["PolicyDocument"]),)
 BUCKET_POLICY = resolve(R["WorkshopBucketPolicy"]["Properties"]["PolicyDocument"])
+BUDGET_DENY = resolve(R["BudgetSpentDeny"]["Properties"]["PolicyDocument"])  # what the budget action attaches
 
 
 # ---- who asks
@@ -235,13 +236,17 @@ def stream(request: dict) -> str:
 # ---- the attack table: (attack, its legitimate twin), each a question to the engine
 
 
-def studio(who: str, action: str, resource: str, owner: str | None, types: list[str] | None) -> Question:
+def studio_context(owner: str | None, types: list[str] | None) -> dict:
     context = {"sagemaker:SpaceSharingType": "Private"} if owner else {}
     if owner:
         context["sagemaker:OwnerUserProfileArn"] = f"{SM}:user-profile/d-1/{owner}"
     if types is not None:
         context["sagemaker:InstanceTypes"] = types
-    return as_attendee(who, action, resource, **context)
+    return context
+
+
+def studio(who: str, action: str, resource: str, owner: str | None, types: list[str] | None) -> Question:
+    return as_attendee(who, action, resource, **studio_context(owner, types))
 
 
 def _table() -> dict[str, tuple[Question, Question]]:
@@ -291,6 +296,30 @@ def _table() -> dict[str, tuple[Question, Question]]:
         ),
         "A passes B's job role": (passes(A, lab01 | {"RoleArn": job_role(B)}), passes(A, lab01)),
         "A passes the facilitator's job role": (passes(A, lab01 | {"RoleArn": FACILITATOR_JOB_ROLE}), passes(A, lab01)),
+        "A reads B's job role (the SDK's GetRole check)": (
+            as_attendee(A, "iam:GetRole", job_role(B)),
+            as_attendee(A, "iam:GetRole", job_role(A)),
+        ),
+        "A launches after the budget is spent (BudgetSpentDeny attached)": (
+            ask(
+                session(A),
+                "sagemaker:CreateTrainingJob",
+                create_job(lab01)[0],
+                (*ATTENDEE_POLICIES, BUDGET_DENY),
+                **create_job(lab01)[1],
+            ),
+            launches(A, lab01),
+        ),
+        "A starts a space's app after the budget is spent": (
+            ask(
+                session(A),
+                "sagemaker:CreateApp",
+                f"{SM}:app/d-1/{A}-space/jupyterlab/default",
+                (*ATTENDEE_POLICIES, BUDGET_DENY),
+                **studio_context(A, ["ml.m5.xlarge"]),
+            ),
+            studio(A, "sagemaker:CreateApp", f"{SM}:app/d-1/{A}-space/jupyterlab/default", A, ["ml.m5.xlarge"]),
+        ),
         "A passes their job role to EC2": (
             as_attendee(A, "iam:PassRole", job_role(A), **{"iam:PassedToService": "ec2.amazonaws.com"}),
             passes(A, lab01),
@@ -405,6 +434,9 @@ ROWS = [
     "A's job creates a job (it holds no SageMaker rights)",
     "A passes B's job role",
     "A passes the facilitator's job role",
+    "A reads B's job role (the SDK's GetRole check)",
+    "A launches after the budget is spent (BudgetSpentDeny attached)",
+    "A starts a space's app after the budget is spent",
     "A passes their job role to EC2",
     "A launches with a warm pool of 3600 s",
     "A launches on ml.p4d.24xlarge",
