@@ -1,11 +1,10 @@
 """How long a lab takes in a room, estimated the same way for every lab, next to the time the lab states.
 
-    python -m course.lab_time                        # from the committed notebooks: prose and code only
-    python -m course.lab_time --executed runs/labs   # with the printed output and run times of a headless run
+    python -m course.lab_time                        # from the committed notebooks
+    python -m course.lab_time --executed runs/labs   # with a headless run's printed output and run times
 
-A lab's core path is everything before its ``## Deep dives (optional)`` cell; the full lab is all of it. Each part
-is estimated as: words of prose at 120 a minute, non-blank code lines and printed output lines at 6 a minute, a
-minute for each figure or rich display, the measured run time, and the minutes its exercises declare.
+Prose at 120 words a minute, code and output lines at 6, a minute per figure, plus the run time and the exercises'
+minutes; the core path ends at ``## Deep dives (optional)``.
 """
 
 from __future__ import annotations

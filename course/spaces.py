@@ -1,13 +1,10 @@
-"""The room's Studio spaces, started before the session: for each attendee profile of the event's domain, one
-private JupyterLab space owned by that profile, started with the domain's own defaults (its instance type and image;
-the domain's built-in set-up runs as it does in any space). Each attendee then opens a space that is already running
-and set up, instead of the room waiting several minutes at the start. Run with the facilitator's credentials:
+"""The room's Studio spaces, started before the session: one private JupyterLab space per attendee profile of the
+domain, with the domain's defaults, so nobody waits minutes at the start. With the facilitator's credentials:
 
     python -m course.spaces --domain d-abc123            # what it would do: nothing is created
-    python -m course.spaces --domain d-abc123 --start    # create the missing spaces and start the stopped ones
+    python -m course.spaces --domain d-abc123 --start    # create the missing spaces, start the stopped ones
 
-Run it again at any time: a space that exists is kept, an app that runs is left alone, a deleted or failed one is
-started again. The spaces stop by themselves after the domain's idle timeout (2 hours in the event template).
+Safe to rerun. The spaces stop after the domain's idle timeout.
 """
 
 from __future__ import annotations

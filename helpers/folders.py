@@ -1,11 +1,9 @@
 """Folders that runs share or own, safe when two runs (two notebooks, two ``make``) go at once.
 
-- :func:`build_once`: a shared folder (a generated data set) built aside and renamed into place whole, so no run ever
-  reads it half-built; of two runs that build it at once, one's copy wins and both use it.
-- :func:`own_folder`: a new folder for one run alone, locked while the process that made it lives;
-  :func:`release` removes it, and :func:`refuse_released` keeps the runner, the store and the drill from writing
-  there again. A folder whose process ended without removing it (a failed cell, a killed kernel) is removed by the
-  next :func:`own_folder` in the same place, and never one whose process still runs.
+- :func:`build_once`: a shared folder built aside and renamed into place whole, so no run reads it half-built;
+- :func:`own_folder`: a new folder for one run, locked while its process lives; :func:`release` removes it, and
+  :func:`refuse_released` keeps the runner, the store and the drill from writing there again. The next
+  :func:`own_folder` in its place removes one whose process ended, never one whose process still runs.
 """
 
 from __future__ import annotations

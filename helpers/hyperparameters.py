@@ -1,16 +1,9 @@
 """A job's hyperparameters checked against the options its entry script declares, before anything is launched.
 
-The training scripts keep going past options they do not know (SageMaker adds its own), and argparse only rejects a
-bad value once the job has started: a misspelt switch would cost a whole run without taking effect, a bad value a
-launch. The scripts publish their options: ``labs/src/options.py`` holds every entry script's parser, and
-``python options.py --schema`` prints each option's type, choices, allowed range and default, the scripts' model
-sizes and the spellings their booleans accept, as JSON. It is standard library only (no torch, no container needed),
-so this module runs it in a subprocess (tens of milliseconds) and keeps the answer per source directory. A value
-outside its option's range (lr=inf, epochs=0, batch_size=-4: it would not train) is refused with the range.
-
-An entry point it does not describe is not checked, and launches as before: a shell script, a file the source
-directory lacks, or a user's own script (with no ``options.py`` beside it, or one whose ``SCRIPTS`` does not list
-it; add the script's parser there to have it checked).
+The scripts skip options they do not know (SageMaker adds its own) and argparse refuses a bad value only once the job
+runs, so a typo would cost a run. ``labs/src/options.py --schema`` (standard library only) prints every script's
+options as JSON; this runs it once per source directory and refuses an unknown option or a value out of range. A
+script ``options.py``'s ``SCRIPTS`` does not list is not checked.
 """
 
 from __future__ import annotations

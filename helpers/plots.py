@@ -1,18 +1,9 @@
 """Every figure the labs draw, in one place; the modules that measure or plan compute, and these draw.
 
-- any lab: training curves against a baseline, side-by-side and stacked bars, the catalogue's categories;
-- lab 02 (DDP): the scaling plan, time against cost and efficiency against GPUs (:mod:`helpers.planning.scaling`
-  computes the predictions);
-- lab 05 (input modes): one job per mode on a timeline, a sequence of jobs, access patterns
-  (:mod:`helpers.standin.channel_delivery` computes the rows);
-- lab 06 (spot): the interruption drill (:class:`helpers.local.drill_plan.Drill`), the checkpoint interval
-  (:func:`helpers.planning.spot.interval_curves`);
-- lab 07 (profiling): utilisation heatmaps (a :class:`helpers.local.monitor.Monitor`'s, or a real job's CloudWatch
-  metrics) and the job's CPU and memory by role.
-
-Each function takes numbers, rows or a result object and returns the matplotlib figure. The only helpers module
-read here is the ground floor's input-mode table (each mode's colour), so every module that computes a figure can
-hand it here.
+Each function takes numbers, rows or a result object and returns the matplotlib figure: curves and bars for any lab,
+the scaling plan (lab 02), input modes on a timeline (lab 05), the interruption drill and checkpoint interval (lab 06),
+utilisation heatmaps (lab 07). It reads only the input-mode table (each mode's colour), so any module can hand it
+a figure.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
-"""Slides from the labs: nbconvert's reveal.js slides of each lab's executed notebook (``make``'s ``runs/labs/``), a
-slide per ``##`` heading and a sub-slide per ``###``, so the room sees the very figures its labs produce. For an
-agenda, only its labs, each without the sections the agenda leaves out and without the deep dives.
+"""Slides from the labs: nbconvert's reveal.js slides of each executed notebook (``runs/labs/``), a slide per ``##``
+heading, so the room sees its labs' own figures; for an agenda, its labs as it cuts them.
 
-    python -m course.facilitator.slides                       # every lab, whole, from runs/labs/
-    python -m course.facilitator.slides --agenda 90           # the 90-minute session's labs, as it cuts them
-    make slides SLIDES_ARGS="--agenda full"                    # the same, through make
+    python -m course.facilitator.slides                 # every lab, whole
+    python -m course.facilitator.slides --agenda 90     # the 90-minute session's labs
 
-Each lab becomes ``runs/slides/<lab>.slides.html``: open it in a browser (arrows move, ``s`` opens the speaker view).
-reveal.js itself is read from its CDN when the file opens (``--reveal`` names another copy, e.g. a local one).
+Each lab becomes ``runs/slides/<lab>.slides.html``; reveal.js comes from its CDN unless ``--reveal`` names a copy.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
-"""The workshop as a facilitator plans it: each lab's real target, its cost and quota, the agendas, the pre-launched
-demo job, the 2026 map of what to use when, and the answers to the questions a room asks.
+"""The workshop as a facilitator plans it: each lab's target, cost and quota, the agendas, the pre-launched demo job,
+the 2026 map of what to use when, and the room's questions.
 
-    python -m course.facilitator.workshop                       # print the blocks
     python -m course.facilitator.workshop --write docs/facilitator.md   # refresh the guide's generated blocks
 
-Everything here is computed (prices and "the cheapest" from ``instances``, times from the labs' own ``**Time:**``
-lines and ``course.lab_time``, support dates from ``helpers.aws.image_support``), so the guide cannot drift from the
-labs: the test suite checks that the guide's generated blocks are what this writes.
+All computed (instances, the labs' ``**Time:**`` lines, ``course.lab_time``, ``helpers.aws.image_support``), so the
+guide cannot drift: a test checks its blocks.
 """
 
 from __future__ import annotations

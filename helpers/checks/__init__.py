@@ -1,13 +1,9 @@
 """Every check of a job, before anything is launched or written: small named rules, each a function of the job and
 where it runs (:class:`~helpers.checks.findings.Where`).
 
-A rule yields what it finds: ``fail`` (what is wrong and what to do, as one of the ``JobCheckError`` kinds) or
-``note`` (advice the dry run prints); the pieces are :mod:`helpers.checks.findings`. The rules every job meets are
-:mod:`helpers.checks.common_rules`, with their table ``COMMON``; what one kind of target needs besides (this machine,
-the SDK's Docker local mode, an instance type) is :mod:`helpers.checks.target_rules`, with its table ``ONLY``. The
-local runner runs ``run_rules(job, Where.local(...))``, preflight ``run_rules(job, Where.sagemaker(...))``: a rule
-added to ``COMMON`` applies to both. Choosing the image for a region is a step of its own, after these
-(``helpers.aws.images.choose_image``).
+A rule yields ``fail`` (a ``JobCheckError`` saying what to do) or ``note`` (advice the dry run prints), from
+:mod:`helpers.checks.findings`. ``COMMON`` (:mod:`helpers.checks.common_rules`) binds every job, local or on
+SageMaker; ``ONLY`` (:mod:`helpers.checks.target_rules`) one kind of target. ``run_rules(job, where)`` runs them.
 """
 
 from __future__ import annotations

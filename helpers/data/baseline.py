@@ -1,13 +1,9 @@
 """A cheap baseline next to the transformer: TF-IDF over character n-grams and a linear classifier; and the two side
 by side on the slice where word order decides.
 
-Character n-grams suit the titles: Korean nouns glue onto each other ("셔츠원피스") and typos break whole words, but
-most n-grams survive both. If the network cannot beat this, it has not learned anything a bag of n-grams could not.
-
-What a bag of n-grams cannot do is tell a title's head noun from its modifier: "니트 원피스" is a dress, "dress
-shoes" are shoes, and both titles hold both nouns. :func:`modifier_ids` finds the titles the generator made that
-way (its own record, replayed), :func:`predict` reads a trained job's saved model back, and :func:`by_slice` scores
-both classifiers on those titles and on the rest.
+Character n-grams survive Korean compounds ("셔츠원피스") and typos. But a bag of them cannot tell a head noun from its
+modifier ("니트 원피스" is a dress, "dress shoes" are shoes): :func:`modifier_ids` finds those titles, :func:`predict`
+reads a trained job's model back, and :func:`by_slice` scores both classifiers on them and on the rest.
 """
 
 from __future__ import annotations

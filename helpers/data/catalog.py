@@ -1,10 +1,5 @@
-"""A deterministic generator of e-commerce product titles, and the catalogue files the labs train on.
-
-The rows imitate a marketplace feed: Korean, English and mixed titles with brands, materials, colours, sizes and promo
-tags, a few typos, mostly short titles with a long tail of keyword-stuffed ones, and a little label noise (sellers pick
-the wrong category, or write a title that fits two) so no model reaches 100%.
-
-A catalogue directory holds what the training channels need::
+"""A deterministic generator of e-commerce product titles (with a little label noise, so no model reaches 100%), and
+the catalogue files the labs train on::
 
     train/part-00000.csv        id,title,category (more parts for large sets)
     train/labels.json           the leaf categories, in label-index order
@@ -12,13 +7,7 @@ A catalogue directory holds what the training channels need::
     validation/part-00000.csv   a stratified 10% of every category
     manifest.json               how it was made (rows, seed, generator version)
 
-Command line::
-
-    python -m helpers.data.catalog build --rows 30000 --out data/catalog
-    python -m helpers.data.catalog shards --rows 2000000 --shards 16 --out runs/data/catalog-2m
-    python -m helpers.data.catalog from-csv my_products.csv --out runs/data/mine
-
-The generator is :mod:`helpers.data.titles`; reading and checking the files, :mod:`helpers.data.catalog_files`.
+Made by ``python -m helpers.data.catalog build|shards|from-csv``; read back by :mod:`helpers.data.catalog_files`.
 """
 
 from __future__ import annotations

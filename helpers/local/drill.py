@@ -1,14 +1,9 @@
 """The interruption drill: prove that a checkpointed job survives spot reclaims and crashes bit-identically.
 
-:func:`run_drill` runs a job once without interruption (the reference), then runs it again and interrupts it at
-random steps: ``SIGTERM`` as SageMaker sends before a spot reclaim (the script saves and leaves) or ``SIGKILL`` with
-no warning (the work since the last checkpoint is lost). After each interruption it restarts the job on the same
-checkpoint directory, as SageMaker does after copying the checkpoints back from S3, until the job completes. Then it
-compares the final weights and metrics with the reference: on a CPU they must be equal to the last bit.
-
-The drill watches every step, so both runs log every step (``log_every=1``). Nothing here trains: the training
-script does the checkpointing (``labs/src/checkpointing.py``); this module only launches, signals and measures, and
-:mod:`helpers.local.drill_plan` plans the interruptions and judges the result.
+:func:`run_drill` runs a job once uninterrupted, then again with ``SIGTERM`` (a spot reclaim's notice) or ``SIGKILL``
+(a crash) at random steps, restarting it on the same checkpoint directory as SageMaker does. On a CPU its final
+weights and metrics must equal the first run's to the last bit. The script checkpoints (``labs/src/checkpointing.py``);
+:mod:`helpers.local.drill_plan` plans and judges.
 """
 
 from __future__ import annotations
@@ -52,15 +47,13 @@ def run_drill(
     grace_steps: int = 3,
     grace_s: float = 30.0,
 ) -> Drill:
-    """Run ``job`` uninterrupted, then interrupted ``interruptions`` times at random steps, and compare.
+    """Run ``job`` uninterrupted, then interrupted ``interruptions`` times at random steps (or ``plan``'s), and compare.
 
-    ``job`` must checkpoint (a ``checkpoint_every`` hyperparameter above 0). ``plan`` replaces the random
-    interruptions with given ones. A SIGTERM is followed by SIGKILL once the job has logged ``grace_steps`` more
-    steps or ``grace_s`` seconds have passed (SageMaker's grace is 120 s; a few steps stand in for it here).
-    ``forward_sigterm``: SIGTERM reaches the script (the best case) instead of stopping at the container's first
-    process (SageMaker with SDK v3). Returns a :class:`~helpers.local.drill_plan.Drill`; raises
-    :class:`~helpers.local.drill_plan.DrillFailed` if a launch fails on its own, the job never completes, or an
-    interruption did not interrupt.
+    ``job`` must checkpoint (``checkpoint_every`` above 0); both runs log every step. SIGKILL follows a SIGTERM after
+    ``grace_steps`` more steps or ``grace_s`` seconds (standing in for SageMaker's 120 s). ``forward_sigterm``: SIGTERM
+    reaches the script, the best case, not only the container's first process (SageMaker with SDK v3). Returns a
+    :class:`~helpers.local.drill_plan.Drill`; raises :class:`~helpers.local.drill_plan.DrillFailed` if a launch fails
+    on its own, the job never completes, or an interruption did not interrupt.
     """
     t = _drillable(job, given(target))
     runs_dir = Path(runs_dir or runs_root() / "drills") / f"{job.name}-{datetime.now():%Y%m%d-%H%M%S-%f}"

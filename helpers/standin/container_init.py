@@ -2,20 +2,10 @@
 
     python container_init.py [--forward-sigterm] -- COMMAND [ARG...]
 
-A SageMaker host is a container: when its first process ends, or the instance is lost, every process in it ends,
-however it was started (torchrun starts its workers in sessions of their own, so killing one process group is not
-enough). This script stands in for that boundary without Docker. It starts COMMAND and, on Linux, becomes the child
-subreaper of everything COMMAND starts (orphans come back to it, as to a container's PID 1), then:
-
-- COMMAND exits: every process it left behind is killed, and the script exits as COMMAND did;
-- SIGTERM (what StopTrainingJob sends, to the container's first process only): in an SDK v3 job that process is
-  ``/bin/bash -c "... sm_train.sh"``, which has no handler for it, and the kernel drops a signal without a handler
-  sent to a PID namespace's first process. So by default SIGTERM changes nothing here either. ``--forward-sigterm``
-  hands it to every process instead, as an init such as ``tini -g`` would: the best case, not SageMaker's;
-- SIGHUP, or its standard input closing (the notebook that launched it died): every process is killed at once, as
-  when the instance is reclaimed; the script then ends by SIGKILL.
-
-Standard library only, so it starts in a few milliseconds and does not depend on the notebook's packages.
+It starts COMMAND as its subreaper (Linux), so nothing outlives the host: when COMMAND exits, what it left is killed
+and the script exits as COMMAND did; SIGHUP or standard input closing (the notebook died) kills everything, as a lost
+instance does. SIGTERM changes nothing, as in an SDK v3 job, unless ``--forward-sigterm`` hands it to every process.
+Standard library only.
 """
 
 from __future__ import annotations
@@ -133,6 +123,8 @@ def main(argv: list[str]) -> int:
     become_subreaper()
     # handlers, not SIG_IGN: an ignored signal would stay ignored in every process started from here
     signal.signal(signal.SIGHUP, _end_everything)
+    # StopTrainingJob's SIGTERM reaches a container's first process only: in an SDK v3 job a bash with no handler for
+    # it, and the kernel drops such a signal to a PID namespace's first process. Forwarded, as tini -g would: best case
     signal.signal(signal.SIGTERM, (lambda *_: kill_all(signal.SIGTERM)) if forward else (lambda *_: None))
     signal.signal(signal.SIGINT, lambda *_: None)  # a notebook's interrupt goes to the launcher, which decides
     status = 0

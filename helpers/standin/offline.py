@@ -1,20 +1,9 @@
 """Run the real SageMaker SDK code path with no AWS account and no network.
 
-A :class:`OfflineAWS` is a ``boto3.Session`` whose every API call is recorded after botocore has validated its
-parameters against the service model, and then answered here instead of being sent: uploads are remembered (keys
-only), ``CreateTrainingJob`` is stored and echoed back by ``DescribeTrainingJob``, and so on. The SDK cannot tell the
-difference, so a captured ``CreateTrainingJob`` request is exactly what a real launch would send.
-
-Two ways in:
-
-* :func:`offline` — a context manager for notebooks and CI: fake credentials, SDK telemetry off, a network guard,
-  and the session registered so ``helpers.aws.sagemaker_jobs.run`` picks it up::
-
-      with aws_offline.offline():
-          dry = run_job(job, "ml.p4d.24xlarge")     # prints the request; nothing leaves this machine
-
-  Setting ``WORKSHOP_AWS_OFFLINE=1`` makes every dry run offline without touching the notebook.
-* :class:`OfflineAWS` directly (the tests do), with :meth:`OfflineAWS.respond` to script answers.
+An :class:`OfflineAWS` is a ``boto3.Session`` whose every call botocore validates against the service model, then
+recorded and answered here instead of sent: a captured ``CreateTrainingJob`` request is what a real launch would send.
+:func:`offline` sets one up for a notebook or CI (fake credentials, telemetry off, a network guard);
+``WORKSHOP_AWS_OFFLINE=1`` makes every dry run offline. Tests script answers with :meth:`OfflineAWS.respond`.
 """
 
 from __future__ import annotations
