@@ -147,6 +147,12 @@ CLAIMS["06_spot_checkpoints"] = {
 }
 
 # ---------------------------------------------------------------------------------------------- lab 07
+_GAP = {  # the verdict's parts of the gap (helpers.local.monitor.GAP_PARTS) and the figures they are recorded as
+    "waiting for data": "gap_data_wait_ms",
+    "computing": "gap_on_core_ms",
+    "queued for a core": "gap_queued_ms",
+    "blocked": "gap_blocked_ms",
+}
 CLAIMS["07_profiling"] = {
     "both pipelines give exactly the same batches": lambda f: abs(f["starved_val_loss"] - f["fixed_val_loss"]) < 1e-4,
     "the starved run's workers delay its first batch": lambda f: f["starved_first_batch_s"] > f["fixed_first_batch_s"],
@@ -155,6 +161,16 @@ CLAIMS["07_profiling"] = {
         f["pairs"] >= 2
         and f["pipeline_speedup_first"] == f["pipeline_speedup"]
         and f["pipeline_speedup_low"] <= f["pipeline_speedup_middle"] <= f["pipeline_speedup_high"]
+    ),
+    "the fix is faster in every pair": lambda f: f["pipeline_speedup_low"] > 1,
+    "the verdict names a cause": lambda f: f["pipeline_cause"] != "" and f["pipeline_cause"] in f["pipeline_verdict"],
+    "the cause is the largest part of the step's gap, and the parts make up the gap": lambda f: (
+        f[_GAP[f["pipeline_cause"]]] == max(f[key] for key in _GAP.values())
+        and abs(sum(f[key] for key in _GAP.values()) - f["step_gap_ms"]) <= 0.02 * abs(f["step_gap_ms"]) + 0.01
+    ),
+    "the starved run's worker was busy while its trainer waited: in the monitor and in the profile": lambda f: (
+        f["starved_workers_cores"] > f["starved_trainer_cores"]
+        and f["starved_profile_wait_ms"] > f["fixed_profile_wait_ms"]
     ),
 }
 

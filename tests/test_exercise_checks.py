@@ -59,15 +59,15 @@ def _four_ranks(batch: int | float, lr: float, steps: int = 64, gap: float = 4e-
     )
 
 
-def _loader(workers: int, persistent: bool, threads: int, ratio: float, tokenize: str = "on_the_fly") -> dict:
+def _loader(workers: int, persistent: bool, threads: int, ratio: float, tokenize="on_the_fly", wait=0.08) -> dict:
     """Lab 07's answers and the pair run with them: the starved run at 250 samples/s, the learner's at ``ratio`` x."""
     ran = {"tokenize": tokenize, "num_workers": workers, "persistent_workers": persistent, "threads": threads}
     return dict(
         my_num_workers=workers,
         my_persistent_workers=persistent,
         my_threads=threads,
-        starved={"runs": [{"samples_per_sec": 250.0, "data_wait_frac": 0.06}] * 2, "hyperparameters": {}},
-        yours={"runs": [{"samples_per_sec": 250.0 * ratio, "data_wait_frac": 0.08}] * 2, "hyperparameters": ran},
+        starved={"runs": [{"samples_per_sec": 250.0, "data_wait_frac": 0.6}] * 2, "hyperparameters": {}},
+        yours={"runs": [{"samples_per_sec": 250.0 * ratio, "data_wait_frac": wait}] * 2, "hyperparameters": ran},
     )
 
 
@@ -172,11 +172,14 @@ CASES = [
     ("06.1", dict(checkpoint_rng=False, bit_identical=False, your_drill=_drill(True)), "wrong", "on"),
     ("06.1", dict(checkpoint_rng=False, bit_identical=True, your_drill=_drill(False, same=True)), "wrong", "dropout"),
     ("06.1", dict(checkpoint_rng="no", bit_identical=False, your_drill=_drill(False)), "wrong", "True or False"),
-    ("07.1", _loader(0, False, 2, ratio=1.52), "right", "1.52x the starved run's"),
-    ("07.1", _loader(0, False, 2, ratio=1.52), "right", "8.0% of each step, the starved ones 6.0%: more, and still"),
-    ("07.1", _loader(0, False, 1, ratio=1.52), "right", "0 workers and 1 trainer thread on 2 cores"),
-    ("07.1", _loader(4, False, 2, ratio=1.0), "wrong", "want 6 cores, and the job has 2"),
+    ("07.1", _loader(1, True, 1, ratio=1.52), "right", "1.52x the starved run's"),
+    ("07.1", _loader(2, True, 1, ratio=1.52), "right", "2 workers that persist and 1 trainer thread on 3 cores"),
+    ("07.1", _loader(0, False, 2, ratio=1.52), "right", "waited for data 8% of each step, the starved ones 60%"),
+    ("07.1", _loader(4, False, 2, ratio=1.0), "wrong", "want 6 cores, and the job has 3"),
+    ("07.1", _loader(2, True, 2, ratio=1.5), "wrong", "4 cores, and the job has 3: they would take turns"),
+    ("07.1", _loader(2, True, 2, ratio=1.5), "wrong", "nothing was measured"),
     ("07.1", _loader(1, False, 1, ratio=1.04), "wrong", "process chart"),
+    ("07.1", _loader(0, False, 2, ratio=1.04, wait=0.55), "wrong", "who decodes while the trainer computes?"),
     (
         "07.1",
         _loader(1, False, 1, ratio=1.04),
@@ -199,7 +202,7 @@ CONTEXT = {
         ],
     ),
     "04.1": dict(budget_mb=0.77 * 15.41),
-    "07.1": dict(cores=2),
+    "07.1": dict(cores=3),
 }
 
 
@@ -207,6 +210,23 @@ CONTEXT = {
 def test_check(id, answers, status, words):
     got, message = evaluate(id, **answers, **CONTEXT.get(id, {}))
     assert (got, words in message) == (status, True), message
+
+
+def test_lab07_answers_that_overrun_the_cores_are_wrong_before_anything_is_measured():
+    from helpers.exercises import lab07
+
+    answers = _loader(2, True, 2, ratio=1.46)  # the answer a learner once got "right" for, on a 1-core budget
+    assert not lab07.fits(2, 2, cores=1) and lab07.fits(0, 1, cores=1) and not lab07.fits("2", 1, cores=4)
+    got, message = evaluate("07.1", **{**answers, "yours": None, "starved": None}, cores=1)
+    assert got == "wrong" and "want 4 cores, and the job has 1" in message and "nothing was measured" in message
+
+
+@pytest.mark.parametrize("workers, cores", [(0, 1), (1, 2)])
+def test_lab07_on_one_or_two_cores_as_fast_as_the_starved_run_is_right(workers, cores):
+    got, message = evaluate("07.1", **_loader(workers, workers > 0, 1, ratio=0.95), cores=cores)
+    assert got == "right" and "no more workers fit than the starved run's one" in message, message
+    got, message = evaluate("07.1", **_loader(workers, workers > 0, 1, ratio=0.8), cores=cores)
+    assert got == "wrong" and "the target is 0.9x" in message, message
 
 
 def test_the_smddp_answer_follows_the_catalogue():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -15,6 +16,7 @@ matplotlib.use("Agg")
 
 from helpers import plots  # noqa: E402
 from helpers.local import monitor  # noqa: E402
+from helpers.targets import resolve
 
 # a "trainer" that forks one "loader worker" (same command line, as DataLoader workers have), both busy for a while
 BUSY = textwrap.dedent("""
@@ -171,12 +173,41 @@ def test_remote_targets_are_refused_before_launch():
     from helpers import jobs
 
     with pytest.raises(ValueError, match="cloudwatch"):
-        monitor.run_monitored(jobs.Job(name="x"), "ml.g5.2xlarge")
+        monitor.run_monitored(jobs.Job(name="x"), resolve("ml.g5.2xlarge"))
 
 
 def test_missing_profile_says_what_to_do(tmp_path):
     with pytest.raises(FileNotFoundError, match="profile=True"):
         monitor.top_ops(tmp_path)
+
+
+def _profile(folder, **self_ms):
+    rows = [{"name": name, "self_ms_per_step": ms} for name, ms in self_ms.items()]
+    folder.mkdir()
+    (folder / "top_ops.rank0.json").write_text(json.dumps({"cpu": rows}))
+    return folder
+
+
+def test_the_step_gap_is_split_part_by_part_and_names_the_largest(tmp_path):
+    starved = {"data_wait_ms": 50.0, "on_core_ms": 22.0, "queued_ms": 6.0, "blocked_ms": 2.0}
+    fixed = {"data_wait_ms": 1.0, "on_core_ms": 20.0, "queued_ms": 1.0, "blocked_ms": 2.0}
+    gap = monitor.step_gap(starved, fixed)
+    assert gap == {"waiting for data": 49.0, "computing": 2.0, "queued for a core": 5.0, "blocked": 0.0}
+    slow = _profile(tmp_path / "slow", **{"enumerate(DataLoader)": 48.0, "aten::addmm": 9.0, "aten::gelu": 3.0})
+    fast = _profile(tmp_path / "fast", **{"enumerate(DataLoader)": 0.5, "aten::addmm": 8.0, "aten::mul": 2.0})
+    assert monitor.loader_wait_ms(slow) == 48.0  # the profile's view of the wait: the trainer in next(loader)
+    grown = monitor.operator_gap(slow, fast, limit=4)
+    assert grown[0] == ("enumerate(DataLoader)", 47.5) and ("aten::mul", -2.0) in grown  # every operator, both sides
+    cause, sentence = monitor.gap_verdict(gap, grown[:3])
+    assert cause == "waiting for data" and "49.0 ms (88%) was waiting for data" in sentence
+    assert "queued for a core +5.0" in sentence and "aten::gelu +3.0" in sentence  # all parts, not only the top
+
+
+def test_a_gap_needs_the_step_breakdown_and_a_slower_step():
+    with pytest.raises(KeyError, match="step_breakdown=True"):
+        monitor.step_gap({"data_wait_ms": 1.0}, {"data_wait_ms": 1.0})
+    cause, sentence = monitor.gap_verdict({"waiting for data": -1.0, "computing": 0.5}, [])
+    assert cause == "" and "no gap to explain" in sentence
 
 
 def test_free_cores_is_between_none_and_all():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import time
 import types
 import warnings
 
@@ -19,6 +20,7 @@ from catalog_data import (  # noqa: E402
     PadCollator,
     TitlesTokenizedOnTheFly,
     TokenizedTitles,
+    decode,
     load_tokenizer,
     read_channel,
     read_labels,
@@ -134,6 +136,20 @@ def test_on_the_fly_and_ahead_give_identical_batches(small_catalog):
         assert len(got) == len(reference) == 300 // 32
         for a, b in zip(reference, got):
             assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_decoding_costs_its_cpu_time_per_sample_and_changes_no_batch(small_catalog):
+    labels = read_labels(small_catalog / "train")
+    tokenizer = load_tokenizer(str(small_catalog / "train" / "tokenizer.json"))
+    titles, targets = read_channel(small_catalog / "train", labels, 20)
+    before = time.thread_time()
+    assert decode(titles[0], 5.0) == titles[0]
+    assert time.thread_time() - before >= 0.005  # CPU time, not a sleep: a busy core makes it last longer
+    ahead = TokenizedTitles(titles, targets, tokenizer, 24, decode_ms=0.5)
+    on_the_fly = TitlesTokenizedOnTheFly(titles, targets, tokenizer, 24, decode_ms=0.5)
+    before = time.thread_time()
+    assert [on_the_fly[i] for i in range(20)] == [ahead[i] for i in range(20)]
+    assert time.thread_time() - before >= 20 * 0.0005  # every sample paid again, on the fly
 
 
 def test_length_bucketing_needs_lengths_up_front(small_catalog):

@@ -207,6 +207,12 @@ def train_parser(description: str | None = None) -> ArgumentParser:
     p.add_argument("--pin_memory", type=str2bool, default=False, help="page-locked batches: faster copies to a GPU")
     p.add_argument("--persistent_workers", type=str2bool, default=False, help="keep workers alive across epochs")
     p.add_argument("--threads", type=NON_NEGATIVE, default=0, help="trainer's intra-op threads (0: OMP_NUM_THREADS)")
+    p.add_argument(
+        "--decode_ms",
+        type=NON_NEGATIVE_FLOAT,
+        default=0.0,
+        help="CPU ms each training title's decoding costs, as an image's would (0: none); on_the_fly: per sample",
+    )
     # profiling (profiling.py, lab 07): where a step's time goes
     p.add_argument(
         "--profile",

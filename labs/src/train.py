@@ -226,7 +226,8 @@ def load_tokenizer_for(args):
 def load_datasets(args, labels: list[str], tokenizer):
     """The training and validation titles, tokenized (ahead or ``--tokenize on_the_fly``), and how a batch is padded."""
     Titles = TitlesTokenizedOnTheFly if args.tokenize == "on_the_fly" else TokenizedTitles
-    train_set = Titles(*read_channel(args.train, labels, args.subset), tokenizer, args.max_length)
+    titles = read_channel(args.train, labels, args.subset)
+    train_set = Titles(*titles, tokenizer, args.max_length, decode_ms=getattr(args, "decode_ms", 0.0))
     val_set = TokenizedTitles(*read_channel(args.validation, labels, args.eval_subset), tokenizer, args.max_length)
     collate = PadCollator(tokenizer.pad_token_id, pad_to=args.pad_to, multiple=args.pad_multiple)
     return train_set, val_set, collate
