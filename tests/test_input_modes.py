@@ -152,6 +152,8 @@ def test_fastfile_streams_ranges_reads_ahead_in_order_and_starts_again_after_a_j
             f.seek(15 << 20)  # a jump: the window starts again at the first size
             assert f.read(1 << 20) == blob[15 << 20 : 16 << 20]
             assert f.read(1 << 20) == blob[16 << 20 : 17 << 20]  # in order again: 8 times further, to the end
+            f.seek(3 << 20)  # back, into bytes already here: nothing more fetched
+            assert f.read(1 << 20) == blob[3 << 20 : 4 << 20]
     finally:
         server.close()
     first, part, mib = fastfile.FIRST_REQUEST_BYTES, fastfile.PART_BYTES, 1 << 20

@@ -176,8 +176,9 @@ class FastFileServer:
         elif lazy.next_offset >= 0:
             lazy.window = FIRST_REQUEST_BYTES
         lazy.next_offset = end
-        lazy.frontier = max(lazy.frontier, min(lazy.size, max(end, start + lazy.window)))
-        return lazy.frontier if start <= lazy.frontier else end
+        request_end = min(lazy.size, max(end, start + lazy.window))
+        lazy.frontier = max(lazy.frontier, request_end)
+        return request_end
 
     def _schedule(self, lazy: _Lazy, blocks: range, demanded: set[int]) -> None:
         """Fetch the blocks of ``blocks`` never asked for, as ranged GETs of at most PART_BYTES (lock held); those
