@@ -55,9 +55,10 @@ def parse_metric_line(line: str) -> dict[str, Any] | None:
     return out
 
 
-@dataclass
+@dataclass(frozen=True)
 class Job:
-    """Everything a training job needs, in one place: the same object drives local and SageMaker launches."""
+    """Everything a training job needs, in one place: the same object drives local and SageMaker launches. Checked
+    once, when made (its name and tags as SageMaker will take them); change one with ``dataclasses.replace``."""
 
     name: str  # short, lower-case: "lab01-single-gpu"
     hyperparameters: dict[str, Any] = field(default_factory=dict)

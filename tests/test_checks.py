@@ -176,7 +176,6 @@ def test_a_good_job_passes_every_rule_for_every_kind_of_target(small_catalog):
 def test_every_rule_is_in_the_table_and_tested():
     tabled = {rule for kind in target_rules.ONLY for rule in checks.rules_for(kind)}
     tested = {case[0] for case in CASES} | {
-        common_rules.job_name,
         common_rules.channel_data,
         target_rules.event_guardrails,  # tests/test_event_account_policies.py: it reads the event's settings
     }  # tested in their own files

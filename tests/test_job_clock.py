@@ -7,6 +7,7 @@ import re
 import textwrap
 import threading
 import time
+from dataclasses import replace
 from datetime import datetime
 
 import pytest
@@ -107,9 +108,7 @@ def test_a_spot_job_clock_counts_earlier_attempts_and_the_wait():
 
 
 def test_a_stalled_rank_is_reported_while_the_runner_waits(probe_dir, tmp_path):
-    job = probe(probe_dir, 600, stop_host="algo-2")
-    job.instance_count = 2
-    job.processes_per_host = 1
+    job = replace(probe(probe_dir, 600, stop_host="algo-2"), instance_count=2, processes_per_host=1)
     live = LocalRunner(tmp_path / "jobs", echo=False, check=False, stall_s=2).start(job, CPU)
 
     def reported() -> list[str]:

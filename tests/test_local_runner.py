@@ -317,8 +317,14 @@ def test_a_rendezvous_port_taken_before_torchrun_binds_it_is_named_and_launched_
         offered.append(next(ports, None) or free_ports(1)[0])
         return offered[-1]
 
-    job = Job("twoproc", {}, catalog_channels(small_catalog), entry_point="probe.py", source_dir=probe_dir)
-    job.processes_per_host = 2
+    job = Job(
+        "twoproc",
+        {},
+        catalog_channels(small_catalog),
+        entry_point="probe.py",
+        source_dir=probe_dir,
+        processes_per_host=2,
+    )
     with held:
         monkeypatch.setattr(local_runner, "free_port", taken_first)
         result = LocalRunner(runs_dir=tmp_path / "jobs", echo=False).run(job, CPU)

@@ -20,7 +20,7 @@ from helpers.checks.findings import (
     note,
 )
 from helpers.data import catalog, catalog_files
-from helpers.job import Job, name_problem, tag_problem
+from helpers.job import Job
 from helpers.planning import instances
 
 MAX_RUNTIME_S = 28 * 24 * 3600  # the service's ceiling for MaxRuntimeInSeconds
@@ -33,11 +33,6 @@ _S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$")
 
 
 # ---------------------------------------------------------------------------------------------- the job itself
-def job_name(job: Job, where: Where) -> Iterator[Finding]:
-    if problem := name_problem(job.name):
-        yield fail(problem)
-
-
 def counts(job: Job, where: Where) -> Iterator[Finding]:
     if job.instance_count < 1 or where.processes < 1:
         yield fail("processes_per_host and instance_count must be at least 1.", ProcessCountError)
@@ -94,9 +89,7 @@ def traffic_encryption(job: Job, where: Where) -> Iterator[Finding]:
 
 
 def tags(job: Job, where: Where) -> Iterator[Finding]:
-    if problem := tag_problem(job.tags):
-        yield fail(f"Job.tags: {problem}")
-    elif len(job.tags) > 45:
+    if len(job.tags) > 45:
         yield fail("at most 45 tags (SageMaker allows 50; the helpers add their own).")
     elif taken := sorted(set(RESERVED_TAGS) & set(job.tags)):
         yield fail(
@@ -233,7 +226,6 @@ def _bigger(where: Where) -> list[str]:
 
 # the rules every job meets, in this order, before those of its target's kind (helpers.checks.target_rules.ONLY)
 COMMON: tuple[Rule, ...] = (
-    job_name,
     counts,
     entry_point,
     hyperparameter_names,

@@ -126,13 +126,13 @@ class _Cluster:
     takes_checkpoint_dir: bool
 
     @classmethod
-    def of(cls, job: Job, target: Target) -> _Cluster:
-        procs = job.processes_per_host or target.default_processes()
+    def of(cls, job: Job, target: Target, where: findings.Where) -> _Cluster:
+        procs = where.processes
         hosts = [f"algo-{i + 1}" for i in range(job.instance_count)]
         entry = Path(job.source_dir) / job.entry_point
         takes_checkpoint_dir = "checkpoint_dir" in (hyperparameters.options(entry) or {})
         threads = max(1, target.cpus // (procs * len(hosts)))
-        distributed = {"process_count_per_node": procs, "smp": None} if procs * len(hosts) > 1 else None
+        distributed = {"process_count_per_node": procs, "smp": None} if where.launcher == "torchrun" else None
         return cls(hosts, procs, threads, free_port(), distributed, takes_checkpoint_dir)
 
 
@@ -176,21 +176,22 @@ class LocalRunner:
     def prepare(self, job: Job, target: Target) -> Prepared:
         """Check the job and build every host's directory and command; raises before anything runs, and a failure
         while building (a channel that cannot be staged) leaves no run directory behind."""
-        checks.run_rules(job, findings.Where.local(job, target))
+        where = findings.Where.local(job, target)  # the processes per host and the launcher, decided once
+        checks.run_rules(job, where)
         run_dir = self.runs_dir / (self.job_name or run_name(job.name))
         inputs = JobInputs(job, self.runs_dir.parent / "fsx", run_dir)  # s3:// channels, in their modes
         if run_dir.exists():
             raise JobCheckError(f"{run_dir} exists already: give the job another name.")
         try:
-            return Prepared(run_dir, self._build(job, target, run_dir, inputs), inputs)
+            return Prepared(run_dir, self._build(job, target, where, run_dir, inputs), inputs, where.processes)
         except BaseException:
             inputs.close()
             shutil.rmtree(run_dir, ignore_errors=True)  # nothing half-staged stays for anyone to trust
             raise
 
-    def _build(self, job: Job, target: Target, run_dir: Path, inputs: JobInputs) -> list:
+    def _build(self, job: Job, target: Target, where: findings.Where, run_dir: Path, inputs: JobInputs) -> list:
         """Every host's directory and command."""
-        cluster = _Cluster.of(job, target)
+        cluster = _Cluster.of(job, target, where)
         modes = {c: job.mode_of(c) for c in job.channels}
         commands = []
         for host in cluster.hosts:
@@ -267,7 +268,7 @@ class LocalRunner:
         if self.echo:
             print(
                 f"launching {prepared.run_dir.name} on {target.describe()}: {len(prepared.commands)} host(s) x "
-                f"{job.processes_per_host or target.default_processes()} process(es); logs below",
+                f"{prepared.processes} process(es); logs below",
                 flush=True,
             )
         return LocalJob(

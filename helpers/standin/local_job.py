@@ -99,6 +99,7 @@ class Prepared:
     run_dir: Path
     commands: list[tuple[str, list[str], dict, Path]]
     inputs: JobInputs | None = None
+    processes: int = 1  # per host, as the checks decided (findings.Where.local)
 
 
 class LocalJob:
