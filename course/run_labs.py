@@ -12,7 +12,9 @@ pinned to its share of the cores (labs with the longest last run first, each to 
 still teaches its lesson beside a busy core (``make labs-check`` checks each one that way), and all of them take about
 half as long. Executed notebooks, each lab's key figures and ``summary.json`` / ``summary.md`` land in ``--out``
 (with each stream's log, ``NN_name.log``); a lab that declares a ``runs_dir`` parameter makes its own folder under
-``--out/NN_name.runs``. The exit status is non-zero if any lab fails, and the summary names the failing cell.
+``--out/NN_name.runs``. Whatever a run starts keeps its temporary files (kernel sockets, connection files) in the
+run's own folder in TMPDIR, removed at the end, or by the next run into ``--out`` after a kill. The exit status is
+non-zero if any lab fails, and the summary names the failing cell.
 """
 
 from __future__ import annotations
@@ -295,7 +297,7 @@ def run_folder_temp(out: Path) -> Iterator[Path]:
     name = hashlib.sha256(str(out.resolve()).encode()).hexdigest()[:8]
     folder = Path(tempfile.gettempdir()) / f"lab-run-{name}"
     shutil.rmtree(folder, ignore_errors=True)  # a killed run's
-    (folder / "jupyter").mkdir(parents=True)
+    (folder / "jupyter").mkdir(parents=True, exist_ok=True)
     saved = {k: os.environ.get(k) for k in ("TMPDIR", "JUPYTER_RUNTIME_DIR")}
     os.environ.update(TMPDIR=str(folder), JUPYTER_RUNTIME_DIR=str(folder / "jupyter"))
     tempfile.tempdir = None  # tempfile caches the folder it chose
