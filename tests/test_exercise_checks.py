@@ -76,6 +76,14 @@ def _second_job(score: float = 0.82, status: str = "Completed", reason: str = ""
     return {"status": status, "reason": reason, "val_macro_f1": score}
 
 
+def _modes(a: str, b: str, c: str) -> dict:
+    """Exercise 05.1's answers, with the lab's ``this_run`` as a smoke run records it."""
+    run = {"sequence": 3, "step_ms_per_mb": 50, "file_input_wait_s": 1.39, "fastfile_input_wait_s": 0.15}
+    run |= {"fsx_input_wait_s": 1.4, "file_sequence_s": 13.0, "fastfile_sequence_s": 10.0, "fsx_sequence_s": 9.0}
+    run |= {"file_sequence_mb": 118.2, "fastfile_sequence_mb": 118.2, "fsx_sequence_mb": 39.4}
+    return dict(mode_a=a, mode_b=b, mode_c=c, run=run)
+
+
 CASES = [
     # (exercise, answers, expected status, words the message must contain)
     ("01.1", dict(pretrained_channel="pretrained", beats_baseline=True, yours=_second_job()), "right", "unchanged"),
@@ -151,9 +159,15 @@ CASES = [
     ("04.1", dict(my_strategy="zero", measured=_ranks("fsdp", 0.5, 0.5, 0.5)), "wrong", "run the cell"),
     ("04.1", dict(my_strategy="zero", measured=None), "wrong", "no run to read"),
     ("04.1", dict(my_strategy="zero1", measured=None), "wrong", "pick one of"),
-    ("05.1", dict(mode_a="File", mode_b="FastFile", mode_c="FSx"), "right", "many jobs"),
-    ("05.1", dict(mode_a="File", mode_b="File", mode_c="FSx"), "wrong", "2 TB"),
-    ("05.1", dict(mode_a="File", mode_b="FastFile", mode_c="S3"), "wrong", "one of File, FastFile, FSx"),
+    ("05.1", _modes("File", "FastFile", "FSx"), "right", "1.30x as fast as File"),
+    ("05.1", _modes("FastFile", "FastFile", "FSx"), "wrong", "its 3 jobs here fetched 118 MB"),
+    ("05.1", _modes("FSx", "FastFile", "FSx"), "wrong", "waited 1.40 s for its import"),
+    ("05.1", _modes("File", "File", "FSx"), "wrong", "File's 3 jobs took 13.0 s and FastFile's 10.0 s"),
+    ("05.1", _modes("File", "FSx", "FSx"), "wrong", "a copy with a monthly bill"),
+    ("05.1", _modes("File", "FastFile", "File"), "wrong", "File's 3 jobs here fetched 118 MB from the store, FSx's 39"),
+    ("05.1", _modes("File", "FastFile", "FastFile"), "wrong", "FastFile's 3 jobs here fetched 118 MB, FSx's 39"),
+    ("05.1", _modes("File", "FastFile", "S3"), "wrong", "one of File, FastFile, FSx"),
+    ("05.1", {**_modes("File", "FastFile", "FSx"), "run": None}, "wrong", "no run to read"),
     ("05.2", dict(copy_min_100mb=30.16, files_for_an_hour=122_353), "right", "first-byte waits"),
     ("05.2", dict(copy_min_100mb=60.3, files_for_an_hour=122_353), "wrong", "one connection's time"),
     ("05.2", dict(copy_min_100mb=1810, files_for_an_hour=122_353), "wrong", "looks like seconds"),

@@ -1,4 +1,5 @@
-"""Lab 05's exercises: the input mode for a data set; the case study's hour of copying, by the S3 profile."""
+"""Lab 05's exercises: the input mode for a data set, from the lab's own run; the case study's hour of copying, by
+the S3 profile."""
 
 from __future__ import annotations
 
@@ -7,32 +8,51 @@ from helpers.input_mode import MODES
 from helpers.standin.channel_delivery import FILE_MODE_CONNECTIONS
 from helpers.standin.s3_profile import AWS_S3
 
-REASONS = {
-    "a": (
-        "File",
-        "a few GB copy in moments, and every epoch then reads local disk: File's up-front copy costs almost nothing",
-    ),
-    "b": (
-        "FastFile",
-        "copying 2 TB would hold the first step for hours, and one job reading large shards in order is what "
-        "streaming does well",
-    ),
-    "c": (
-        "FSx",
-        "20 jobs would each copy (File) or stream (FastFile) the same 300 GB again; a file system loaded from S3 "
-        "once serves them all",
-    ),
-}
+WANTED = {"a": "File", "b": "FastFile", "c": "FSx"}
 
 
-@exercise("05.1", "Pick the input mode", minutes=4)
-def input_mode(mode_a, mode_b, mode_c):
-    """The input mode for three datasets (a: 4 GB, one job; b: 2 TB read once in order; c: 300 GB, 20 jobs)."""
-    for key, answer in (("a", mode_a), ("b", mode_b), ("c", mode_c)):
+def _why_not(key: str, answer: str, run: dict) -> str:
+    """Why ``answer`` does not fit data set ``key``, in this run's own figures (``run``: the lab's ``this_run``)."""
+    n = run["sequence"]
+    seq = {m: f"{run[f'{m.lower()}_sequence_s']:.1f} s" for m in MODES}
+    mb = {m: f"{run[f'{m.lower()}_sequence_mb']:.0f} MB" for m in MODES}
+    reasons = {
+        ("a", "FastFile"): f"FastFile streams from S3 on every pass: its {n} jobs here fetched {mb['FastFile']}, one "
+        "channel each. File copies 4 GB once, in moments, and every epoch then reads local disk.",
+        ("a", "FSx"): f"one job gains nothing from a file system that outlives it: FSx's first job here waited "
+        f"{run['fsx_input_wait_s']:.2f} s for its import, File's {run['file_input_wait_s']:.2f} s for its copy, "
+        "and FSx bills at least 1.2 TiB a month besides.",
+        ("b", "File"): f"File copies everything before the first step. Here, reading every shard with "
+        f"{run['step_ms_per_mb']:g} ms of work per MB, File's {n} jobs took {seq['File']} and FastFile's "
+        f"{seq['FastFile']}: FastFile streamed while the job worked. At 2 TB File's copy is hours (exercise 05.2).",
+        ("b", "FSx"): f"FSx imports the 2 TB from S3 before its first job reads it: its first job here waited "
+        f"{run['fsx_input_wait_s']:.2f} s, as long as File's copy. For one pass it is a copy with a monthly bill.",
+        ("c", "File"): f"every job copies the 300 GB again: File's {n} jobs here fetched {mb['File']} from the store, "
+        f"FSx's {mb['FSx']}.",
+        ("c", "FastFile"): f"every job streams the 300 GB again: FastFile's {n} jobs here fetched {mb['FastFile']}, "
+        f"FSx's {mb['FSx']}. A file system loaded from S3 once serves all 20.",
+    }
+    return reasons[(key, answer)]
+
+
+@exercise("05.1", "Pick the input mode, from this run", minutes=5)
+def input_mode(mode_a, mode_b, mode_c, run):
+    """The input mode for three datasets (a: 4 GB, one job; b: 2 TB read once in order by a job that trains as it
+    reads; c: 300 GB, 20 jobs); ``run`` is the lab's ``this_run``: its whole-channel jobs' seconds and MB per mode,
+    and the first training job's input waits."""
+    answers = {"a": mode_a, "b": mode_b, "c": mode_c}
+    for key, answer in answers.items():
         expect(answer in MODES, f"mode_{key}: one of {', '.join(MODES)}, not {answer!r}.")
-        want, why = REASONS[key]
-        expect(answer == want, f"mode_{key}: {answer} is not the best fit here. Think about it this way: {why}.")
-    return "File for small data, FastFile for one large sequential pass, FSx when many jobs read the same data."
+    expect(run is not None, "no run to read: set target = 'local' in the parameters cell and run the lab again.")
+    wrong = [(key, answer) for key, answer in answers.items() if answer != WANTED[key]]
+    for key, answer in wrong[:1]:  # one at a time, in the run's own figures
+        expect(False, f"mode_{key}: not {answer}. {_why_not(key, answer, run)}")
+    faster = run["file_sequence_s"] / run["fastfile_sequence_s"]
+    return (
+        f"File for small data read many times, FastFile for one long pass (here {faster:.2f}x as fast as File with "
+        f"work on each batch), FSx when many jobs read the same data (here {run['fsx_sequence_mb']:.0f} MB from S3 "
+        f"for {run['sequence']} jobs, against FastFile's {run['fastfile_sequence_mb']:.0f} MB)."
+    )
 
 
 @exercise("05.2", "The case study's hour, by the profile", minutes=6)
