@@ -31,6 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script from infra/: the guardrails' one home is in the helpers
     sys.path.insert(0, str(REPO))
 
+from course import generated  # noqa: E402
 from helpers import guardrails  # noqa: E402
 
 TEMPLATE = Path(__file__).resolve().with_name("workshop-account.yaml")
@@ -835,13 +836,7 @@ BLOCKS = {
 
 def render(text: str) -> str:
     """``text`` with every ``# generated:NAME`` ... ``# /generated:NAME`` block rewritten."""
-    for name, make in BLOCKS.items():
-        pattern = re.compile(rf"(^ *# generated:{name}\b[^\n]*\n)(.*?)(^ *# /generated:{name}\b)", re.S | re.M)
-        if not pattern.search(text):
-            raise ValueError(f"the template has no block '# generated:{name}' ... '# /generated:{name}'")
-        body = make()
-        text = pattern.sub(lambda m, body=body: m.group(1) + body + m.group(3), text)
-    return text
+    return generated.rewrite(text, BLOCKS, generated.YAML, "the template")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,12 +12,10 @@ from __future__ import annotations
 import argparse
 import ast
 import json
-import re
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
-from course import lab_time
+from course import generated, lab_time
 from course.facilitator.agenda import DEMO, agendas
 from course.facilitator.lab_targets import LIBRARIES, TARGETS, RealTarget, gpus_of, hourly
 from course.facilitator.map_2026 import answers_markdown, map_markdown
@@ -462,17 +460,7 @@ BLOCKS = {
 
 def render(text: str) -> str:
     """``text`` with every ``<!-- generated:NAME -->`` block rewritten."""
-    for name, make in BLOCKS.items():
-        pattern = re.compile(rf"(<!-- generated:{name} -->\n)(?:.*?\n)?(<!-- /generated:{name} -->)", re.S)
-        if not pattern.search(text):
-            raise ValueError(f"the guide has no block <!-- generated:{name} --> ... <!-- /generated:{name} -->")
-        text = pattern.sub(_between_markers(make()), text)
-    return text
-
-
-def _between_markers(body: str) -> Callable[[re.Match[str]], str]:
-    """A replacement for a generated block: its two markers, ``body`` between them."""
-    return lambda m: m.group(1) + body + "\n" + m.group(2)
+    return generated.rewrite(text, BLOCKS, generated.HTML, "the guide")
 
 
 def main(argv: list[str] | None = None) -> int:
