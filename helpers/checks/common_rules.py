@@ -68,7 +68,8 @@ def secrets(job: Job, where: Where) -> Iterator[Finding]:
             yield fail(
                 f"{kind}(s) {', '.join(found)} look like secrets: a job's hyperparameters and environment are stored "
                 f"with it and shown by DescribeTrainingJob to anyone who may describe it. Keep secrets out of the job "
-                f"(read them from AWS Secrets Manager in the script, with the execution role's permission)."
+                f"(read them from AWS Secrets Manager in the script, under a role granted that secret: the workshop's "
+                f"job roles are granted none)."
             )
 
 
