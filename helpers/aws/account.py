@@ -1,17 +1,9 @@
-"""Who and where on AWS: credentials, region, execution role, bucket and attendee, in SageMaker Studio or on a laptop.
+"""Who and where on AWS: credentials, region, execution role, bucket and attendee, in Studio or on a laptop.
 
-Importing this module calls nothing. :func:`discover` makes a few read-only calls (STS, IAM GetRole to check that
-SageMaker can assume the role behind the credentials, S3 HeadBucket) and fails with a message that says what to do.
-Credentials are never printed or returned in text. :func:`cleanup` stops this attendee's running jobs,
-:func:`release_warm_pools` their warm pools (:mod:`helpers.aws.room` the whole room's, Studio too);
-:func:`check_quota` compares the account's Service Quotas with what a job asks for plus what running jobs hold.
-
-Many learners can share one account: every job name starts with the attendee prefix (``alice-lab02-ddp-...``), taken
-from ``attendee=``, then ``WORKSHOP_ATTENDEE``, then the Studio user profile, then the login name, and every job is
-tagged ``workshop-attendee=<prefix>``.
-
-The attendee, role and bucket settings and their checks are :mod:`helpers.aws.settings`, the errors
-:mod:`helpers.aws.setup_errors`, reading quotas :mod:`helpers.aws.quotas`.
+Importing it calls nothing; :func:`discover` makes a few read-only calls and says what to fix, never printing
+credentials. :func:`cleanup` stops this attendee's jobs, :func:`release_warm_pools` their warm pools,
+:func:`check_quota` compares quotas with a job's ask. Every job is named and tagged with the attendee's prefix
+(``attendee=``, ``WORKSHOP_ATTENDEE``, the Studio profile, then the login name).
 """
 
 from __future__ import annotations
