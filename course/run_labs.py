@@ -7,14 +7,10 @@
     python -m course.run_labs --solutions           # with the exercises' reference answers (labs/solutions/)
     python -m course.run_labs --streams 1           # one lab at a time, on every core
 
-On the local CPU target of a machine with two cores or more, two labs run at once, each in a process of its own
-pinned to its share of the cores (labs with the longest last run first, each to whichever stream is free): every lab
-still teaches its lesson beside a busy core (``make labs-check`` checks each one that way), and all of them take about
-half as long. Executed notebooks, each lab's key figures and ``summary.json`` / ``summary.md`` land in ``--out``
-(with each stream's log, ``NN_name.log``); a lab that declares a ``runs_dir`` parameter makes its own folder under
-``--out/NN_name.runs``. Whatever a run starts keeps its temporary files (kernel sockets, connection files) in the
-run's own folder in TMPDIR, removed at the end, or by the next run into ``--out`` after a kill. The exit status is
-non-zero if any lab fails, and the summary names the failing cell.
+On idle CPU cores two labs run at once, each pinned to half of them (longest first). Everything lands in ``--out``:
+executed notebooks, key figures, ``summary.json`` / ``summary.md``, each lab's ``NN_name.runs`` folder; temporary
+files go to the run's own folder in TMPDIR, removed at the end or by the next run after a kill. The exit status is
+non-zero if a lab fails (the summary names the cell) or does not show a lesson its prose claims.
 """
 
 from __future__ import annotations
@@ -314,12 +310,9 @@ def run_folder_temp(out: Path) -> Iterator[Path]:
 
 
 def default_streams(target: str, labs: int) -> int:
-    """Two labs at a time on the local CPU target of a machine of two cores or more whose cores are free; one
-    otherwise (a GPU is not shared between labs, and a dry run is quick). On a machine other work keeps busy, one lab
-    at a time gets every core that work leaves. Measured on 2 cores beside one spinning process: two labs at a time,
-    each pinned to a core the process also took by turns, gave lab 07's pairs that disagreed (1.29x, 0.87x); one lab
-    at a time, sizing its fix to the free core, gave pairs that agreed (9.87x, 11.03x), every lab's lessons held, in
-    9 min 58 s for all eight."""
+    """Two labs at a time on the local CPU target when two or more cores are free; one otherwise (a GPU is not
+    shared, a dry run is quick). Beside other work, one lab at a time gets every core that work leaves: two pinned
+    labs sharing their cores with it measured their comparisons against the neighbour, not each other (README)."""
     cores = local_cpu_count()
     if labs < 2 or cores < 2 or real_jobs(target) or not hasattr(os, "sched_setaffinity"):  # macOS cannot pin
         return 1

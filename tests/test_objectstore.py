@@ -162,7 +162,7 @@ def test_weed_in_the_user_scripts_folder_is_found_with_it_off_path(tmp_path):
     """SageMaker Distribution 4.0 to 4.3: `pip install --user` puts weed in ~/.local/bin, which PATH lacks."""
     python, user_base = _bare_python(tmp_path), tmp_path / "home" / ".local"
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home"), "PYTHONUSERBASE": str(user_base)}
-    ask = "from helpers.local import objectstore as o\ntry: print(o.weed_binary())\nexcept Exception as e: print(e)"
+    ask = "from helpers.standin import objectstore as o\ntry: print(o.weed_binary())\nexcept Exception as e: print(e)"
 
     def found() -> str:
         done = subprocess.run([python, "-c", ask], env=env, capture_output=True, text=True, cwd=tmp_path, check=True)

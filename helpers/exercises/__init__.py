@@ -1,13 +1,9 @@
 """The labs' "Your turn" exercises: each check tells the learner, kindly and specifically, what is right or wrong.
 
-A lab's exercise is three cells: the task in prose, an answer cell (tagged ``exercise``, first line
-``# Your turn 02.1: ...``) that assigns placeholders ``name = ...``, and a check cell that only calls
-``exercises.check("02.1", name=name, ...)``. The checks themselves live here, one module per lab (``lab02.py``),
-registered with ``@exercise``; inside one, ``expect(condition, message)`` stops with the message when the answer is
-not right yet. While any answer is still ``...`` the check says what it waits for and never raises, so a headless
-run of an unanswered lab passes; ``python -m course.run_labs --solutions`` fills in the reference answers from
-``labs/solutions/`` instead, and every check must then say "right". A check cell run before the cells it reads
-(a fresh kernel, a learner who jumped to the exercise) says which cells to run first, under its ``NameError``.
+An exercise is a task, an answer cell (tagged ``exercise``, ``# Your turn 02.1: ...``) and a check cell calling
+``exercises.check("02.1", ...)``; the checks live here, one module per lab, registered with ``@exercise``. An answer
+still ``...`` is waited for, never refused, so an unanswered lab runs headless; ``--solutions`` fills in the
+reference answers. A check run before its lab's set-up says which cells to run first.
 """
 
 from __future__ import annotations

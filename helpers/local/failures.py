@@ -1,19 +1,11 @@
-"""Lab 08's drills: a distributed job made to fail by its fault switch (``train_elastic.py --fault``), watched from
-outside as a practitioner watches one, and measured.
+"""Lab 08's drills, watched from outside as a practitioner watches a failing job; the faults themselves are the
+training script's (``labs/src/faults.py``).
 
-- :func:`hang_drill`: a job in which one rank stops taking part. It waits for the log to go silent, then diagnoses
-  the job with each tool in turn and times each from the last log line: the runner's stall report (every process's
-  role, state and CPU time; the live ranks' Python stacks through faulthandler), ``py-spy dump`` of every rank, and
-  the process group's timeout, which ends the job with its error. It checks that the fault happened mid-run and ends
-  every process it started, whatever happens.
-- :func:`step_times`: the per-rank ``[timing]`` lines of a straggler job, before and after the slow rank slowed.
-- :func:`check_resume` and :func:`resume_from`: a DCP checkpoint checked against the job that would resume it
-  (settings, world size) before anything is launched, and copied into the resuming job's checkpoint directory, as
-  SageMaker copies a job's checkpoints back from S3; :func:`loss_gap` compares the resumed curve with the
-  uninterrupted one, step by step, and checks the data position.
-
-Nothing here trains or injects: the training script fails on purpose (``labs/src/faults.py``); this module only
-launches, watches and measures.
+- :func:`hang_drill`: a rank stops; the stall report, ``py-spy dump`` and the group's timeout, each timed from the
+  last log line, and every process ended whatever happens;
+- :func:`step_times`: a straggler's per-rank step times, before and after it slowed;
+- :func:`check_resume`, :func:`resume_from`, :func:`loss_gap`: a DCP checkpoint verified against the job that would
+  resume it, copied in as SageMaker restores one, and the resumed curve compared step by step.
 """
 
 from __future__ import annotations

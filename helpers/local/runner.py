@@ -1,12 +1,8 @@
-"""Run a training job on this machine the way a SageMaker training container would, without Docker.
+"""Run a training job on this machine as a SageMaker training container would, without Docker.
 
-Each host of the job gets an ``/opt/ml``-shaped directory under ``runs/jobs/<job>/<host>``: config JSON files,
-channels under ``input/data/<channel>``, the source dir under ``input/data/code``, ``model``, ``output`` and
-``checkpoints``. The entry script runs from the code directory with the ``SM_*`` variables of the v3 container
-driver, hyperparameters as ``--key value``, and torchrun when there is more than one process, exactly as the
-SDK's torchrun driver launches it. :class:`LocalRunner` checks and prepares the job; the launched job is a
-:class:`~helpers.standin.local_job.LocalJob` (logs streamed as they come, SageMaker's clock, stop and kill), whose
-``wait()`` returns a :class:`~helpers.standin.local_job.JobResult`.
+Each host gets an ``/opt/ml``-shaped folder under ``runs/jobs/<job>/<host>`` (configs, channels, code, model,
+output, checkpoints); the script runs with the v3 driver's ``SM_*`` variables, ``--key value`` hyperparameters and
+torchrun for more than one process. The started job is a :class:`~helpers.standin.local_job.LocalJob`.
 """
 
 from __future__ import annotations
@@ -139,17 +135,11 @@ class _Cluster:
 class LocalRunner:
     """Launch :class:`Job` s on this machine under the container contract.
 
-    ``echo`` streams the job's log into the notebook; ``check`` raises :class:`JobFailed` when it fails;
-    ``on_line(host, line)`` sees every log line as it arrives. ``checkpoint_dir``: a directory that outlives the
-    job, standing in for ``/opt/ml/checkpoints`` on every host (as SageMaker restores a restarted spot job's
-    checkpoints from S3); without it every job gets a fresh, empty one in its run directory, as every SageMaker
-    job does. ``forward_sigterm``: SIGTERM to a container reaches every process in it (the best case; on SageMaker
-    an SDK v3 job's first process drops it, and so does the local runner by default).
-
-    The job's clock is SageMaker's: at ``Job.max_runtime_s`` (or a spot job's ``max_wait_s``) SIGTERM, then SIGKILL
-    after ``grace_s`` (120 s, SageMaker's; a test may scale it down), status Stopped with secondary status
-    MaxRuntimeExceeded. ``clock`` carries a spot job's time across restarts. A job that logs nothing for ``stall_s``
-    seconds gets a report of where each of its processes is.
+    ``echo`` streams the log; ``check`` raises :class:`JobFailed` on failure; ``on_line(host, line)`` sees each
+    line. ``checkpoint_dir`` outlives the job as ``/opt/ml/checkpoints`` (as SageMaker restores a spot job's);
+    ``forward_sigterm`` lets SIGTERM reach every process (SDK v3's first process drops it). SageMaker's clock:
+    SIGTERM at ``max_runtime_s``, SIGKILL ``grace_s`` later; ``clock`` carries a spot job's time across restarts;
+    ``stall_s`` of silence gets a report of where each process is.
     """
 
     def __init__(

