@@ -40,7 +40,10 @@ def test_lab_declares_target_and_smoke_and_says_time_and_cost(notebook):
     text = notebook.read_text(encoding="utf-8")
     assert "**Time:**" in text and "**Cost:**" in text and "**You will learn**" in text
     first = "".join(json.loads(text)["cells"][0]["source"])  # read before a cell fails for want of the helpers
-    assert "make studio" in first and "No module named 'helpers'" in first
+    assert "make studio" in first and "../README.md" in first  # the set-up in one line, the rest one click away
+    readme = (notebook.parents[1] / "README.md").read_text(encoding="utf-8")
+    start_here = readme[readme.index("## Start here") :].split("\n## ", 1)[0]
+    assert "make studio" in start_here and "No module named 'helpers'" in start_here  # what the link leads to
 
 
 @pytest.mark.parametrize("notebook", LABS, ids=lambda p: p.stem)
