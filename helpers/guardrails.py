@@ -28,8 +28,9 @@ def stack_value() -> str:
     return f"{','.join(TRAINING_INSTANCE_TYPES)};{EVENT_MAX_RUNTIME_S}"
 
 
-def refusal(instance_type: str, max_runtime_s: int) -> str | None:
-    """Which guardrail a job on ``instance_type`` for up to ``max_runtime_s`` breaks, and the fix; None if none."""
+def refusal(instance_type: str, max_runtime_s: int, warm_pool_s: int | None = None) -> str | None:
+    """Which guardrail a job on ``instance_type`` for up to ``max_runtime_s`` (and a warm pool of ``warm_pool_s``)
+    breaks, and the fix; None if none."""
     if instance_type not in TRAINING_INSTANCE_TYPES:
         return (
             f"{instance_type} is not one of the event account's training types ({', '.join(TRAINING_INSTANCE_TYPES)}:"
@@ -41,5 +42,11 @@ def refusal(instance_type: str, max_runtime_s: int) -> str | None:
             f"max_runtime_s={max_runtime_s} is over the event account's limit of {EVENT_MAX_RUNTIME_S} s (the attendee "
             f"role's sagemaker:MaxRuntimeInSeconds condition), so AWS would answer AccessDenied: ask for at most "
             f"{EVENT_MAX_RUNTIME_S}"
+        )
+    if warm_pool_s is not None and warm_pool_s > EVENT_MAX_WARM_POOL_S:
+        return (
+            f"warm_pool_s={warm_pool_s} is over the event account's limit of {EVENT_MAX_WARM_POOL_S} s (the attendee "
+            f"role's sagemaker:KeepAlivePeriod condition: a warm pool bills after its job), so AWS would answer "
+            f"AccessDenied: keep it at most {EVENT_MAX_WARM_POOL_S}"
         )
     return None

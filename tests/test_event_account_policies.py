@@ -569,15 +569,19 @@ def test_the_guardrails_are_the_event_s_real_targets():
 
 
 @pytest.mark.parametrize(
-    "instance_type, runtime, says",
+    "instance_type, runtime, warm_pool_s, says",
     [
-        ("ml.p4d.24xlarge", 3600, "sagemaker:InstanceTypes"),
-        ("ml.g6.xlarge", 3 * 3600, "sagemaker:MaxRuntimeInSeconds"),
-        ("ml.g6.xlarge", 3600, None),
+        ("ml.p4d.24xlarge", 3600, None, "sagemaker:InstanceTypes"),
+        ("ml.g6.xlarge", 3 * 3600, None, "sagemaker:MaxRuntimeInSeconds"),
+        ("ml.g6.xlarge", 3600, 3600, "sagemaker:KeepAlivePeriod"),
+        ("ml.g6.xlarge", 3600, 1800, None),  # lab 08's warm pool
+        ("ml.g6.xlarge", 3600, None, None),
     ],
 )
-def test_the_preflight_refuses_a_job_outside_the_guardrails_naming_the_limit(monkeypatch, instance_type, runtime, says):
-    job = replace(Job("lab-x", {}, {}), max_runtime_s=runtime)
+def test_the_preflight_refuses_a_job_outside_the_guardrails_naming_the_limit(
+    monkeypatch, instance_type, runtime, warm_pool_s, says
+):
+    job = replace(Job("lab-x", {}, {}), max_runtime_s=runtime, warm_pool_s=warm_pool_s)
     where = findings.Where(Target.on(instances.lookup(instance_type)), instances.lookup(instance_type), 1, "script")
     monkeypatch.delenv(guardrails.GUARDRAILS_ENV, raising=False)
     assert not list(target_rules.event_guardrails(job, where))  # not an event account: no guardrails to apply

@@ -309,7 +309,7 @@ def launch_guardrail(job: Job, instance_type: str) -> str | None:
     """The event account's guardrail a launch of ``job`` on ``instance_type`` would break, if the account has any."""
     if not os.environ.get(guardrails.GUARDRAILS_ENV):
         return None
-    return guardrails.refusal(instance_type, job.max_runtime_s)
+    return guardrails.refusal(instance_type, job.max_runtime_s, job.warm_pool_s)
 
 
 def relaunch_settings(job: Job, where: Where) -> Iterator[Finding]:
