@@ -1,5 +1,5 @@
 """The Studio twin's variants: what a started space does that a release's package list does not show. Run by hand
-(``python tools/studio/twin.py --variants``, after the twin's own checks) and recorded in the README; CI runs the
+(``python tools/studio/twin.py --variants``, after the twin's own checks) and recorded in docs/studio.md; CI runs the
 twin without them.
 
 Every lab runs on each (``make``'s size, the local target), and each must teach its lessons (course/lessons.py).
