@@ -20,6 +20,10 @@ def rewrite(text: str, blocks: dict[str, Callable[[], str]], markers: tuple[str,
         if not pattern.search(text):
             raise ValueError(f"{what} has no block {opening.format(name=name)} ... {closing.format(name=name)}")
         body = make()
-        body = body if body.endswith("\n") else body + "\n"
-        text = pattern.sub(lambda m, body=body: m.group(1) + body + m.group(3), text)
+        text = pattern.sub(_between(body if body.endswith("\n") else body + "\n"), text)
     return text
+
+
+def _between(body: str) -> Callable[[re.Match[str]], str]:
+    """A block's replacement: its two markers, ``body`` between them."""
+    return lambda m: m.group(1) + body + m.group(3)
