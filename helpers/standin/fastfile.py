@@ -92,7 +92,9 @@ class FastFileServer:
 
         self.tcp = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
         self.tcp.daemon_threads = True
-        threading.Thread(target=self.tcp.serve_forever, name="fastfile-server", daemon=True).start()
+        threading.Thread(
+            target=self.tcp.serve_forever, args=(0.05,), name="fastfile-server", daemon=True
+        ).start()  # close() waits a poll at most
 
     @property
     def address(self) -> str:
