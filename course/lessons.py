@@ -152,7 +152,7 @@ CLAIMS["06_spot_checkpoints"] = {
 }
 
 # ---------------------------------------------------------------------------------------------- lab 07
-_GAP = {  # the verdict's parts of the gap (helpers.local.monitor.GAP_PARTS) and the figures they are recorded as
+_GAP = {  # the verdict's parts of the gap (helpers.local.bottleneck.GAP_PARTS) and the figures they are recorded as
     "waiting for data": "gap_data_wait_ms",
     "computing": "gap_on_core_ms",
     "queued for a core": "gap_queued_ms",

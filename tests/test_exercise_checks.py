@@ -240,7 +240,7 @@ def test_lab07_on_one_or_two_cores_as_fast_as_the_starved_run_is_right(workers, 
     got, message = evaluate("07.1", **_loader(workers, workers > 0, 1, ratio=0.95), cores=cores)
     assert got == "right" and "no more workers fit than the starved run's one" in message, message
     got, message = evaluate("07.1", **_loader(workers, workers > 0, 1, ratio=0.8), cores=cores)
-    assert got == "wrong" and "the target is 0.9x" in message, message
+    assert got == "wrong" and "the target is 0.85x" in message, message
 
 
 def test_the_smddp_answer_follows_the_catalogue():

@@ -15,7 +15,7 @@ import pytest
 matplotlib.use("Agg")
 
 from helpers import plots  # noqa: E402
-from helpers.local import monitor  # noqa: E402
+from helpers.local import bottleneck, monitor  # noqa: E402
 from helpers.targets import resolve
 
 # a "trainer" that forks one "loader worker" (same command line, as DataLoader workers have), both busy for a while
@@ -191,23 +191,29 @@ def _profile(folder, **self_ms):
 def test_the_step_gap_is_split_part_by_part_and_names_the_largest(tmp_path):
     starved = {"data_wait_ms": 50.0, "on_core_ms": 22.0, "queued_ms": 6.0, "blocked_ms": 2.0}
     fixed = {"data_wait_ms": 1.0, "on_core_ms": 20.0, "queued_ms": 1.0, "blocked_ms": 2.0}
-    gap = monitor.step_gap(starved, fixed)
+    gap = bottleneck.step_gap(starved, fixed)
     assert gap == {"waiting for data": 49.0, "computing": 2.0, "queued for a core": 5.0, "blocked": 0.0}
     slow = _profile(tmp_path / "slow", **{"enumerate(DataLoader)": 48.0, "aten::addmm": 9.0, "aten::gelu": 3.0})
     fast = _profile(tmp_path / "fast", **{"enumerate(DataLoader)": 0.5, "aten::addmm": 8.0, "aten::mul": 2.0})
-    assert monitor.loader_wait_ms(slow) == 48.0  # the profile's view of the wait: the trainer in next(loader)
-    grown = monitor.operator_gap(slow, fast, limit=4)
+    assert bottleneck.loader_wait_ms(slow) == 48.0  # the profile's view of the wait: the trainer in next(loader)
+    grown = bottleneck.operator_gap(slow, fast, limit=4)
     assert grown[0] == ("enumerate(DataLoader)", 47.5) and ("aten::mul", -2.0) in grown  # every operator, both sides
-    cause, sentence = monitor.gap_verdict(gap, grown[:3])
+    cause, sentence = bottleneck.verdict(gap, grown[:3])
     assert cause == "waiting for data" and "49.0 ms (88%) was waiting for data" in sentence
     assert "queued for a core +5.0" in sentence and "aten::gelu +3.0" in sentence  # all parts, not only the top
 
 
 def test_a_gap_needs_the_step_breakdown_and_a_slower_step():
     with pytest.raises(KeyError, match="step_breakdown=True"):
-        monitor.step_gap({"data_wait_ms": 1.0}, {"data_wait_ms": 1.0})
-    cause, sentence = monitor.gap_verdict({"waiting for data": -1.0, "computing": 0.5}, [])
+        bottleneck.step_gap({"data_wait_ms": 1.0}, {"data_wait_ms": 1.0})
+    cause, sentence = bottleneck.verdict({"waiting for data": -1.0, "computing": 0.5}, [])
     assert cause == "" and "no gap to explain" in sentence
+
+
+def test_the_quietest_cores_are_this_process_s_own(monkeypatch):
+    monkeypatch.setattr(monitor.psutil, "cpu_percent", lambda interval, percpu: [90.0, 5.0, 50.0, 1.0])
+    monkeypatch.setattr(monitor.os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
+    assert monitor.quietest_cores(2, seconds=0) == [1, 2] and monitor.quietest_cores(0, seconds=0) == [1]
 
 
 def test_free_cores_is_between_none_and_all():

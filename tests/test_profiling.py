@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import time
 import types
 import warnings
@@ -150,6 +151,22 @@ def test_decoding_costs_its_cpu_time_per_sample_and_changes_no_batch(small_catal
     before = time.thread_time()
     assert [on_the_fly[i] for i in range(20)] == [ahead[i] for i in range(20)]
     assert time.thread_time() - before >= 20 * 0.0005  # every sample paid again, on the fly
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no core pinning on this OS (macOS)")
+def test_pinning_keeps_the_process_on_the_cores_named_and_refuses_others():
+    before = os.sched_getaffinity(0)
+    try:
+        profiling.pin_cores("")
+        assert os.sched_getaffinity(0) == before
+        first = min(before)
+        profiling.pin_cores(str(first))
+        assert os.sched_getaffinity(0) == {first}
+        for text in ("a", "0,,1", "999"):
+            with pytest.raises(SystemExit, match="give core numbers"):
+                profiling.pin_cores(text)
+    finally:
+        os.sched_setaffinity(0, before)
 
 
 def test_length_bucketing_needs_lengths_up_front(small_catalog):

@@ -213,6 +213,7 @@ def train_parser(description: str | None = None) -> ArgumentParser:
         default=0.0,
         help="CPU ms each training title's decoding costs, as an image's would (0: none); on_the_fly: per sample",
     )
+    p.add_argument("--cpu_set", default="", help="the cores this job's processes may run on, e.g. 0,1 (empty: all)")
     # profiling (profiling.py, lab 07): where a step's time goes
     p.add_argument(
         "--profile",

@@ -43,6 +43,22 @@ def parse_schedule(text: str) -> tuple[int, int, int]:
     return wait, warmup, active
 
 
+def pin_cores(text: str) -> None:
+    """Keep this process, and the threads and workers it starts from now on, on the cores ``text`` names ("0,1"):
+    two runs pinned to the same cores get the same budget, whatever else runs on the machine. Empty: all cores."""
+    if not text:
+        return
+    allowed = os.sched_getaffinity(0) if hasattr(os, "sched_setaffinity") else None
+    try:
+        cores = {int(c) for c in str(text).split(",")}
+    except ValueError:
+        cores = set()
+    if allowed is None or not cores or not cores <= allowed:
+        have = "no core pinning on this OS" if allowed is None else f"this process may use cores {sorted(allowed)}"
+        raise SystemExit(f"--cpu_set {text!r}: give core numbers separated by commas, among those allowed ({have})")
+    os.sched_setaffinity(0, cores)
+
+
 class StepClock:
     """Splits each step into data wait (blocked in ``next(loader)``) and work (from the batch's arrival to
     :meth:`stepped`), from the second step on: the first batch carries worker start-up (reported on its own as

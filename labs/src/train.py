@@ -225,6 +225,7 @@ def load_tokenizer_for(args):
 
 def load_datasets(args, labels: list[str], tokenizer):
     """The training and validation titles, tokenized (ahead or ``--tokenize on_the_fly``), and how a batch is padded."""
+    profiling.pin_cores(getattr(args, "cpu_set", ""))  # first: the threads and workers started later inherit it
     Titles = TitlesTokenizedOnTheFly if args.tokenize == "on_the_fly" else TokenizedTitles
     titles = read_channel(args.train, labels, args.subset)
     train_set = Titles(*titles, tokenizer, args.max_length, decode_ms=getattr(args, "decode_ms", 0.0))
