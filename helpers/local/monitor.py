@@ -380,12 +380,12 @@ def watch(job=None, interval: float = 0.5, gpus: bool = True) -> Iterator[Monito
         yield mon
 
 
-def run_monitored(job, target, interval: float = 0.5, **runner_options):
+def run_monitored(job, target: targets.Target, interval: float = 0.5, **runner_options):
     """Launch ``job`` on a local target with the monitor on: ``(JobResult, Monitor)``. Raises like ``run_job``.
 
     The monitor gets a ``training`` window (see :func:`training_window`) when the job logs one."""
 
-    t = targets.resolve(target) if isinstance(target, str) else target
+    t = targets.given(target)
     if not t.is_local:
         raise ValueError(
             f"run_monitored watches processes on this machine; {t.name} is a SageMaker instance type: "
@@ -401,7 +401,9 @@ def run_monitored(job, target, interval: float = 0.5, **runner_options):
     return runner.checked(result), mon
 
 
-def run_in_turn(jobs: dict, target, trials: int, reverse_first: bool = False, **options) -> dict[str, list]:
+def run_in_turn(
+    jobs: dict, target: targets.Target, trials: int, reverse_first: bool = False, **options
+) -> dict[str, list]:
     """Each job ``trials`` times, in turn: A B, then B A, and so on (``reverse_first``: B A first). A machine that
     slows down for a while slows both sides of a pair alike, so the ratio within each pair compares like with like
     (:func:`helpers.results.paired_ratio`). ``{label: [(JobResult, Monitor), ...]}``, trials in order; ``options``
