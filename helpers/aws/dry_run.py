@@ -160,7 +160,7 @@ class DryRun(RunResult):
         if self.launch_options is None:
             raise LaunchRefused(
                 "this dry run was built offline with placeholder account details: launch from a "
-                "session with AWS credentials, run_job(job, target, launch=True)."
+                "session with AWS credentials, run_job(job, t, launch=True)."
             )
         # the instance type preflight resolved: the target this dry run was made for
         return launch_job(self.plan.job, self.plan.where.target, self.launch_options.updated(**options))
@@ -221,7 +221,7 @@ class DryRun(RunResult):
             )
         parts += [f"note: {n}" for n in self.plan.notes + self.notes]
         parts.append("CreateTrainingJob request:\n" + aws_offline.to_json(_redacted(self.request)))
-        parts.append("To launch: run_job(job, target, launch=True)  (or dry.launch())")
+        parts.append("To launch: run_job(job, t, launch=True)  (or dry.launch())")
         return "\n\n".join(parts)
 
     def _repr_html_(self) -> str:
@@ -239,7 +239,7 @@ class DryRun(RunResult):
             out.append(f"<p><i>note:</i> {html.escape(n)}</p>")
         request = html.escape(aws_offline.to_json(_redacted(self.request)))
         out.append(f"<details><summary>CreateTrainingJob request</summary><pre>{request}</pre></details>")
-        out.append("<p>To launch: <code>run_job(job, target, launch=True)</code></p>")
+        out.append("<p>To launch: <code>run_job(job, t, launch=True)</code></p>")
         return "\n".join(out)
 
 
