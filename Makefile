@@ -15,7 +15,8 @@ LAB_ARGS ?=
 TORCH  ?= torch==2.13.0
 TORCH_INDEX ?=
 
-.PHONY: all labs test test-fast labs-check long-check lint setup data clean lab browser-test slides studio studio-twin
+.PHONY: all labs test test-fast labs-check long-check lint setup data clean lab browser-test slides studio studio-twin \
+	studio-twin-image-torch newest
 
 all: labs
 
@@ -124,6 +125,18 @@ studio:
 # 3.11 and torch 2.13 (CPU) stand in for the image's 3.12 and 2.8; TWIN_ARGS="--torch torch==2.8.0" takes its torch.
 studio-twin: setup data
 	$(PY) tools/studio/twin.py $(TWIN_ARGS)
+
+# The same twin on the image's own torch 2.8.0 (PyPI's CUDA build, 3.7 GB) and Python 3.12 where this machine has one,
+# its image kept in ~/.cache and rebuilt only when its pins change (18 min to build, about 21 with the labs); by hand
+TWIN_CACHE ?= $(HOME)/.cache/sagemaker-distributed-workshop
+studio-twin-image-torch: setup data
+	$(PY) tools/studio/twin.py --torch torch==2.8.0 --root $(TWIN_CACHE)/studio-twin \
+		$$(command -v python3.12 >/dev/null && echo --python $$(command -v python3.12)) $(TWIN_ARGS)
+
+# The newest releases the index offers of torch, transformers, tokenizers, the SDK, numpy, papermill and ipykernel, in
+# an environment of their own, every lab run on them with its lessons checked (tools/newest/run.py); by hand
+newest: setup data
+	$(PY) tools/newest/run.py --venv $(TWIN_CACHE)/newest-venv
 
 clean:
 	rm -rf runs

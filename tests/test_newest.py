@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
 import sys
 
 import tomllib
@@ -37,10 +38,11 @@ def test_the_ranges_admit_every_release_the_last_newest_run_passed_on():
     assert {row["name"] for row in record["packages"]} == set(newest.NEWEST)
 
 
-def test_ci_runs_the_newest_versions_run_after_the_tests():
-    lines = [line.strip() for line in (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()]
-    runs = [i for i, line in enumerate(lines) if "tools/newest/run.py" in line and not line.startswith("#")]
-    assert runs and runs[0] > lines.index("make test")
+def test_make_newest_runs_the_newest_versions_run():
+    """By hand until CI's budget holds it (.ci/run says so): ``make newest`` runs tools/newest/run.py."""
+    done = subprocess.run(["make", "-n", "newest"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "tools/newest/run.py --venv" in done.stdout
+    assert "make newest" in (REPO / ".ci" / "run").read_text(encoding="utf-8")
 
 
 def test_the_table_names_each_release_beside_the_index_s_newest_and_every_lesson_not_held():
