@@ -118,6 +118,7 @@ def test_every_combination_is_scanned():
 
 
 @pytest.mark.slow
+@pytest.mark.long  # 12 combinations, about 45 s: make long-check, so that make test stays within 8 minutes
 def test_checkov_fails_nothing_at_any_combination_and_each_skip_says_why(copies):
     done = subprocess.run(
         [_scanner("checkov"), "-d", copies, "--framework", "cloudformation", "--skip-download", "-o", "json"],
@@ -138,6 +139,7 @@ def test_checkov_fails_nothing_at_any_combination_and_each_skip_says_why(copies)
 
 
 @pytest.mark.slow
+@pytest.mark.long  # 12 combinations, about 20 s: make long-check
 def test_cfripper_finds_only_what_iam_cannot_scope_at_any_combination(copies):
     cfripper = _scanner("cfripper")
 
