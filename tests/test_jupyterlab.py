@@ -158,10 +158,14 @@ def test_lab01_runs_in_jupyterlab_in_a_real_browser(jupyterlab, tmp_path):
             if o["output_type"] == "display_data"
         ]
         assert any("CreateTrainingJob request" in h for h in shown), "the dry run's view was not shown"
-        # the lab's first dry run shows its request in full; later ones are a line whose fold holds the same view,
-        # so the one to open is the first that shows, not a summary inside a fold that is still closed
-        summary = page.locator("details summary:visible", has_text="CreateTrainingJob request").first
+        # with an ml.* target the dry run is a line whose fold holds its view: open the fold, then the request in it,
+        # as an attendee would
+        fold = page.locator("details > summary", has_text="DRY RUN").first
+        fold.scroll_into_view_if_needed()
+        fold.click()
+        summary = page.locator("details[open] details > summary", has_text="CreateTrainingJob request").first
         summary.scroll_into_view_if_needed()
-        summary.click()  # it opens in the page, as an attendee would open it
-        assert "ml.g5.xlarge" in page.locator("details[open] pre").first.inner_text()
+        summary.click()
+        request = page.locator("details[open] details[open] pre").first.inner_text()  # the request itself, opened
+        assert '"InstanceType": "ml.g5.xlarge"' in request
         browser.close()
