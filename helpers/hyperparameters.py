@@ -232,7 +232,7 @@ def suggest(name: str, known) -> str | None:
     return None
 
 
-def refusal(job) -> str | None:
+def mismatch(job) -> str | None:
     """What is wrong with ``job``'s hyperparameters for its entry script (unknown names, with the closest known one;
     values the script would refuse), or None."""
     entry = Path(job.source_dir) / job.entry_point

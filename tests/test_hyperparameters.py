@@ -69,7 +69,7 @@ def test_the_schema_is_read_once_per_source_dir(tmp_path, monkeypatch):
     monkeypatch.setattr(hp, "_run_schema", lambda path: calls.append(path) or run(path))
     monkeypatch.setattr(hp, "_SCHEMAS", {})
     for _ in range(3):
-        assert hp.refusal(Job("x", {"epochs": 1})) is None and hp.options(SOURCE_DIR / "train_lm.py")
+        assert hp.mismatch(Job("x", {"epochs": 1})) is None and hp.options(SOURCE_DIR / "train_lm.py")
     assert len(calls) == 1
 
 
@@ -77,16 +77,16 @@ def test_a_users_own_script_is_not_checked(tmp_path):
     """No options.py beside it (or one that does not list it): the job launches as it would have, unchecked."""
     (tmp_path / "mine.py").write_text("import argparse\np = argparse.ArgumentParser()\np.add_argument('--lr')\n")
     assert hp.options(tmp_path / "mine.py") is None
-    assert hp.refusal(Job("x", {"learning_rate": 1, "lr": "fast"}, source_dir=tmp_path, entry_point="mine.py")) is None
+    assert hp.mismatch(Job("x", {"learning_rate": 1, "lr": "fast"}, source_dir=tmp_path, entry_point="mine.py")) is None
     (tmp_path / "options.py").write_text("print('a user module of their own, not ours')\n")
-    assert hp.refusal(Job("x", {"lr": "fast"}, source_dir=tmp_path, entry_point="mine.py")) is None
+    assert hp.mismatch(Job("x", {"lr": "fast"}, source_dir=tmp_path, entry_point="mine.py")) is None
 
 
 def test_a_broken_options_module_is_said_before_launch(tmp_path):
     (tmp_path / "train.py").write_text("import options\n")
     (tmp_path / "options.py").write_text("import sys\nif '--schema' in sys.argv:\n    raise SystemExit('no luck')\n")
     with pytest.raises(hp.SchemaError, match="no luck"):
-        hp.refusal(Job("x", {"lr": 1}, source_dir=tmp_path, entry_point="train.py"))
+        hp.mismatch(Job("x", {"lr": 1}, source_dir=tmp_path, entry_point="train.py"))
 
 
 @pytest.mark.parametrize(
@@ -100,7 +100,7 @@ def test_a_broken_options_module_is_said_before_launch(tmp_path):
     ],
 )
 def test_each_problem_is_named_with_its_fix(hyperparameters, says):
-    problem = hp.refusal(Job("x", hyperparameters))
+    problem = hp.mismatch(Job("x", hyperparameters))
     assert says in problem and "python train.py --help" in problem
 
 
@@ -117,7 +117,7 @@ def test_values_as_the_script_receives_them_pass():
         "profile_schedule": "2,2,5",
         "profile_dir": "",
     }
-    assert hp.refusal(Job("x", good)) is None
+    assert hp.mismatch(Job("x", good)) is None
 
 
 # (entry script, option, a value that passes as a number but cannot train or run, the allowed value nearest to it,
@@ -145,9 +145,9 @@ CANNOT_TRAIN = [
 def test_a_value_that_cannot_train_is_refused_before_launch_with_its_range(
     script, name, bad, edge, allowed, capsys, monkeypatch
 ):
-    problem = hp.refusal(Job("x", {name: bad}, entry_point=script))
+    problem = hp.mismatch(Job("x", {name: bad}, entry_point=script))
     assert f"{name}={bad!r} is not {allowed}" in problem and f"python {script} --help" in problem
-    assert hp.refusal(Job("x", {name: edge}, entry_point=script)) is None
+    assert hp.mismatch(Job("x", {name: edge}, entry_point=script)) is None
     # the script's own parser draws the same line (a job launched unchecked fails at once, saying the range)
     monkeypatch.syspath_prepend(str(SOURCE_DIR))
     import options
@@ -176,7 +176,7 @@ def test_a_value_that_cannot_train_is_refused_before_launch_with_its_range(
 )
 def test_another_frameworks_name_gets_the_scripts_name(name, means):
     """difflib alone finds nothing near 'learning_rate' among train.py's options: a synonym table comes first."""
-    problem = hp.refusal(Job("x", {name: 1}))
+    problem = hp.mismatch(Job("x", {name: 1}))
     assert f"no option {name!r} (did you mean {means!r}?): it would be ignored" in problem
 
 

@@ -53,7 +53,7 @@ def hyperparameter_names(job: Job, where: Where) -> Iterator[Finding]:
 def hyperparameter_values(job: Job, where: Where) -> Iterator[Finding]:
     """Against the options the entry script publishes: unknown names (a typo would be ignored), values out of
     range or of the wrong kind."""
-    if problem := hyperparameters.refusal(job):
+    if problem := hyperparameters.mismatch(job):
         yield fail(problem)
 
 
