@@ -1,21 +1,13 @@
-"""A system monitor for local jobs: per-core CPU, the job's processes and, where there are GPUs, their use.
+"""A system monitor for local jobs: per-core CPU, the job's processes by role and, where there are GPUs, their use.
 
-It samples in a background thread every ``interval`` seconds (0.5 s by default, as SageMaker Debugger's system
-profiler did) while a job runs, and hands :mod:`helpers.plots` what the case studies read their bottlenecks from: a
-heatmap of every core (and GPU) over time, and line charts of the job's CPU and memory by role (launcher, trainer
-ranks, DataLoader workers)::
+A background thread samples every ``interval`` seconds (0.5 s by default, as SageMaker Debugger's profiler did) for
+the heatmaps and line charts the case studies read their bottlenecks from (:mod:`helpers.plots`)::
 
     result, mon = monitor.run_monitored(job, "local", interval=0.25)
-    mon.heatmap(); mon.lines(); mon.table(); mon.summary(window="training")
-    plots.compare_heatmaps({"before": mon, "after": other}, window="training")
+    mon.heatmap(); mon.lines(); mon.summary(window="training")
 
-A short job spends most of its life starting up (imports, the tokenizer, forking workers), so
-:func:`run_monitored` marks the training loop's window from the job's own log; the heatmaps, the summary and the
-comparison can be cut to it. Memory is PSS where the OS reports it (Linux): forked DataLoader workers share their
-parent's pages copy-on-write, and a sum of RSS would count those pages once per worker.
-
-GPUs are read through NVML (the ``nvidia-ml-py`` package); without it, or without a driver, GPU rows are simply absent.
-The top-operators tables that ``--profile`` writes are read here too (:func:`top_ops`), so a lab can show them.
+A short job mostly starts up, so :func:`run_monitored` marks the training loop's window from the job's log. Memory
+is PSS: forked workers share pages that RSS would count once per worker. GPUs are read through NVML.
 """
 
 from __future__ import annotations
