@@ -1,22 +1,10 @@
 """SageMaker's three input modes for ``s3://`` channels on the local runner, against the loopback object store.
 
-Each mode presents the channel at ``input/data/<channel>`` as SageMaker does, and the training script reads plain
-files in all three:
-
-* **File** downloads every object of the channel (in parallel) before the script starts: the job waits for the
-  whole data set, every job, on every host.
-* **FastFile** presents every object at once, at its real size, as a placeholder, and streams an object's bytes as
-  the job reads them (:mod:`helpers.standin.fastfile` serves them: ranged GETs in parallel, a read-ahead window that
-  grows while the reads follow one another; :mod:`helpers.standin.fastfile_shim` blocks each read until its range is
-  here). The script starts at once and fetches only what it reads.
-* **FSx** mounts a persistent directory (``<fsx_root>/<bucket>/<prefix>``) that outlives jobs, as an FSx for Lustre
-  file system linked to the bucket does: the first job warms it from the store, later jobs find it warm and start
-  at once (objects changed in the store are fetched again; removed ones disappear).
-
-Every channel is checked before anything is written or launched: the endpoint (loopback only) answers, the bucket
-exists, the prefix (or object) holds data. What each job moved is written to ``<run_dir>/inputs.json``;
-:func:`job_io` turns it and the job's timings into the figures the lab compares (:mod:`helpers.plots` draws them).
-The same modes on SageMaker (a job per mode, its channels, where its time went) are :mod:`helpers.aws.input_modes`.
+Each presents the channel at ``input/data/<channel>``, where the script reads plain files: **File** downloads every
+object before the script starts (every job, every host); **FastFile** presents every object at once and streams its
+bytes as they are read (:mod:`helpers.standin.fastfile`); **FSx** mounts a persistent directory the first job warms
+and later jobs reuse. Every channel is checked (loopback endpoint, bucket, data) before anything is written. What
+each job moved goes to ``<run_dir>/inputs.json``; :func:`job_io` turns it into the lab's figures.
 """
 
 from __future__ import annotations

@@ -1,23 +1,10 @@
 """FastFile mode's server on the local runner: a channel's objects presented at once, streamed as they are read.
 
-:meth:`FastFileServer.present` lays every object of a channel out at its real size and time stamp as a sparse
-placeholder. A job's read of a presented file asks the server for its byte range first
-(:mod:`helpers.standin.fastfile_shim` blocks the read until then; loopback TCP, one line per request), and the server
-streams the object the way Mountpoint for Amazon S3 does:
-
-* **range reads**: only the bytes asked for (and read ahead) are fetched, as ranged GETs of at most ``PART_BYTES``;
-* **sequential prefetch of the file being read**: the first read fetches ``FIRST_REQUEST_BYTES``; each read that
-  follows the last one in order fetches ``PREFETCH_MULTIPLIER`` times further ahead, up to ``MAX_REQUEST_BYTES``; a
-  read that jumps starts again at the first size. Nothing is fetched for a file the job has not read;
-* **concurrency**: a request's parts are fetched in parallel, up to ``CONNECTIONS`` at once, each streamed: a read
-  waits only for its own bytes.
-
-SageMaker does not document FastFile's internals beyond "streams data directly from S3 ... sequential reads". The
-model is Mountpoint's, documented in its ``doc/CONFIGURATION.md`` ("Configuring Mountpoint performance": range GETs
-parallelize sequential reads, parts of 8 MiB by default, parallel requests scaled to a target throughput of the
-instance's bandwidth or 10 Gbit/s) and its prefetcher (``mountpoint-s3/src/prefetch.rs``: "increasingly larger
-GetObject requests" while reads are sequential, "start again with the minimum request size" after a jump; its
-defaults: a first request of 1 MiB + 128 KiB, each next one 8 times larger, up to 2 GiB).
+:meth:`FastFileServer.present` lays each object out as a sparse placeholder of its real size; a job's read first asks
+the server for its byte range (:mod:`helpers.standin.fastfile_shim` waits for it). The server fetches as Mountpoint
+for Amazon S3 does (sources: helpers/README.md): ranged GETs of at most ``PART_BYTES``, ``CONNECTIONS`` at once, a
+read waiting only for its own bytes; read-ahead grows ``PREFETCH_MULTIPLIER`` times while reads stay in order,
+restarts at ``FIRST_REQUEST_BYTES`` after a jump, and never crosses files.
 """
 
 from __future__ import annotations

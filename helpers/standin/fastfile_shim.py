@@ -1,17 +1,10 @@
 """FastFile's read-through inside a local job: a file's bytes are streamed from the object store as they are read.
 
-The local runner copies this file into the job's run folder as ``sitecustomize.py`` and puts that folder first on
-``PYTHONPATH``, so every Python process of the job (torchrun, each rank, data-loader workers) loads it before the
-training script runs. The script is not changed and does not know: it lists the channel directory (every object is
-there at its real size from the start) and opens plain files. ``open()`` of a file in a FastFile channel (and
-``io.open``, ``Path.open``) returns a reader whose every read first asks the runner's FastFile server for that byte
-range (:mod:`helpers.standin.fastfile`: ranged GETs, read-ahead while the reads follow one another), then reads
-the bytes from the file. A range that failed (the store died, the object vanished, it arrived short) fails the read
-with ``EIO``: a reader never sees the placeholder's zeros.
-
-Other ways in fetch the whole file before they return: an audit hook on ``open`` (``os.open``, a low-level
-``_io.open``) and ``tokenizers.Tokenizer.from_file``, which reads from Rust. Other native readers (a memory-mapped
-Arrow file, say) are not covered: on SageMaker, FastFile is a real file system and covers them all.
+The local runner installs this file as the job's ``sitecustomize.py``, first on ``PYTHONPATH``, so every Python
+process of the job loads it; the training script is unchanged. In a FastFile channel, ``open()`` returns a reader
+whose every read first asks the runner's server for its range; a failed range fails the read with ``EIO``, never
+showing the placeholder's zeros. ``os.open`` and ``Tokenizer.from_file`` fetch the whole file first; other native
+readers (memory-mapped Arrow) are not covered.
 """
 
 from __future__ import annotations

@@ -1,14 +1,13 @@
 """What S3 feels like from one training instance, put between the jobs and the loopback store.
 
-The store on loopback answers in well under a millisecond and moves hundreds of MB/s on one connection, so every
-input mode looks alike. Amazon S3 does not: a request waits for its first byte, and one connection carries a limited
-bandwidth (more come from parallel connections). ``S3Profile`` holds those two figures and their source; ``Throttle``
-is a TCP proxy on loopback that imposes them on every connection through it, whatever the client (boto3 here)::
+The loopback store answers in under a millisecond at hundreds of MB/s, so every input mode would look alike; S3
+waits for a first byte and limits each connection's bandwidth. ``S3Profile`` holds those two figures and their
+source; ``Throttle``, a loopback TCP proxy, imposes them on every connection through it::
 
     with ObjectStore(root, profile=AWS_S3) as store:   # store.endpoint is the throttled one
         ...
 
-Run on its own, it is the proxy process: ``python -m helpers.standin.s3_profile --port P --upstream Q ...``.
+Run alone, it is the proxy process: ``python -m helpers.standin.s3_profile --port P --upstream Q ...``.
 """
 
 from __future__ import annotations
