@@ -1,14 +1,10 @@
 """What each lab's prose says its own run shows, held against the figures that run recorded.
 
-``CLAIMS[lab stem]`` maps a claim, in the words the prose uses, to a predicate on the figures the run recorded
-(``report.record`` / ``report.says``: the run's ``<lab>.figures.json``). The lab runner checks every local run against
-them and names each lesson a run did not bear out (``make`` then exits non-zero); ``make labs-check`` and the Studio
-twin read the same. A run's folder can be checked again with
-
-    python -m course.lessons runs/labs        # a folder holding summary.json (python -m course.run_labs --full)
-
-Only claims that hold on any machine belong here (a ratio of two timings on a shared machine does not: the lab says
-that one in a sentence formatted from the run's own figures instead). Each lab's section is its own assignment.
+``CLAIMS[lab stem]`` maps a claim, in the prose's words, to a predicate on the run's ``<lab>.figures.json`` (what
+``report.record`` / ``report.says`` wrote). The lab runner checks every local run against them and names each lesson
+not borne out; ``python -m course.lessons runs/labs`` checks a finished run's folder again. Only claims that hold on
+any machine belong here: a ratio of two timings on a shared machine goes in a sentence formatted from the run's own
+figures instead.
 """
 
 from __future__ import annotations

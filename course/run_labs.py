@@ -1,16 +1,11 @@
 """Run every lab headless with papermill, each in a fresh kernel, and write a summary.
 
-    python -m course.run_labs                       # every lab, local target, smoke size
-    python -m course.run_labs --labs 01 03 --full   # some labs, full size
+    python -m course.run_labs --labs 01 03 --full        # some labs, full size (default: all, smoke size)
     python -m course.run_labs --target ml.p4d.24xlarge   # dry-run the real jobs (prints the requests)
-    python -m course.run_labs -p epochs 3           # any lab parameter, for the labs that declare it
-    python -m course.run_labs --solutions           # with the exercises' reference answers (labs/solutions/)
-    python -m course.run_labs --streams 1           # one lab at a time, on every core
 
-On idle CPU cores two labs run at once, each pinned to half of them (longest first). Everything lands in ``--out``:
-executed notebooks, key figures, ``summary.json`` / ``summary.md``, each lab's ``NN_name.runs`` folder; temporary
-files go to the run's own folder in TMPDIR, removed at the end or by the next run after a kill. The exit status is
-non-zero if a lab fails (the summary names the cell) or does not show a lesson its prose claims.
+On idle cores two labs run at once, each on half of them. Results land in ``--out``; temporary files in the run's
+own folder, removed at the end or by the next run. Exits non-zero if a lab fails (the summary names the cell) or
+does not show a lesson its prose claims.
 """
 
 from __future__ import annotations

@@ -18,16 +18,12 @@ from helpers.targets import Target
 def sagemaker_jobs_per_mode(base, data: dict[str, str], fsx: dict | None = None) -> dict[str, object]:
     """``base`` (a :class:`~helpers.job.Job`) once per input mode, for SageMaker.
 
-    ``data``: channel -> S3 URI or local directory (the latter is uploaded at launch). File and FastFile name the
-    mode per channel explicitly (the SDK would otherwise send File). ``fsx`` (``file_system_id``, ``mount_name``,
-    ``import_path``, ``subnets``, ``security_group_ids``) adds the FSx job. Its channels are the same ``data``: each
-    mounts the directory where the file system shows that prefix, ``/<mount_name>/<key below import_path>`` (a local
-    directory is uploaded first, to the prefix File and FastFile use), so all three jobs read the same bytes.
-    ``import_path`` is the S3 location the file system is linked to; '' is the workshop bucket's root, as
-    infra/workshop-account.yaml links it. Its networking puts the job in the file system's VPC. There the job reaches S3
-    only through an S3 VPC endpoint or a NAT gateway, and it needs S3 for more than data: its code channels (``code``,
-    the source, and ``sm_drivers``, the SDK's drivers) come from there, as do any S3 channels, and its model, output
-    and checkpoints go there; pip needs NAT (or a mirror) for requirements.txt. ``sagemaker_jobs.preflight`` notes it.
+    ``data``: channel -> S3 URI or local directory (uploaded at launch). File and FastFile name their mode per channel
+    (the SDK would send File). ``fsx`` (``file_system_id``, ``mount_name``, ``import_path``, ``subnets``,
+    ``security_group_ids``) adds the FSx job, whose channels mount ``/<mount_name>/<key below import_path>``, so all
+    three read the same bytes (``import_path`` '' is the bucket's root, as infra/workshop-account.yaml links it). That
+    job runs in the file system's VPC, which must reach S3 for its code channels (``code``, ``sm_drivers``) and outputs
+    too: ``sagemaker_jobs.preflight`` notes it.
     """
     names, jobs = list(data), {}
     for mode in MODES.values():
