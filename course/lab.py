@@ -1,8 +1,7 @@
-"""What a lab is: the workshop's labs, registered once (:data:`LABS`), and what is read from a lab's notebook: the
-numbered notebooks in a folder (:func:`numbered_notebooks`), the parameters a lab declares (its cell tagged
-``parameters``), its exercises' answer cells and their reference answers in ``labs/solutions/``. The papermill
-runner, the stated times (``course.lab_time``) and the facilitator's planners all read labs here; nothing here runs
-one.
+"""What a lab is (:class:`Lab`: its stem and what the course knows of it, registered in ``course.manifest``) and
+what is read from a lab's notebook: the numbered notebooks in a folder (:func:`numbered_notebooks`), the parameters a
+lab declares (its cell tagged ``parameters``), its exercises' answer cells and their reference answers in
+``labs/solutions/``. Nothing here runs a lab.
 """
 
 from __future__ import annotations
@@ -10,7 +9,8 @@ from __future__ import annotations
 import ast
 import json
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from helpers.errors import WorkshopError
@@ -27,13 +27,41 @@ EXERCISE_LINE = re.compile(r"^# Your turn (\d\d\.\d+):")  # the first line of an
 SOLUTION_LINE = re.compile(r"^# %% (\d\d\.\d+)\s*$", re.M)  # a section of labs/solutions/NN_name.py
 
 
+Claims = dict[str, Callable[[dict], bool]]  # a claim in the prose's words -> a predicate on the run's figures
+
+
+@dataclass(frozen=True)
+class RealTarget:
+    """A lab's real target for an event: the type its ``parameter`` names, how many instances a job holds, for how
+    long, and why that type; the facilitator guide's costs and quotas are computed from these."""
+
+    lab: str  # "02"
+    part: str  # what the job is
+    instance_type: str
+    count: int  # instances an attendee holds at once (lab 05: its three jobs, counted as if they ran together)
+    minutes: int  # a planning figure: the job's expected training time at full size
+    spot: bool = False
+    launch: bool = True  # False: shown as a dry run unless the account has quota for it
+    why: str = ""  # typed reasons only: a "cheapest" claim is computed (see why()), never typed here
+    parameter: str = "real_target"  # the lab parameter that holds instance_type
+    library: str = ""  # "smddp" or "smp": the library the job needs, which narrows "the same need"
+    need: dict | None = None  # what the job needs, when its type is the catalogue's cheapest for it (gpus, bf16...)
+
+
 @dataclass(frozen=True)
 class Lab:
-    """One lab of the workshop: its notebook ``labs/<stem>.ipynb`` (which states its time), its reference answers
-    ``labs/solutions/<stem>.py``, and the entries under its number or stem in every per-lab table (claims, requests,
-    real targets, exercises: tests/test_registries.py lists them)."""
+    """One lab: its notebook ``labs/<stem>.ipynb`` (which states its time), its reference answers
+    ``labs/solutions/<stem>.py``, and its entry in ``course.manifest``: what its run shows (``claims``), what its real
+    requests carry (``requests``), its real targets, its measured footprint and its sections in the short agendas."""
 
     stem: str  # "01_single_gpu"
+    claims: Claims = field(default_factory=dict, compare=False)
+    requests: Callable[[list[dict]], None] | None = field(default=None, compare=False)  # asserts on its dry run
+    targets: tuple[RealTarget, ...] = field(default=(), compare=False)
+    peak_mb: int | None = field(default=None, compare=False)  # its smoke run's peak memory (course.manifest)
+    processes: int | None = field(default=None, compare=False)  # training processes it runs at once
+    slides: tuple[str, ...] = field(default=(), compare=False)  # sections shown on slides in a short session
+    trim: tuple[str, ...] = field(default=(), compare=False)  # core sections a short session leaves out
 
     @property
     def number(self) -> str:
@@ -46,31 +74,6 @@ class Lab:
     @property
     def solutions(self) -> Path:
         return SOLUTIONS_DIR / f"{self.stem}.py"
-
-
-# Every lab of the workshop, in order. A new lab starts here (docs/extending.md): the tests then fail until every
-# per-lab table names it, and a notebook in labs/ that is not here fails them too.
-LABS = tuple(
-    Lab(stem)
-    for stem in (
-        "01_single_gpu",
-        "02_ddp",
-        "03_smddp",
-        "04_model_parallel",
-        "05_input_modes",
-        "06_spot_checkpoints",
-        "07_profiling",
-        "08_failures_at_scale",
-    )
-)
-
-
-def registered(number: str) -> Lab:
-    """The lab of this number ("05"), or a :class:`LabError` naming the labs there are."""
-    for lab in LABS:
-        if lab.number == number:
-            return lab
-    raise LabError(f"no lab {number!r}; the labs are {', '.join(lab.number for lab in LABS)}")
 
 
 def numbered_notebooks(labs_dir: Path = LABS_DIR, only: list[str] | None = None) -> list[Path]:

@@ -12,7 +12,7 @@ from dataclasses import fields
 from helpers.job import Job
 
 GUARDRAILS_ENV = "WORKSHOP_GUARDRAILS"
-# The types the event's real targets launch (course/facilitator/lab_targets.py, those with launch=True; a test holds
+# The types the event's real targets launch (the labs' targets in course/manifest.py with launch=True; a test holds
 # the two equal). Labs 03 and 04's p4d jobs stay dry runs in an event account: add the type here and redeploy to run
 # them for real.
 TRAINING_INSTANCE_TYPES = ("ml.g6.xlarge", "ml.g6.12xlarge")

@@ -32,6 +32,7 @@ if str(REPO) not in sys.path:  # run as a script from infra/: the guardrails' on
     sys.path.insert(0, str(REPO))
 
 from course import generated  # noqa: E402
+from course.manifest import LABS  # noqa: E402
 from helpers import guardrails  # noqa: E402
 
 TEMPLATE = Path(__file__).resolve().with_name("workshop-account.yaml")
@@ -46,7 +47,7 @@ ATTENDEE_TAG = "workshop-attendee"  # the tag of an attendee's jobs and of their
 JOB_ROLE_PATH = "/workshop-jobs/${AWS::StackName}/"  # then the attendee: <path><attendee>/<role name>
 SHARED_PREFIX = "shared"  # the bucket's read-only data for everyone (the facilitator writes it)
 # What IAM cannot express, enforced by the enforcer (infra/enforcer.py) as each job starts; from the labs' real targets
-# (course/facilitator/lab_targets.py, tests/test_event_account_policies.py holds them together):
+# (course/manifest.py, tests/test_event_account_policies.py holds them together):
 MAX_INSTANCES_PER_JOB = 2  # lab 02's two nodes
 MAX_INSTANCES_PER_ATTENDEE = 3  # lab 05's three one-instance jobs at once
 # sagemaker:KeepAlivePeriod: lab 08's warm pool, and no longer (helpers/guardrails.py)
@@ -92,12 +93,9 @@ def storage_arithmetic() -> str:
 
 
 # --- The spaces' JupyterLab instance --------------------------------------------------------------------------------
-# Each lab in smoke size on the 2-core (2 physical cores, no SMT) machine the tests run on, 2026-11-25, sampled every
-# 0.2 s: the peak PSS of the lab runner's processes (runner, kernel, launcher, training processes, SeaweedFS), and the
-# training processes a lab runs at once (labs 02 and 04: torchrun with 2 ranks; lab 05: the store beside the reader;
-# lab 07: the trainer beside its data-loader workers). Busy cores peaked at 1.9 of 2 (labs 01, 05 and 07).
-LAB_PEAK_MB = {"01": 833, "02": 1216, "03": 1014, "04": 1224, "05": 1023, "06": 611, "07": 765}
-LAB_PROCESSES = {"01": 1, "02": 2, "03": 1, "04": 2, "05": 2, "06": 1, "07": 2}
+# Each lab's smoke run on the test machine: its peak memory and training processes at once (course.manifest)
+LAB_PEAK_MB = {lab.number: lab.peak_mb for lab in LABS if lab.peak_mb is not None}
+LAB_PROCESSES = {lab.number: lab.processes for lab in LABS if lab.processes is not None}
 # JupyterLab's server, Studio's extensions and the kernels an attendee leaves open beside the running lab: the guide's
 # earlier whole-run measurement put the runner at 2.3 GiB resident and found 8 GiB comfortable, 4 GiB not.
 MIN_MEMORY_GIB = 8

@@ -147,14 +147,14 @@ def lab_run(tmp_path_factory, worker_id):
 
     from filelock import FileLock
 
-    from course import lab, run_labs
+    from course import manifest, run_labs
     from helpers.job import RUNS_DIR
 
     shared = tmp_path_factory.getbasetemp()
     shared = shared.parent if worker_id != "master" else shared  # the workers' common folder under xdist
 
     def run(stem: str) -> ExecutedLab:
-        notebook = next(one.notebook for one in lab.LABS if one.stem == stem)
+        notebook = next(one.notebook for one in manifest.LABS if one.stem == stem)
         record = shared / "labs" / f"{stem}.run.json"
         record.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(str(record) + ".lock"):

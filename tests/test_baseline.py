@@ -9,7 +9,7 @@ import shutil
 import pytest
 from conftest import REPO
 
-from course import lab
+from course import manifest
 from helpers.data import baseline, catalog, catalog_files
 from helpers.data.titles import Row
 from helpers.planning import instances
@@ -95,7 +95,7 @@ def test_a_saved_model_is_read_back_as_train_py_saved_it(tmp_path):
 
 
 def test_lab_01_s_real_target_is_the_catalogue_s_cheapest_with_a_bf16_gpu():
-    notebook = lab.registered("01").notebook
+    notebook = manifest.registered("01").notebook
     cell = next(
         c
         for c in json.loads(notebook.read_text(encoding="utf-8"))["cells"]

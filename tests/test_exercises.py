@@ -10,10 +10,10 @@ import json
 import pytest
 from conftest import REPO
 
-from course import lab
+from course import lab, manifest
 from helpers import exercises
 
-LABS = [one.notebook for one in lab.LABS]  # every registered lab (tests/test_registries.py)
+LABS = [one.notebook for one in manifest.LABS]  # every registered lab (tests/test_registries.py)
 
 
 @pytest.fixture

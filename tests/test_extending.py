@@ -1,7 +1,7 @@
 """docs/extending.md's four recipes, each followed in a throwaway copy of the repository with one step left out: the
 test the recipe names must catch it, and nothing else may fail.
 
-- a lab registered, with its notebook, but in none of the per-lab tables;
+- a lab registered, with its notebook, but with an empty manifest entry and in none of the per-lab tables;
 - a rule written, and not put in its table; another put in its table, without a case in the tests;
 - an instance type whose new GPU is not in ``GPUS``;
 - an input mode registered without a stand-in on this machine.
@@ -40,9 +40,8 @@ def copy_of_the_repository(root: Path) -> Path:
 
 
 def follow_each_recipe_but_one_step(root: Path) -> None:
-    # a new lab: registered, its notebook written, no other table told
-    last = '        "08_failures_at_scale",\n'
-    edit(root / "course/lab.py", last, last + '        "09_throwaway",\n')
+    # a new lab: registered, its notebook written, its entry in the manifest left empty
+    edit(root / "course/manifest.py", "_LAB_08)", '_LAB_08, Lab("09_throwaway"))')
     shutil.copy(root / "labs/07_profiling.ipynb", root / "labs/09_throwaway.ipynb")
     # a new check rule: written, not put in COMMON; another put there, with no case in tests/test_checks.py
     rules = root / "helpers/checks/common_rules.py"

@@ -16,7 +16,7 @@ from conftest import REPO
 
 from course.facilitator import lab_targets, studio_sizing, workshop
 from course.facilitator.tables import money
-from course.lab import registered
+from course.manifest import registered
 from helpers.aws import account, settings, setup_errors
 from helpers.planning import instances
 from helpers.standin import offline as aws_offline

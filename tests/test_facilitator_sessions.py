@@ -18,7 +18,7 @@ from conftest import REPO
 
 from course import lab_time
 from course.facilitator import agenda, lab_targets, workshop
-from course.lab import registered
+from course.manifest import registered
 from helpers.aws import account, quotas
 from helpers.aws.preflight import LaunchOptions
 from helpers.planning import instances

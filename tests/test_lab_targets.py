@@ -1,5 +1,6 @@
 """A lab's real target is the catalogue's answer for what its job needs, never a type typed in by habit: the cheapest
-type with the GPUs, bf16 and library the job needs (``instances.cheapest``), checked here for labs 04 to 07."""
+type with the GPUs, bf16 and library the job needs (``instances.cheapest``), checked here for each target whose
+``need`` ``course.manifest`` states (labs 04 to 07)."""
 
 from __future__ import annotations
 
@@ -8,19 +9,15 @@ import json
 
 import pytest
 
-from course import lab
+from course import manifest
 from helpers.planning import instances
 
-# lab -> parameter -> what its job needs
-NEEDS = {
-    "04_model_parallel": {
-        "real_target": dict(gpus=4, bf16=True),  # every strategy on several GPUs of one instance
-        "smp_target": dict(gpus=8, bf16=True, feature="smp"),  # SMP v2 runs on its own list of types
-    },
-    "05_input_modes": {"real_target": dict(gpus=1, bf16=True)},  # the input path, not the GPU
-    "06_spot_checkpoints": {"real_target": dict(gpus=1, bf16=True)},  # one GPU, on spot
-    "07_profiling": {"real_target": dict(gpus=1, bf16=True)},  # one GPU: the GEMM-bound profile and bf16
-}
+# lab -> parameter -> what its job needs (each real target's ``need`` in course.manifest)
+NEEDS: dict[str, dict[str, dict]] = {}
+for one in manifest.LABS:
+    for target in one.targets:
+        if target.need:
+            NEEDS.setdefault(one.stem, {})[target.parameter] = target.need
 
 
 def _parameters(notebook) -> dict:
@@ -36,7 +33,7 @@ def _parameters(notebook) -> dict:
     ids=lambda v: v if isinstance(v, str) else "",
 )
 def test_each_real_target_is_the_cheapest_type_for_its_job_s_need(stem, parameter, need):
-    notebook = next(one.notebook for one in lab.LABS if one.stem == stem)
+    notebook = next(one.notebook for one in manifest.LABS if one.stem == stem)
     chosen = instances.lookup(_parameters(notebook)[parameter])
     assert chosen.gpus >= need["gpus"] and (chosen.bf16 or not need.get("bf16"))
     assert chosen.name == instances.cheapest(**need).name, (
@@ -48,7 +45,7 @@ def test_each_real_target_is_the_cheapest_type_for_its_job_s_need(stem, paramete
 @pytest.mark.parametrize("stem", list(NEEDS))
 def test_a_lab_prices_its_real_target_from_the_catalogue_and_types_no_price(stem):
     """The cost line is computed (the lab prints it from ``instances``); no dollar figure is typed into the prose."""
-    notebook = next(one.notebook for one in lab.LABS if one.stem == stem)
+    notebook = next(one.notebook for one in manifest.LABS if one.stem == stem)
     nb = json.loads(notebook.read_text(encoding="utf-8"))
     prose = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
     code = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")

@@ -8,9 +8,9 @@ import nbformat
 import pytest
 from conftest import REPO
 
-from course import lab, lab_time
+from course import lab_time, manifest
 
-LABS = [one.notebook for one in lab.LABS]  # every registered lab (tests/test_registries.py)
+LABS = [one.notebook for one in manifest.LABS]  # every registered lab (tests/test_registries.py)
 
 
 def _lab(path, cells):

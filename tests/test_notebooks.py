@@ -12,10 +12,10 @@ import nbformat
 import pytest
 from botocore.validate import validate_parameters
 
-from course import lab, lab_time, lessons, run_labs
+from course import lab, lab_time, lessons, manifest, run_labs
 from helpers import report
 
-LABS = [one.notebook for one in lab.LABS]  # every registered lab (tests/test_registries.py)
+LABS = [one.notebook for one in manifest.LABS]  # every registered lab (tests/test_registries.py)
 CREATE_TRAINING_JOB = (
     botocore.session.get_session().get_service_model("sagemaker").operation_model("CreateTrainingJob").input_shape
 )

@@ -19,7 +19,7 @@ import tokenize
 import nbformat
 import pytest
 
-from course import lab
+from course import manifest
 
 # a figure: a number with a decimal point, a %, a x/× or a unit or counted noun after it, a $ before it, or a
 # count of 100 or more (years aside)
@@ -61,7 +61,7 @@ def declared(notebook) -> dict[str, str]:
     return notebook.metadata.get("workshop", {}).get("prose_figures", {})
 
 
-@pytest.mark.parametrize("path", [one.notebook for one in lab.LABS], ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", [one.notebook for one in manifest.LABS], ids=lambda p: p.stem)
 def test_every_figure_in_the_prose_is_a_declared_constant(path):
     notebook = nbformat.read(path, as_version=4)
     constants = declared(notebook)
@@ -108,7 +108,7 @@ def written(notebook) -> set[str]:
     }
 
 
-@pytest.mark.parametrize("path", [one.notebook for one in lab.LABS], ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", [one.notebook for one in manifest.LABS], ids=lambda p: p.stem)
 def test_every_figure_in_a_code_comment_is_in_its_code_or_a_declared_constant(path):
     notebook = nbformat.read(path, as_version=4)
     constants = declared(notebook)
@@ -133,7 +133,7 @@ def test_a_comment_s_figure_counts_only_when_the_cell_holds_it():
     assert [value(f) for c in comments(source) for f in figures(c)] == [64.0, 187.0]
 
 
-@pytest.mark.parametrize("path", [one.notebook for one in lab.LABS], ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", [one.notebook for one in manifest.LABS], ids=lambda p: p.stem)
 def test_every_declared_constant_is_in_the_prose_and_names_its_source(path):
     notebook = nbformat.read(path, as_version=4)
     written_here = written(notebook)
@@ -171,7 +171,7 @@ def _unshown_sentences(source: str) -> list[int]:
     ]
 
 
-@pytest.mark.parametrize("path", [one.notebook for one in lab.LABS], ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", [one.notebook for one in manifest.LABS], ids=lambda p: p.stem)
 def test_every_generated_sentence_is_shown(path):
     notebook = nbformat.read(path, as_version=4)
     unshown = {

@@ -1,8 +1,8 @@
 """The workshop's extension points, each a registry that every reader must follow (docs/extending.md):
 
-- a lab, registered once in ``course.lab.LABS``, has its notebook (with its stated time), its exercises and
-  reference answers, its claims, its request checks, its real targets and its row in the README; and every table of
-  those names registered labs only;
+- a lab, registered once in ``course.manifest.LABS`` with its claims, its request checks and its real targets, has
+  its notebook (with its stated time), its exercises and reference answers and its row in the README; and every
+  table of those names registered labs only;
 - a rule of the job checks is in its table (``COMMON``, or ``ONLY`` for its kind of target);
 - an input mode of ``helpers.input_mode.MODES`` has a local stand-in, a job in lab 05's set, and a request that
   carries it;
@@ -17,11 +17,8 @@ import re
 
 import pytest
 from conftest import REPO
-from test_notebooks_dry_run import EXPECTED
 
-from course import lab, lab_time
-from course.facilitator import lab_targets
-from course.lessons import CLAIMS
+from course import lab, lab_time, manifest
 from helpers import exercises, input_mode
 from helpers.aws import input_modes as aws_input_modes
 from helpers.checks import common_rules, target_rules
@@ -38,13 +35,10 @@ README = (REPO / "README.md").read_text(encoding="utf-8")
 
 # ---------------------------------------------------------------------------------------------- labs
 def per_lab_tables() -> dict[str, set[str]]:
-    """Every per-lab table, as the lab numbers it names."""
+    """Every per-lab table outside the manifest, as the lab numbers it names."""
     return {
         "exercises (helpers/exercises/labNN.py)": {id.split(".")[0] for id in exercises.registry()},
         "reference answers (labs/solutions/)": {p.name[:2] for p in lab.SOLUTIONS_DIR.glob("[0-9][0-9]_*.py")},
-        "claims (course/lessons.py)": {stem[:2] for stem in CLAIMS},
-        "request checks (tests/test_notebooks_dry_run.py EXPECTED)": {stem[:2] for stem in EXPECTED},
-        "real targets (course/facilitator/lab_targets.py TARGETS)": {t.lab for t in lab_targets.TARGETS},
         "the README's table of labs": set(re.findall(r"^\| `(\d\d)_\w+` \|", README, re.M)),
     }
 
@@ -52,38 +46,39 @@ def per_lab_tables() -> dict[str, set[str]]:
 def missing(one: lab.Lab) -> list[str]:
     """What a registered lab lacks, each named by the place to add it."""
     gaps = [name for name, numbers in per_lab_tables().items() if one.number not in numbers]
+    entry = {"claims": one.claims, "request checks": one.requests, "real targets": one.targets}
+    gaps += [f"its {part} in its entry in course/manifest.py" for part, there in entry.items() if not there]
+    gaps += [
+        f"real targets of its own (not lab {t.lab}'s) in course/manifest.py" for t in one.targets if t.lab != one.number
+    ]
     if not one.notebook.is_file():
         return [f"its notebook {one.notebook.relative_to(REPO)}", *gaps]
     if lab_time.stated(one.notebook) is None:
         gaps.append("its stated time (**Time:** core path N min, with the deep dives M min.)")
-    if one.stem not in CLAIMS:
-        gaps.append(f"its claims under its stem ({one.stem!r}) in course/lessons.py")
-    if one.stem not in EXPECTED:
-        gaps.append(f"its request checks under its stem ({one.stem!r}) in tests/test_notebooks_dry_run.py")
     return sorted(set(gaps))
 
 
 def test_the_registry_names_every_numbered_notebook_in_labs():
-    assert [one.notebook for one in lab.LABS] == lab.numbered_notebooks()
-    assert [one.number for one in lab.LABS] == [f"{i:02d}" for i in range(1, len(lab.LABS) + 1)]
+    assert [one.notebook for one in manifest.LABS] == lab.numbered_notebooks()
+    assert [one.number for one in manifest.LABS] == [f"{i:02d}" for i in range(1, len(manifest.LABS) + 1)]
 
 
-@pytest.mark.parametrize("one", lab.LABS, ids=lambda one: one.stem)
+@pytest.mark.parametrize("one", manifest.LABS, ids=lambda one: one.stem)
 def test_every_lab_is_in_every_per_lab_table(one):
-    assert missing(one) == [], f"lab {one.stem} is registered in course/lab.py but has no {missing(one)}"
+    assert missing(one) == [], f"lab {one.stem} is registered in course/manifest.py but has no {missing(one)}"
     answers = lab.read_solutions(one.solutions)
     assert answers and {id[:2] for id in answers} == {one.number}, "its answers are its own exercises'"
 
 
 def test_every_per_lab_table_names_registered_labs_only():
-    registered = {one.number for one in lab.LABS}
+    registered = {one.number for one in manifest.LABS}
     strays = {name: sorted(numbers - registered) for name, numbers in per_lab_tables().items() if numbers - registered}
-    assert not strays, f"tables naming labs that course/lab.py does not register: {strays}"
+    assert not strays, f"tables naming labs that course/manifest.py does not register: {strays}"
 
 
 def test_a_lab_missing_from_a_table_is_named_with_the_table():
     assert "its notebook labs/99_missing.ipynb" in missing(lab.Lab("99_missing"))
-    assert "claims (course/lessons.py)" in missing(lab.Lab("99_missing"))
+    assert "its claims in its entry in course/manifest.py" in missing(lab.Lab("99_missing"))
 
 
 # ---------------------------------------------------------------------------------------------- check rules

@@ -13,7 +13,7 @@ from functools import cache
 from pathlib import Path
 
 from course import lab_time
-from course.lab import LABS, registered
+from course.manifest import LABS, registered
 
 
 @dataclass(frozen=True)
@@ -128,12 +128,11 @@ def _session(length: int, blocks: list[Block], closing: str, at_least: int) -> t
 
 
 HOMEWORK = ("Your turn", "Clean up", "Next")  # the exercise is left for later
-# lab 01 in the arc, on slides: the contract and the run's margin over the baseline, from the room's executed copy
-# (the pre-launched job shows SageMaker's side); lab 02 is the hands-on part, with every lesson it teaches: the diff,
-# global batch and learning rate, loss parity, the speed-up and where a step's time went, and its exercise (02.1: a
-# four-rank job that must train like one process), done in the room rather than re-run at home
-LAB_01_SHOWN = ("The training script", "What came out")
-LAB_02_TRIM = ("The same job, as SageMaker would get it", "Clean up", "Next")
+# lab 01 in the arc, on slides (its ``slides`` in course.manifest): the contract and the run's margin over the
+# baseline, from the room's executed copy (the pre-launched job shows SageMaker's side); lab 02 (less its ``trim``) is
+# the hands-on part, with every lesson it teaches: the diff, global batch and learning rate, loss parity, the speed-up
+# and where a step's time went, and its exercise (02.1: a four-rank job that must train like one process), done in the
+# room rather than re-run at home
 BUFFER = "buffer: a lab that overruns, a space that restarts, a question that takes longer"
 DEMO = (
     "the pre-launched job: lab 01 at full size on SageMaker, its log and billable seconds "
@@ -149,9 +148,9 @@ MAP_IN_QUESTIONS = MAP.replace("the 2026 map", "the 2026 map, in brief,") + "; "
 def _arc() -> list[Block]:
     return [
         _set("welcome: the arc; the labs open (spaces started before the session)", 2),
-        lab_on_slides("01", LAB_01_SHOWN),
+        lab_on_slides("01", registered("01").slides),
         _set(DEMO, 4),  # its log and bill, shown: exercise 02.1 takes the minute it gives up
-        lab_block("02", LAB_02_TRIM),
+        lab_block("02", registered("02").trim),
     ]
 
 

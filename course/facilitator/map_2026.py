@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from functools import cache
 
-from course.facilitator.lab_targets import TARGETS, hourly, listing
+from course.facilitator.lab_targets import TARGETS, hourly
 from course.facilitator.tables import markdown, money
+from course.manifest import listing
 from helpers.aws import image_support, images
 from helpers.planning import instances
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from course import lab_time
 from course.facilitator import agenda
-from course.lab import LABS, registered
+from course.manifest import LABS, registered
 
 EXECUTED = Path("runs/labs")
 OUT = Path("runs/slides")

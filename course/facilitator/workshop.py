@@ -17,7 +17,7 @@ from pathlib import Path
 
 from course import generated, lab_time
 from course.facilitator.agenda import DEMO, agendas
-from course.facilitator.lab_targets import LIBRARIES, TARGETS, RealTarget, gpus_of, hourly
+from course.facilitator.lab_targets import LIBRARIES, TARGETS, gpus_of, hourly
 from course.facilitator.map_2026 import answers_markdown, map_markdown
 from course.facilitator.studio_sizing import (
     account_generator,
@@ -25,7 +25,8 @@ from course.facilitator.studio_sizing import (
     studio_twin_markdown,
 )
 from course.facilitator.tables import markdown, money
-from course.lab import LABS, registered
+from course.lab import RealTarget
+from course.manifest import LABS, registered
 from helpers.aws.launch import LOG_GROUP
 from helpers.aws.quotas import ACCOUNT_WIDE, app_quota_name, quota_name
 from helpers.job import Job
