@@ -337,7 +337,14 @@ def table(results: list[StepResult]) -> str:
     return "\n".join(lines)
 
 
-def run_suite(steps: list[Step], out: Path, tiny: bool, timeout_s: float, whole_suite: bool) -> tuple[dict, int]:
+def run_suite(
+    steps: list[Step],
+    out: Path,
+    tiny: bool,
+    timeout_s: float,
+    whole_suite: bool,
+    limits: dict[str, float] | None = None,
+) -> tuple[dict, int]:
     """Run the steps in order, write ``report.json`` after each (a killed suite still leaves one), return it and
     the exit status."""
     out.mkdir(parents=True, exist_ok=True)
@@ -350,7 +357,7 @@ def run_suite(steps: list[Step], out: Path, tiny: bool, timeout_s: float, whole_
     }
     for i, step in enumerate(steps, 1):
         print(f"[{i}/{len(steps)}] {step.name}: {step.what}", flush=True)
-        results.append(run_step(step, out, timeout_s))
+        results.append(run_step(step, out, (limits or {}).get(step.name, timeout_s)))
         r = results[-1]
         print(f"    {r.status} ({r.seconds:.0f} s)" + (f": {r.error.splitlines()[0]}" if r.error else ""), flush=True)
         write(out, {**report, "steps": [asdict(x) for x in results]})
@@ -400,6 +407,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     p.add_argument("--out", type=Path, help="default: runs/gpu_suite/<time>-<gpu|tiny>")
     p.add_argument("--step-timeout", type=float, default=1200, help="seconds before a step is stopped (failed)")
+    p.add_argument(
+        "--timeout-for",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("STEP", "SECONDS"),
+        help="one step's own limit, e.g. --timeout-for bench_titles 120 (a lease's minutes shared out)",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the plan, run nothing")
     a = p.parse_args(argv)
     a.out = a.out or REPO / "runs" / "gpu_suite" / f"{time.strftime('%Y%m%d-%H%M%S')}-{'tiny' if a.tiny else 'gpu'}"
@@ -418,7 +433,13 @@ def main(argv=None) -> int:
     if a.dry_run:
         show_plan(steps, a.tiny, planned_for, gpus)
         return 0
-    _, code = run_suite(steps, a.out.resolve(), a.tiny, a.step_timeout, whole_suite=not a.steps and not a.step_args)
+    limits = {}
+    for name, seconds in a.timeout_for:
+        if name not in {s.name for s in steps}:
+            raise SystemExit(f"--timeout-for {name}: not a chosen step ({', '.join(s.name for s in steps)})")
+        limits[name] = float(seconds)
+    whole = not a.steps and not a.step_args
+    _, code = run_suite(steps, a.out.resolve(), a.tiny, a.step_timeout, whole_suite=whole, limits=limits)
     return code
 
 

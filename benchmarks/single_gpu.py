@@ -550,6 +550,25 @@ def table(rows: list[dict]) -> str:
     return "\n".join("  ".join(v.rjust(w) for v, w in zip(row, width)) for row in cells)
 
 
+def summarize(a, runs: dict[tuple, list[dict]], complete: bool) -> dict:
+    """The report of the runs so far: one row per workload and trainer (its median trial), ratios and goals."""
+    rows = [median_trial(trials) for trials in runs.values()]
+    ratios(rows)
+    cpu = f"cpu ({platform.processor() or platform.machine()})"
+    return {
+        "device": torch.cuda.get_device_name() if a.device.type == "cuda" else cpu,
+        "torch": torch.__version__,
+        "transformers": __import__("transformers").__version__,
+        "model_size": a.model_size,
+        "precision": a.precision,
+        "compile": a.compile,
+        "compile_mode": a.compile_mode,
+        "complete": complete,  # False: a report written after each run, in case the benchmark is stopped
+        "rows": rows,
+        "goals": goals(a, rows),
+    }
+
+
 def main(argv=None) -> dict:
     a = parse_args(argv)
     amp = {"bf16": torch.bfloat16}.get(a.precision)
@@ -569,21 +588,10 @@ def main(argv=None) -> dict:
                     f"{row['samples_per_sec']:,.1f} samples/s",
                     flush=True,
                 )
-    rows = [median_trial(trials) for trials in runs.values()]
-    ratios(rows)
-    cpu = f"cpu ({platform.processor() or platform.machine()})"
-    result = {
-        "device": torch.cuda.get_device_name() if a.device.type == "cuda" else cpu,
-        "torch": torch.__version__,
-        "transformers": __import__("transformers").__version__,
-        "model_size": a.model_size,
-        "precision": a.precision,
-        "compile": a.compile,
-        "compile_mode": a.compile_mode,
-        "rows": rows,
-        "goals": goals(a, rows),
-    }
-    print(table(rows))
+                if a.out:  # a benchmark stopped by a time limit still leaves the runs it finished
+                    Path(a.out).write_text(json.dumps(no_nan(summarize(a, runs, complete=False)), indent=1))
+    result = summarize(a, runs, complete=True)
+    print(table(result["rows"]))
     for g in result["goals"]:
         state = {True: "met", False: "NOT met", None: "not checked (goals are for an H100)"}[g["met"]]
         measured = "-" if g["measured"] is None else f"{g['measured']:,.3g}"
