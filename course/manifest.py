@@ -418,6 +418,12 @@ _LAB_07 = Lab(
             f["starved_workers_cores"] > f["starved_trainer_cores"]
             and f["starved_profile_wait_ms"] > f["fixed_profile_wait_ms"]
         ),
+        "on a GPU the fp32 and bf16 runs were profiled; without one, the profile recorded on a GPU shows it waiting "
+        "on the CPU: an attention call's CPU time over 100x its kernel's": lambda f: (
+            "bf16_speedup" in f
+            if "attention_cpu_ms" not in f
+            else 1e3 * f["attention_cpu_ms"] > 100 * f["attention_kernel_us"]
+        ),
     },
     requests=_requests_07,
     targets=(
@@ -427,7 +433,7 @@ _LAB_07 = Lab(
             "ml.g6.xlarge",
             1,
             15,
-            why="one GPU shows the GEMM-bound profile",
+            why="one bf16 GPU: the profiled job and its GPU time",
             need=dict(gpus=1, bf16=True),
         ),
     ),

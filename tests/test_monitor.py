@@ -237,3 +237,25 @@ def test_free_cores_and_the_lab_runner_work_where_the_os_has_no_core_affinity(mo
         monkeypatch.delattr(os, name, raising=False)
     assert monitor.free_cores(seconds=0) == pytest.approx(1.5)
     assert run_labs.default_streams("local_cpu", 8) == 1
+
+
+def test_the_recorded_gpu_profile_says_where_when_and_how_and_reads_as_a_runs_would():
+    """Lab 07 shows learners without a GPU a profile recorded on one: it must carry its provenance, and its rows
+    must read through the same function a run's profile does (the top operators, largest first)."""
+    recorded = monitor.recorded_profile()
+    assert {"date", "machine", "software", "command", "run"} <= set(recorded["recorded"])
+    assert "H200" in recorded["recorded"]["machine"]
+    for device in ("gpu", "cpu"):
+        rows = monitor.recorded_top_ops(device, limit=6)
+        assert len(rows) == 6 and set(rows[0]) == {"operator", "ms per step", "share", "calls per step"}
+        assert [r["ms per step"] for r in rows] == sorted((r["ms per step"] for r in rows), reverse=True)
+    # the lab's sentence: the attention's CPU time per call against its kernel's, from the recorded rows
+    forward = next(o for o in recorded["cpu"] if o["name"] == "aten::_cudnn_attention_forward")
+    kernel = next(o for o in recorded["gpu"] if o["name"].startswith("cudnn_generated") and "fprop" in o["name"])
+    assert forward["calls_per_step"] == kernel["calls_per_step"]  # the same calls, seen from each side
+    assert (
+        forward["self_ms_per_step"] / forward["calls_per_step"]
+        > 100 * kernel["self_ms_per_step"] / kernel["calls_per_step"]
+    )
+    with pytest.raises(KeyError, match="no 'tpu' list"):
+        monitor.recorded_top_ops("tpu")

@@ -25,6 +25,7 @@ from typing import Any
 import psutil
 
 from helpers import targets
+from helpers.job import DATA_DIR
 from helpers.local.runner import LocalRunner
 from helpers.plots import heatmap, utilisation_lines
 from helpers.report import Table
@@ -416,7 +417,21 @@ def top_ops(output_dir: str | Path, rank: int = 0, device: str | None = None, li
 
     ``device``: "cpu" or "gpu" (default: the GPU list when the run had one, else the CPU list).
     """
-    report = profile_report(output_dir, rank)
+    return _ranked_rows(profile_report(output_dir, rank), device, limit)
+
+
+def recorded_profile(name: str = "07_gpu_profile_h200") -> dict:
+    """A profile recorded on a GPU machine and kept in ``data/recorded/``, with where, when and how it was taken:
+    what a learner without a GPU reads in place of their own run's."""
+    return json.loads((DATA_DIR / "recorded" / f"{name}.json").read_text(encoding="utf-8"))
+
+
+def recorded_top_ops(device: str, name: str = "07_gpu_profile_h200", limit: int = 8) -> list[dict]:
+    """The top operators of a recorded profile (:func:`recorded_profile`), in :func:`top_ops`'s rows."""
+    return _ranked_rows(recorded_profile(name), device, limit)
+
+
+def _ranked_rows(report: dict, device: str | None, limit: int) -> list[dict]:
     which = device or ("gpu" if "gpu" in report else "cpu")
     if which not in report:
         has = ", ".join(k for k in ("cpu", "gpu") if k in report)
