@@ -292,6 +292,7 @@ def test_benchmark_runs_end_to_end_on_cpu_and_compares_like_with_like(tmp_path):
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     result = json.loads(out.read_text())
+    assert result["complete"] is True  # the reports written after each run (complete: false) end with the whole one
     rows = {(r["mode"], r["layout"], r["trainer"]): r for r in result["rows"]}
     assert set(rows) == {
         (m, l, t) for m, l in [("random", "seq"), ("titles", "padded"), ("titles", "bucketed")] for t in ("hf", "ours")

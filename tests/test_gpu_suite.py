@@ -94,6 +94,8 @@ def test_gpu_mode_without_a_gpu_refuses_and_step_names_are_checked(tmp_path, mon
         gpu_suite.main(["--tiny", "--dry-run", "--steps", "lab99"])
     with pytest.raises(SystemExit, match="unknown step 'bench'"):
         gpu_suite.main(["--tiny", "--dry-run", "--step-args", "bench", "--steps 1"])
+    with pytest.raises(SystemExit, match="--timeout-for lab07: not a chosen step"):
+        gpu_suite.main(["--tiny", "--steps", "lab01", "--timeout-for", "lab07", "60", "--out", str(tmp_path)])
 
 
 # --- failures --------------------------------------------------------------------------------------------------------
@@ -108,11 +110,12 @@ def test_a_failing_step_is_recorded_and_the_suite_goes_on(tmp_path):
         gpu_suite.Step("fine", "passes", [py, "-c", "print('fine')"]),
         gpu_suite.Step("two_gpus", "needs two GPUs", reason="one GPU here"),
     ]
-    report, code = gpu_suite.run_suite(steps, tmp_path, tiny=True, timeout_s=5, whole_suite=False)
+    # a step's own limit (--timeout-for) wins over the suite's: the lease shares its minutes out this way
+    report, code = gpu_suite.run_suite(steps, tmp_path, tiny=True, timeout_s=30, whole_suite=False, limits={"hang": 3})
     assert code == 1 and report["failed"] == ["boom", "hang"]
     rows = {s["name"]: s for s in report["steps"]}
     assert rows["boom"]["error"].startswith("exit status 1; boom: a bad parameter")
-    assert rows["hang"]["error"].startswith("timed out after 5 s")
+    assert rows["hang"]["error"].startswith("timed out after 3 s") and rows["hang"]["seconds"] < 30
     assert rows["fine"]["status"] == "ok" and rows["two_gpus"]["status"] == "not run"
     assert rows["two_gpus"]["error"] == "one GPU here"
     assert json.loads((tmp_path / "report.json").read_text())["failed"] == ["boom", "hang"]
