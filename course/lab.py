@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from helpers.errors import WorkshopError
-from helpers.job import REPO
+from helpers.job_spec import REPO
 
 
 class LabError(WorkshopError, ValueError):

@@ -32,7 +32,7 @@ from course import lessons
 from course.lab import LABS_DIR, LabError, declared_parameters, numbered_notebooks, with_solutions
 from helpers.aws.dry_run import REQUESTS_ENV
 from helpers.errors import TargetError
-from helpers.job import RUNS_DIR
+from helpers.job_spec import RUNS_DIR
 from helpers.local import monitor
 from helpers.report import FIGURES_ENV, RESULT
 from helpers.standin.children import DIE_WITH_PARENT

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from helpers.job import Job
+from helpers.job_spec import Job
 
 GUARDRAILS_ENV = "WORKSHOP_GUARDRAILS"
 # The types the event's real targets launch (the labs' targets in course/manifest.py with launch=True; a test holds
 # the two equal). Labs 03 and 04's p4d jobs stay dry runs in an event account: add the type here and redeploy to run
 # them for real.
 TRAINING_INSTANCE_TYPES = ("ml.g6.xlarge", "ml.g6.12xlarge")
-# The jobs' default stopping condition (helpers.job.Job.max_runtime_s): every lab's job fits in it.
+# The jobs' default stopping condition (helpers.job_spec.Job.max_runtime_s): every lab's job fits in it.
 EVENT_MAX_RUNTIME_S: int = next(f.default for f in fields(Job) if f.name == "max_runtime_s")  # type: ignore[assignment]
 # The longest warm pool an attendee may keep (sagemaker:KeepAlivePeriod): lab 08's (warm_pool_s=1800). A warm pool
 # bills after its job, outside MaxRuntime, until it expires or is released (helpers.aws.account.release_warm_pools).

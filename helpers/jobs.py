@@ -1,6 +1,6 @@
 """Run a lab's training job on any target with one call: :func:`run_job`.
 
-The notebook builds a :class:`~helpers.job.Job` and calls :func:`run_job` with the :class:`~helpers.targets.Target`
+The notebook builds a :class:`~helpers.job_spec.Job` and calls :func:`run_job` with the :class:`~helpers.targets.Target`
 its set-up cell resolved; nothing else in the notebook changes between this laptop and an ``ml.p4d.24xlarge``.
 
 This module is the notebooks' face: the one module of the helpers that hands on names defined elsewhere, so that a
@@ -20,7 +20,7 @@ from helpers.aws.local_container import run_local_container
 from helpers.aws.preflight import Plan
 from helpers.checks.findings import FSxConfigError, UnsupportedFeature
 from helpers.errors import JobCheckError
-from helpers.job import (
+from helpers.job_spec import (
     DATA_DIR,
     REPO,
     RUNS_DIR,

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from helpers.job import SOURCE_DIR
+from helpers.job_spec import SOURCE_DIR
 from helpers.results import PairedRatio
 
 FIGURES_ENV = "WORKSHOP_FIGURES_FILE"  # set by the headless lab runner: where a lab's key figures go

@@ -148,7 +148,7 @@ def lab_run(tmp_path_factory, worker_id):
     from filelock import FileLock
 
     from course import manifest, run_labs
-    from helpers.job import RUNS_DIR
+    from helpers.job_spec import RUNS_DIR
 
     shared = tmp_path_factory.getbasetemp()
     shared = shared.parent if worker_id != "master" else shared  # the workers' common folder under xdist

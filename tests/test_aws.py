@@ -15,7 +15,7 @@ import pytest
 
 from helpers.aws import account as aws
 from helpers.aws import quotas, settings, setup_errors
-from helpers.job import Job
+from helpers.job_spec import Job
 from helpers.jobs import run_job
 from helpers.standin import offline as aws_offline
 from helpers.standin import offline_sandbox

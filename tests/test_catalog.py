@@ -194,7 +194,7 @@ def test_from_csv_round_trip(tmp_path, small_catalog):
 @pytest.mark.slow
 def test_the_shipped_catalogue_is_what_the_build_command_makes(tmp_path):
     """The README's command regenerates data/catalog byte for byte, tokenizer included."""
-    from helpers.job import DATA_DIR
+    from helpers.job_spec import DATA_DIR
 
     shipped = DATA_DIR / "catalog"
     rebuilt = catalog.build(tmp_path / "catalog", rows=30000, seed=0, vocab_size=8000)
@@ -204,7 +204,7 @@ def test_the_shipped_catalogue_is_what_the_build_command_makes(tmp_path):
 
 
 def test_shipped_catalogue_is_small_and_valid():
-    from helpers.job import DATA_DIR
+    from helpers.job_spec import DATA_DIR
 
     root = DATA_DIR / "catalog"
     size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())

@@ -10,7 +10,7 @@ import pytest
 from helpers import checks, jobs
 from helpers.checks import common_rules, findings, target_rules
 from helpers.errors import JobCheckError, WorkshopError
-from helpers.job import Job, catalog_channels
+from helpers.job_spec import Job, catalog_channels
 from helpers.local.runner import LocalRunner
 from helpers.targets import Target, resolve
 

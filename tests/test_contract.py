@@ -106,7 +106,7 @@ def test_torchrun_command_matches_the_sdk_driver(tmp_path, monkeypatch):
     theirs = driver.create_commands()
     assert theirs == ["torchrun", "--nnodes=1", "--nproc_per_node=2", "train.py", "--epochs", "1", "--lr", "0.01"]
 
-    from helpers.job import Job
+    from helpers.job_spec import Job
     from helpers.local.runner import LocalRunner
     from helpers.targets import Target
 

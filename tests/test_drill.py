@@ -12,7 +12,7 @@ import pytest
 import torch
 from conftest import TINY
 
-from helpers.job import Job, catalog_channels, parse_metric_line
+from helpers.job_spec import Job, catalog_channels, parse_metric_line
 from helpers.jobs import on_sagemaker
 from helpers.local import drill, drill_plan
 from helpers.local.runner import LocalRunner

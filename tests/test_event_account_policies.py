@@ -25,7 +25,7 @@ from helpers.aws import input_modes as aws_input_modes
 from helpers.aws import launch
 from helpers.aws.settings import sanitize_attendee
 from helpers.checks import findings, target_rules
-from helpers.job import Job
+from helpers.job_spec import Job
 from helpers.planning import instances
 from helpers.targets import Target
 from helpers.targets import resolve as resolve_target

@@ -13,7 +13,7 @@ from argparse import Namespace
 
 import pytest
 
-from helpers.job import DATA_DIR, Job
+from helpers.job_spec import DATA_DIR, Job
 from helpers.local import failures, restarts
 from helpers.local.runner import LocalRunner
 from helpers.targets import resolve

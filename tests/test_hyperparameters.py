@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from helpers import hyperparameters as hp
-from helpers.job import SOURCE_DIR, Job
+from helpers.job_spec import SOURCE_DIR, Job
 
 
 def test_the_options_a_script_takes_are_what_its_parser_declares():

@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 
 from helpers.aws import image_support, images
-from helpers.job import Job, catalog_channels
+from helpers.job_spec import Job, catalog_channels
 from helpers.jobs import on_sagemaker
 from helpers.targets import resolve
 

@@ -20,7 +20,7 @@ from helpers.checks import findings
 from helpers.data import catalog
 from helpers.errors import JobCheckError
 from helpers.input_mode import MODES
-from helpers.job import Job
+from helpers.job_spec import Job
 from helpers.jobs import on_sagemaker
 from helpers.standin import channel_delivery as input_modes
 from helpers.standin import fastfile, fastfile_shim, objectstore, ports

@@ -12,7 +12,7 @@ from datetime import datetime
 
 import pytest
 
-from helpers.job import Job
+from helpers.job_spec import Job
 from helpers.local.runner import LocalRunner, run_name
 from helpers.standin.local_job import Clock
 from helpers.targets import Target

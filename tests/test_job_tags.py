@@ -7,10 +7,10 @@ import re
 import botocore.session
 import pytest
 
-from helpers import job as job_module
+from helpers import job_spec as job_module
 from helpers import jobs
 from helpers.errors import JobCheckError
-from helpers.job import Job
+from helpers.job_spec import Job
 from helpers.targets import resolve
 
 

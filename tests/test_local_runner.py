@@ -14,7 +14,7 @@ import pytest
 from conftest import TINY
 
 from helpers.errors import JobCheckError, TargetError, UnknownOption
-from helpers.job import Job, catalog_channels, parse_metric_line
+from helpers.job_spec import Job, catalog_channels, parse_metric_line
 from helpers.jobs import run_job
 from helpers.local import runner as local_runner
 from helpers.local.runner import JobFailed, LocalRunner

@@ -17,7 +17,7 @@ import psutil
 import pytest
 from conftest import TINY
 
-from helpers.job import Job, catalog_channels
+from helpers.job_spec import Job, catalog_channels
 from helpers.local.runner import LocalRunner
 from helpers.targets import Target
 

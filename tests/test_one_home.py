@@ -224,7 +224,7 @@ HOUSE = House(REPO)
 
 
 def test_the_reader_finds_the_modules_and_what_they_define():
-    assert len(HOUSE.defined) > 70 and "Job" in HOUSE.defined["helpers.job"]
+    assert len(HOUSE.defined) > 70 and "Job" in HOUSE.defined["helpers.job_spec"]
     assert HOUSE.defined["helpers.checks.common_rules"]["COMMON"] == "value"
 
 

@@ -18,7 +18,7 @@ import psutil
 import pytest
 from conftest import REPO
 
-from helpers.job import Job, catalog_channels
+from helpers.job_spec import Job, catalog_channels
 from helpers.local.runner import LocalRunner
 from helpers.targets import Target, resolve
 
@@ -106,7 +106,7 @@ KERNEL = textwrap.dedent("""
     # (`cmd &` in a script) inherits SIGINT ignored, and Python keeps an ignored SIGINT ignored
     signal.signal(signal.SIGINT, signal.default_int_handler)
     from pathlib import Path
-    from helpers.job import Job, catalog_channels
+    from helpers.job_spec import Job, catalog_channels
     from helpers.local.runner import LocalRunner
     from helpers.standin.objectstore import ObjectStore
     from helpers.targets import resolve
@@ -186,7 +186,7 @@ def test_lab_08_s_hang_drill_interrupted_leaves_no_process_behind_the_stopped_ra
         raise KeyboardInterrupt
 
     monkeypatch.setattr(failures, "_diagnose", interrupted)
-    monkeypatch.setattr("helpers.job._runs_root", tmp_path)  # its jobs' folders go there, not under runs/
+    monkeypatch.setattr("helpers.job_spec._runs_root", tmp_path)  # its jobs' folders go there, not under runs/
     hp = {"steps": 24, "subset": 2000, "fault": "stop", "fault_rank": 1, "fault_step": 4, "dist_timeout_s": 60}
     train = {"train": REPO / "data" / "catalog" / "train"}
     job = Job("lab08-lifetime", hp, train, entry_point="train_elastic.py", instance_count=2, processes_per_host=1)

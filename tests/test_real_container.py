@@ -27,7 +27,7 @@ import pytest
 from conftest import SRC, TINY
 
 from helpers.contract import HostConfig
-from helpers.job import Job, catalog_channels, parse_metric_line
+from helpers.job_spec import Job, catalog_channels, parse_metric_line
 from helpers.jobs import run_job
 from helpers.local.runner import LocalRunner
 from helpers.standin.offline import OfflineAWS

@@ -24,7 +24,7 @@ from helpers.aws import input_modes as aws_input_modes
 from helpers.checks import common_rules, target_rules
 from helpers.checks.findings import Where
 from helpers.exercises import lab05
-from helpers.job import DATA_DIR, Job
+from helpers.job_spec import DATA_DIR, Job
 from helpers.jobs import on_sagemaker
 from helpers.planning import cost, instances, memory, scaling, spot
 from helpers.standin import channel_delivery as local_input_modes

@@ -23,7 +23,7 @@ import psutil
 import pytest
 
 from course import run_labs
-from helpers.job import DATA_DIR, Job
+from helpers.job_spec import DATA_DIR, Job
 from helpers.local import failures
 from helpers.local.runner import LocalRunner
 from helpers.standin.objectstore import ObjectStore

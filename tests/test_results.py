@@ -7,7 +7,7 @@ import pytest
 
 from helpers.aws.dry_run import DryRun
 from helpers.aws.launch import SageMakerJobResult
-from helpers.job import Job
+from helpers.job_spec import Job
 from helpers.jobs import on_sagemaker
 from helpers.planning import cost
 from helpers.results import RunResult

@@ -36,7 +36,7 @@ from helpers.aws.launch import LaunchedJob
 from helpers.checks import findings
 from helpers.checks.findings import UnsupportedFeature
 from helpers.errors import JobCheckError
-from helpers.job import METRIC_NAMES, SOURCE_DIR, Job
+from helpers.job_spec import METRIC_NAMES, SOURCE_DIR, Job
 from helpers.planning import cost, instances
 from helpers.standin import offline as aws_offline
 from helpers.standin import offline_sandbox

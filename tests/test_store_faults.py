@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.job import Job
+from helpers.job_spec import Job
 from helpers.standin.channel_delivery import InputModeError
 from helpers.standin.local_job import LocalJob
 from helpers.standin.objectstore import ObjectStore

@@ -279,7 +279,7 @@ def test_no_helper_resolves_a_target_name_again():
 
 def test_a_dry_run_looks_its_instance_type_up_once(monkeypatch):
     from helpers import jobs
-    from helpers.job import DATA_DIR, Job, catalog_channels
+    from helpers.job_spec import DATA_DIR, Job, catalog_channels
     from helpers.planning import instances
 
     looked_up = []
@@ -298,7 +298,7 @@ def test_only_the_entry_point_dispatches_by_kind_of_target(small_catalog):
     SageMaker path refuses any other kind instead of dispatching again."""
     from helpers.aws import sagemaker_jobs
     from helpers.errors import TargetError
-    from helpers.job import Job, catalog_channels
+    from helpers.job_spec import Job, catalog_channels
     from helpers.targets import resolve
 
     job = Job("lab-x", {}, catalog_channels(small_catalog))
@@ -311,7 +311,7 @@ def test_the_learner_s_reading_path_names_real_modules_in_under_2000_lines():
     """helpers/README.md's numbered modules are what a job launch runs through, in order, and short enough to read."""
     text = (HELPERS / "README.md").read_text(encoding="utf-8")
     path = re.findall(r"^\d+\. `([\w/]+\.py)`", text, re.M)
-    assert path[:2] == ["jobs.py", "job.py"] and "local/runner.py" in path and "aws/launch.py" in path
+    assert path[:2] == ["jobs.py", "job_spec.py"] and "local/runner.py" in path and "aws/launch.py" in path
     lines = sum(len((HELPERS / p).read_text().splitlines()) for p in path)
     assert lines < 2000, f"the reading path is {lines} lines: keep it under 2,000"
     stated = int(re.search(r"about ([\d,]+) lines in all", text)[1].replace(",", ""))

@@ -560,7 +560,7 @@ def test_two_dry_runs_of_a_job_a_second_apart_compare_equal(tmp_path):
     import time
 
     from helpers.aws.dry_run import save_request
-    from helpers.job import Job
+    from helpers.job_spec import Job
     from helpers.jobs import on_sagemaker
     from helpers.targets import resolve
 

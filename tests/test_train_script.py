@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from conftest import REPO, TINY, run_script
 
-from helpers.job import METRIC_DEFINITIONS, parse_metric_line
+from helpers.job_spec import METRIC_DEFINITIONS, parse_metric_line
 from helpers.standin.ports import free_port
 
 import options  # noqa: E402  (the container's options: str2bool and its spellings)
@@ -39,7 +39,7 @@ def test_booleans_from_sagemaker_strings(text, value):
 def test_the_notebook_side_check_accepts_the_booleans_this_script_does():
     """The check reads the spellings options.py publishes (its --schema): the ones str2bool reads, and only those."""
     from helpers import hyperparameters
-    from helpers.job import SOURCE_DIR
+    from helpers.job_spec import SOURCE_DIR
 
     true, false = hyperparameters.booleans(SOURCE_DIR / "train.py")
     assert (true, false) == (options.TRUE, options.FALSE) and not set(true) & set(false)

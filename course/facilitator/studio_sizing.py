@@ -10,7 +10,7 @@ from functools import cache
 from pathlib import Path
 
 from course.facilitator.tables import markdown, money
-from helpers.job import REPO
+from helpers.job_spec import REPO
 from helpers.planning import instances
 
 ACCOUNT_GENERATOR = REPO / "infra" / "workshop_account.py"  # the event template's sizing (and its generated blocks)

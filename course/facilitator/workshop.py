@@ -29,7 +29,7 @@ from course.lab import RealTarget
 from course.manifest import LABS, registered
 from helpers.aws.launch import LOG_GROUP
 from helpers.aws.quotas import ACCOUNT_WIDE, app_quota_name, quota_name
-from helpers.job import Job
+from helpers.job_spec import Job
 from helpers.planning import cost, instances
 
 

@@ -24,7 +24,7 @@ from helpers.aws import account as aws
 from helpers.aws import sdk_compat
 from helpers.aws.channels import fsx_directory_of
 from helpers.aws.preflight import TENSORBOARD_DIR, Plan
-from helpers.job import METRIC_DEFINITIONS, REPO, Job
+from helpers.job_spec import METRIC_DEFINITIONS, REPO, Job
 
 CHECKPOINT_DIR = "/opt/ml/checkpoints"  # synced with CheckpointConfig.s3_uri; restored into a restarted spot job
 TOOLKIT_HYPERPARAMETERS = (

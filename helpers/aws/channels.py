@@ -9,7 +9,7 @@ from pathlib import Path
 
 from helpers import input_mode
 from helpers.checks.target_rules import fsx_directory, linked_directory
-from helpers.job import Job
+from helpers.job_spec import Job
 
 
 @dataclass

@@ -17,7 +17,7 @@ from helpers.aws.build import Locations, build_trainer
 from helpers.aws.launch import launch as launch_job
 from helpers.aws.preflight import Checked, LaunchOptions, LaunchRefused, Plan, offline_session
 from helpers.checks.common_rules import secret
-from helpers.job import Job
+from helpers.job_spec import Job
 from helpers.planning import cost
 from helpers.results import RunResult
 from helpers.standin import offline as aws_offline

@@ -16,7 +16,7 @@ from helpers.targets import Target
 
 # ---------------------------------------------------------------------------------------------- the jobs
 def sagemaker_jobs_per_mode(base, data: dict[str, str], fsx: dict | None = None) -> dict[str, object]:
-    """``base`` (a :class:`~helpers.job.Job`) once per input mode, for SageMaker.
+    """``base`` (a :class:`~helpers.job_spec.Job`) once per input mode, for SageMaker.
 
     ``data``: channel -> S3 URI or local directory (uploaded at launch). File and FastFile name their mode per channel
     (the SDK would send File). ``fsx`` (``file_system_id``, ``mount_name``, ``import_path``, ``subnets``,

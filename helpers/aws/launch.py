@@ -16,7 +16,7 @@ from helpers.aws.preflight import Checked, LaunchOptions, LaunchRefused, offline
 from helpers.checks.findings import GuardrailError
 from helpers.checks.target_rules import launch_guardrail
 from helpers.errors import WorkshopError
-from helpers.job import Job, parse_metric_line
+from helpers.job_spec import Job, parse_metric_line
 from helpers.planning import cost
 from helpers.results import RunResult
 from helpers.targets import Target

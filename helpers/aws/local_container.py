@@ -12,7 +12,7 @@ from helpers import checks
 from helpers.aws.images import default_image
 from helpers.checks import findings
 from helpers.errors import WorkshopError
-from helpers.job import Job, runs_root
+from helpers.job_spec import Job, runs_root
 from helpers.planning import instances
 from helpers.targets import Target
 

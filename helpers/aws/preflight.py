@@ -1,6 +1,6 @@
 """Preflight: everything a dry run and a launch do before any AWS call, in one home. A lab's
-:class:`~helpers.job.Job` checked for a SageMaker instance type (:func:`preflight`), the :class:`Plan` the request is
-built from (launcher, processes, image, channels, stopping conditions), the options both take
+:class:`~helpers.job_spec.Job` checked for a SageMaker instance type (:func:`preflight`), the :class:`Plan` the
+request is built from (launcher, processes, image, channels, stopping conditions), the options both take
 (:class:`LaunchOptions`) and the job checked and priced (:class:`Checked`)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from helpers.aws import images, settings
 from helpers.aws.channels import ChannelPlan, plan_channels
 from helpers.checks import common_rules, findings
 from helpers.errors import TargetError, UnknownOption, WorkshopError
-from helpers.job import Job
+from helpers.job_spec import Job
 from helpers.planning import cost, instances
 from helpers.standin import offline as aws_offline
 from helpers.targets import Target

@@ -1,4 +1,4 @@
-"""A lab's :class:`~helpers.job.Job` as a SageMaker training job, for a target ``helpers.jobs.run_job`` resolved.
+"""A lab's :class:`~helpers.job_spec.Job` as a SageMaker training job, for a target ``helpers.jobs.run_job`` resolved.
 
 ``run(job, target)`` is a dry run: checked (:func:`preflight`, no AWS call), priced, and built into the
 ``CreateTrainingJob`` request the SDK would send, recorded instead; the returned :class:`~helpers.aws.dry_run.DryRun`
@@ -11,7 +11,7 @@ from __future__ import annotations
 from helpers.aws.dry_run import DryRun, dry_run
 from helpers.aws.launch import launch as launch_job
 from helpers.aws.preflight import LaunchOptions
-from helpers.job import Job
+from helpers.job_spec import Job
 from helpers.standin import offline as aws_offline
 from helpers.targets import Target
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from helpers.checks.common_rules import COMMON
 from helpers.checks.findings import Rule, Where, each_finding
 from helpers.checks.target_rules import ONLY
-from helpers.job import Job
+from helpers.job_spec import Job
 
 
 def run_rules(job: Job, where: Where, rules: Iterable[Rule] | None = None) -> list[str]:

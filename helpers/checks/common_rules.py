@@ -20,7 +20,7 @@ from helpers.checks.findings import (
     note,
 )
 from helpers.data import catalog, catalog_files
-from helpers.job import Job
+from helpers.job_spec import Job
 from helpers.planning import instances
 
 MAX_RUNTIME_S = 28 * 24 * 3600  # the service's ceiling for MaxRuntimeInSeconds

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from helpers.errors import JobCheckError, TargetError
-from helpers.job import Job
+from helpers.job_spec import Job
 from helpers.planning import instances
 from helpers.targets import Target
 

@@ -20,7 +20,7 @@ from helpers.checks.findings import (
     fail,
     note,
 )
-from helpers.job import Job
+from helpers.job_spec import Job
 from helpers.planning import instances
 
 LAUNCHERS = ("auto", "torchrun", "smddp", "smp")

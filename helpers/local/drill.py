@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 
 from helpers import folders
-from helpers.job import Job, parse_metric_line, runs_root
+from helpers.job_spec import Job, parse_metric_line, runs_root
 from helpers.local.drill_plan import (
     Drill,
     DrillFailed,

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from helpers import plots
 from helpers.errors import WorkshopError
-from helpers.job import Job
+from helpers.job_spec import Job
 from helpers.standin.local_job import JobResult
 
 SIGNALS = {"SIGTERM": signal.SIGTERM, "SIGKILL": signal.SIGKILL}

@@ -28,7 +28,7 @@ import psutil
 
 from helpers import hyperparameters
 from helpers.errors import JobCheckError
-from helpers.job import Job, parse_metric_line
+from helpers.job_spec import Job, parse_metric_line
 from helpers.local.drill_plan import DrillFailed
 from helpers.local.runner import LocalRunner
 from helpers.standin.local_job import JobResult, LocalJob, stall_report, where_processes

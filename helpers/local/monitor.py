@@ -25,7 +25,7 @@ from typing import Any
 import psutil
 
 from helpers import targets
-from helpers.job import DATA_DIR
+from helpers.job_spec import DATA_DIR
 from helpers.local.runner import LocalRunner
 from helpers.plots import heatmap, utilisation_lines
 from helpers.report import Table

@@ -9,7 +9,7 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from helpers.job import Job, parse_metric_line
+from helpers.job_spec import Job, parse_metric_line
 from helpers.local.drill_plan import DrillFailed
 from helpers.local.runner import LocalRunner
 from helpers.standin.local_job import JobResult

@@ -23,7 +23,7 @@ from helpers import checks, folders, hyperparameters
 from helpers.checks import findings
 from helpers.contract import HostConfig, Layout, container_env, hyperparameter_args
 from helpers.errors import JobCheckError, UnknownOption, WorkshopError
-from helpers.job import Job, runs_root
+from helpers.job_spec import Job, runs_root
 from helpers.standin.channel_delivery import JobInputs
 from helpers.standin.local_job import GRACE_S, PORT_TAKEN, STALL_S, Clock, JobResult, LocalJob, Prepared
 from helpers.standin.ports import free_port

@@ -16,7 +16,7 @@ from typing import Any
 
 from helpers import hyperparameters
 from helpers.errors import WorkshopError
-from helpers.job import SOURCE_DIR
+from helpers.job_spec import SOURCE_DIR
 from helpers.planning import instances
 
 GIB = 1024**3

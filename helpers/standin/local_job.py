@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from helpers.contract import Layout
-from helpers.job import Job, parse_metric_line
+from helpers.job_spec import Job, parse_metric_line
 from helpers.results import RunResult
 from helpers.standin.channel_delivery import JobInputs
 from helpers.targets import Target
