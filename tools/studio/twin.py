@@ -2,7 +2,7 @@
 it as a learner runs it, and every lab run on its Python.
 
     python tools/studio/twin.py                           # what `make studio-twin` runs
-    python tools/studio/twin.py --torch torch==2.8.0      # the image's own torch (from PyPI: a CUDA build, GBs)
+    python tools/studio/twin.py --torch torch==2.8.0      # the image's own torch (PyPI's CUDA build): what CI runs
 
 The image: SageMaker Distribution 4.5.0's packages at their versions (``sagemaker-distribution-4.5.0.txt`` beside
 this file, the ``python==`` line aside) and its pip, installed into a Python of their own under ``.studio-twin/image``.
@@ -137,11 +137,16 @@ class Image:
         key = json.dumps({"pins": pins, "pip": IMAGE_PIP, "python": str(self.base.resolve())}, sort_keys=True)
         return hashlib.sha256(key.encode()).hexdigest()[:16]
 
-    def build(self, pins: list[str]) -> dict:
-        """Build the image unless the one there was built from the same pins; returns how it went."""
+    def is_built(self, pins: list[str]) -> bool:
+        """Whether the image there was built from these pins (and is kept)."""
         stamp_file = self.root / "image.stamp"
-        if stamp_file.is_file() and stamp_file.read_text().strip() == self.stamp(pins) and self.python.exists():
+        return stamp_file.is_file() and stamp_file.read_text().strip() == self.stamp(pins) and self.python.exists()
+
+    def build(self, pins: list[str]) -> dict:
+        """Build the image unless the one there was built from the same pins; returns how it went, step by step."""
+        if self.is_built(pins):
             return {"built": False, "seconds": 0.0}
+        stamp_file = self.root / "image.stamp"
         shutil.rmtree(self.prefix, ignore_errors=True)
         stamp_file.unlink(missing_ok=True)
         start = time.perf_counter()
@@ -152,9 +157,23 @@ class Image:
         pip.append("--root-user-action=ignore")  # CI runs as root; Studio's user is sagemaker-user
         checked([*pip, IMAGE_PIP], f"installing the image's {IMAGE_PIP}", env)
         print(f"  installing the image's {len(pins)} packages and what they need (pip) ...", flush=True)
-        checked([*pip, "--no-warn-script-location", *pins], "installing the image's packages", env, echo=True)
+        # compiled below on every core (51 s): pip compiles one file at a time (its install took 232 s with it, 91 s
+        # without, torch 2.8.0's image from the same wheels)
+        install = [*pip, "--no-warn-script-location", "--no-compile", *pins]
+        _, install_seconds = checked(install, "installing the image's packages", env, echo=True)
+        _, _, compile_seconds = run(self._compile_all(), env)  # a file that does not compile is skipped, as pip does
         stamp_file.write_text(self.stamp(pins) + "\n")
-        return {"built": True, "seconds": round(time.perf_counter() - start, 1)}
+        return {
+            "built": True,
+            "seconds": round(time.perf_counter() - start, 1),
+            "install_seconds": install_seconds,
+            "compile_seconds": compile_seconds,
+        }
+
+    def _compile_all(self) -> list[str]:
+        """Bytecode for every module of the image, as its conda wrote it, so that no lab's first job pays for it."""
+        site = self.prefix / "lib" / self.python.resolve().name / "site-packages"
+        return [str(self.python), "-m", "compileall", "-q", "-j", "0", str(site)]
 
     def _python_of_its_own(self) -> None:
         """The base interpreter's binary copied (so that its prefix is here) beside links to its standard library,
@@ -320,7 +339,15 @@ def twin(
         "stand_ins": stand_ins(image.python_version(), python, torch),
     }
     print(f"studio twin: {report['image']}; stand-ins: {report['stand_ins']}", flush=True)
-    report["image_build"] = image.build(pins)
+    main_requests = None
+    if not only_variants and not image.is_built(pins):
+        # make's .venv dry-runs beside the build, which keeps one core (pip) of two; done before any lab is timed
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            beside = pool.submit(dry_runs, main_python, out / "requests-main", {**os.environ})
+            report["image_build"] = image.build(pins)
+            main_requests = beside.result()
+    else:
+        report["image_build"] = image.build(pins)
     image.new_home()
     before = image.packages()
     report["image_packages"] = len(before)
@@ -332,7 +359,7 @@ def twin(
     report["labs"] = [] if only_variants else labs(image, out / "labs")
     if variants or only_variants:
         report["variants"] = run_variants(image, root, out)
-    report["requests"] = {} if only_variants else compare_requests(image, root, out, main_python, sdks)
+    report["requests"] = {} if only_variants else compare_requests(image, root, out, main_python, sdks, main_requests)
     report["passed"] = verdict(report)
     return report
 
@@ -366,9 +393,11 @@ def install_site(image: Image) -> str:
     return out.strip().splitlines()[-1]
 
 
-def compare_requests(image: Image, root: Path, out: Path, main_python: str, sdks: list[str]) -> dict:
-    """Every lab's requests from make's environment, the twin's SDK and each release's SDK in ``sdks`` laid over
-    the twin, compared field for field with make's."""
+def compare_requests(
+    image: Image, root: Path, out: Path, main_python: str, sdks: list[str], main: dict | None = None
+) -> dict:
+    """Every lab's requests from make's environment (``main``: its pass, when it ran beside the build), the twin's
+    SDK and each release's SDK in ``sdks`` laid over the twin, compared field for field with make's."""
     sides = {"sdk 3.12.0, core 2.20.0, train 1.14.0 (the twin's own, 4.5.0 and 4.4.1)": image.env()}
     by_release = {r: combo for combo, releases in sdk_combinations().items() for r in releases}
     for release in sdks:
@@ -382,11 +411,11 @@ def compare_requests(image: Image, root: Path, out: Path, main_python: str, sdks
     # two passes at a time: each is one notebook kernel after another, so two share this machine's two cores
     # (about 4 min of CI's 40 saved); every pass still writes a folder of its own
     with ThreadPoolExecutor(max_workers=DRY_RUNS_AT_ONCE) as pool:
-        first = pool.submit(dry_runs, main_python, out / "requests-main", {**os.environ})
+        first = None if main else pool.submit(dry_runs, main_python, out / "requests-main", {**os.environ})
         passes = [
             pool.submit(dry_runs, str(image.python), out / f"requests-{i}", env) for i, env in enumerate(sides.values())
         ]
-        main = first.result()
+        main = main or first.result()
         found = {"main": {**main, "sdk": install.installed_versions().get("sagemaker")}}
         for i, (name, ran) in enumerate(zip(sides, [p.result() for p in passes])):
             compared = dry_requests.compare(out / "requests-main", out / f"requests-{i}")
