@@ -260,6 +260,7 @@ def follow_the_lab_recipe(root: Path) -> None:
     assert guide.returncode == 0, guide.stdout + guide.stderr
 
 
+@pytest.mark.long  # a copy of the tree and the per-lab checks run in it (about 12 s): make long-check
 def test_the_lab_recipe_followed_whole_adds_a_lab_touching_only_the_files_it_names(tmp_path):
     root = tracked_copy(tmp_path / "repo")
     before = digests(root)

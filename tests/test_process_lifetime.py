@@ -131,6 +131,7 @@ KERNEL = textwrap.dedent("""
 
 
 @pytest.mark.slow
+@pytest.mark.long  # a drill of about 18 s each: make long-check (make test stays within its 8 minutes)
 @pytest.mark.parametrize("how", ["killed", "interrupt"])
 def test_a_notebook_killed_or_interrupted_leaves_no_process_behind(how, small_catalog, tmp_path):
     """The kernel is killed outright (its containers see their launcher go and end everything; the object store
