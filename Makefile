@@ -138,7 +138,7 @@ studio-twin-image-torch: setup data
 		$(if $(IMAGE_PYTHON),--python $(IMAGE_PYTHON)) $(TWIN_ARGS)
 
 # The newest releases the index offers of torch, transformers, tokenizers, the SDK, numpy, papermill and ipykernel, in
-# an environment of their own, every lab run on them with its lessons checked (tools/newest/run.py); by hand
+# an environment of their own, every lab run on them with its lessons checked (tools/newest/run.py); weekly in the GitHub workflow, and by hand
 newest: setup data
 	$(PY) tools/newest/run.py --venv $(TWIN_CACHE)/newest-venv
 

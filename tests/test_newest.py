@@ -38,11 +38,19 @@ def test_the_ranges_admit_every_release_the_last_newest_run_passed_on():
     assert {row["name"] for row in record["packages"]} == set(newest.NEWEST)
 
 
-def test_make_newest_runs_the_newest_versions_run():
-    """By hand until CI's budget holds it (.ci/run says so): ``make newest`` runs tools/newest/run.py."""
+def test_make_newest_runs_the_newest_versions_run_weekly_in_the_workflow():
+    """``make newest`` runs tools/newest/run.py; the GitHub workflow runs it every week (a job of its own, outside a
+    submission's CI budget, which .ci/run names)."""
+    import yaml
+
     done = subprocess.run(["make", "-n", "newest"], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "tools/newest/run.py --venv" in done.stdout
     assert "make newest" in (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    workflow = yaml.safe_load((REPO / ".github" / "workflows" / "ci.yml").read_text(encoding="utf-8"))
+    assert workflow[True]["schedule"], "no schedule: nothing would try the newest releases the week they appear"
+    job = workflow["jobs"]["newest-versions"]
+    assert "schedule" in job["if"] and any("make newest" in step.get("run", "") for step in job["steps"])
+    assert "schedule" in workflow["jobs"]["labs-and-tests"]["if"]  # the submission's job is not rerun weekly
 
 
 def test_the_table_names_each_release_beside_the_index_s_newest_and_every_lesson_not_held():

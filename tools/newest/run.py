@@ -1,7 +1,7 @@
 """The newest-versions run: the newest releases the package index offers of the workshop's main dependencies, in an
-environment of their own, and every lab run on them with its lessons checked (``make newest``; by hand until CI's
-budget holds it), so that a new release of torch, transformers or the SageMaker SDK is tried when it appears, and
-pyproject.toml's upper bounds follow what passed here rather than the calendar.
+environment of their own, and every lab run on them with its lessons checked (``make newest``; weekly in the
+GitHub workflow and by hand), so that a new release of torch, transformers or the SageMaker SDK is tried when it
+appears, and pyproject.toml's upper bounds follow what passed here rather than the calendar.
 
     python tools/newest/run.py                   # build or update .newest/venv, then every lab
     python tools/newest/run.py --labs 01 03      # some labs
