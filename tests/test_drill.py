@@ -110,6 +110,7 @@ def test_two_ranks_killed_three_times_mid_run_resume_bit_identically(small_catal
 
 
 @pytest.mark.slow
+@pytest.mark.long  # a whole drill (about 14 s): make long-check
 def test_a_drill_whose_interruptions_do_not_interrupt_fails(small_catalog, tmp_path, monkeypatch):
     """As when a kill reached only torchrun and its workers trained on: the drill must not report success."""
     from helpers.standin.local_job import LocalJob

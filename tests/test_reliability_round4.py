@@ -272,6 +272,7 @@ def _sockets(ports) -> list[Path]:
 
 
 @pytest.mark.slow
+@pytest.mark.long  # a store started, killed and started again (about 17 s): make long-check
 def test_the_store_leaves_tmpdir_and_tmp_as_it_found_them_even_after_a_kill(tmp_path, monkeypatch):
     """glog's files go to the store's folder, not TMPDIR; the sockets weed keeps in /tmp go with it at stop, and
     those of a store killed outright (its kernel killed) go at the next store's start."""
