@@ -45,7 +45,7 @@ studio=$!
 
 taskset -c "$GPU_CORES" timeout $(($(left) - 20)) python3 benchmarks/gpu_suite.py $SUITE_MODE --out /tmp/gpu \
     --steps lab07 bench_random bench_titles \
-    --step-args bench_random "--trials 2 --warmup_steps 10 --steps 40 --compile_mode reduce-overhead" \
+    --step-args bench_random "--trials 2 --warmup_steps 10 --steps 40" \
     --step-args bench_titles "--trainers ours --layouts padded,bucketed --trials 1 --epochs 2 --title_rows 8192 --val_rows 2000" \
     --timeout-for lab07 "${T_LAB07:-240}" --timeout-for bench_random "${T_RANDOM:-150}" \
     --timeout-for bench_titles "${T_TITLES:-60}" >"$OUT/suite.log" 2>&1

@@ -17,7 +17,8 @@ Both trainers get the same model (``train.build_model``, same seed: the same wei
 schedule objects (``fastpath.make_optimizer`` with the fused kernel on a GPU, ``fastpath.make_schedule``), and the
 same DataLoader (one batch plan, one collator). HF Trainer runs with its fast settings: bf16, ``torch_compile``,
 ``average_tokens_across_devices=False``; ours with bf16 autocast, fused AdamW, in-place compile with static widths
-(``fastpath.compile_model``). What differs is the training loop around them: that is what the ratio measures.
+(``fastpath.compile_model``). What differs is the training loop around them: that is what the ratio measures; at
+small batches on a GPU ours also replays CUDA graphs (``--compile_mode auto``), which Trainer's loop does not.
 
 Every run is repeated ``--trials`` times, interleaved: each trial runs every workload and trainer once, the trainers
 in turn (A B, then B A), so a machine that slows down for a while slows both sides alike. A row's figures are its
@@ -54,6 +55,9 @@ import train  # noqa: E402
 from catalog_data import PadCollator, TokenizedTitles, load_tokenizer, read_channel, read_labels  # noqa: E402
 from sampling import GlobalBatchPlan  # noqa: E402
 
+# the largest batch --compile_mode auto gives CUDA graphs: smaller steps are launch-bound, larger ones gained nothing
+# (docs/gpu.md has the measurement)
+CUDA_GRAPHS_UP_TO = 64
 # the issue's goals, checked on an H100 only: (what, mode, layout, batch, trainer, figure, at least)
 GOALS = [
     ("samples/s, batch 256, seq 128", "random", "seq", 256, "ours", "samples_per_sec", 11_000),
@@ -74,9 +78,9 @@ def parse_args(argv=None):
     p.add_argument("--compile", choices=["auto", "true", "false"], default="auto", help="auto: on a GPU only")
     p.add_argument(
         "--compile_mode",
-        choices=fastpath.COMPILE_MODES,
-        default="default",
-        help="ours only: reduce-overhead adds CUDA graphs (small batches)",
+        choices=["auto", *fastpath.COMPILE_MODES],
+        default="auto",
+        help=f"ours only: reduce-overhead adds CUDA graphs; auto: they on a GPU up to batch {CUDA_GRAPHS_UP_TO}",
     )
     p.add_argument("--seq", type=int, default=128, help="random mode's width, and the titles' max/pad length")
     p.add_argument("--batch_sizes", default="64,256", help="random mode: comma list")
@@ -302,7 +306,7 @@ def script_args(a, w: Workload):
             "--compile",
             str(a.compile),
             "--compile_mode",
-            a.compile_mode,
+            compile_mode(a, w),
             "--pad_multiple",
             str(1 if w.mode == "random" else a.pad_multiple),
             "--pad_to",
@@ -311,6 +315,15 @@ def script_args(a, w: Workload):
             str(a.seed),
         ]
     )
+
+
+def compile_mode(a, w: Workload) -> str:
+    """--compile_mode, with auto resolved for this workload: CUDA graphs where a step is short enough for kernel
+    launches to dominate (a compiled GPU run up to :data:`CUDA_GRAPHS_UP_TO` rows), else inductor's default."""
+    if a.compile_mode != "auto":
+        return a.compile_mode
+    small = a.device.type == "cuda" and a.compile and w.batch <= CUDA_GRAPHS_UP_TO
+    return "reduce-overhead" if small else "default"
 
 
 def build(a, w: Workload):
@@ -363,7 +376,8 @@ def run_ours(a, w: Workload, autocast) -> dict:
         schedule.step()
         losses.append(loss.detach().float().clone())
     clock.end()
-    return finish(a, w, "ours", model, clock.seconds, torch.stack(losses).tolist(), autocast)
+    row = finish(a, w, "ours", model, clock.seconds, torch.stack(losses).tolist(), autocast)
+    return {**row, "compile_mode": args.compile_mode if args.compile else None}
 
 
 def run_hf(a, w: Workload, autocast) -> dict:

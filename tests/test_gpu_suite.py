@@ -166,3 +166,21 @@ def test_tiny_run_measures_for_real_and_claims_no_goal_on_a_cpu(tmp_path, lab_ru
     assert all(g["status"] == "not measured" for g in goals.values())  # never passed (nor failed) on a CPU
     bucketing = goals["bucketing x pad-to-128 on real titles"]
     assert bucketing["figure"] > 0 and "H100" in bucketing["note"]  # measured, but the goal is an H100's
+
+
+def test_auto_compile_mode_gives_cuda_graphs_to_small_compiled_gpu_batches_only():
+    """--compile_mode auto: CUDA graphs up to single_gpu.CUDA_GRAPHS_UP_TO rows on a GPU with compile on; inductor's
+    default for larger batches, off a GPU or without compile; a mode given by name is kept."""
+    import argparse
+
+    import torch
+
+    def mode(device, compile_on, batch, given="auto"):
+        a = argparse.Namespace(device=torch.device(device), compile=compile_on, compile_mode=given)
+        return single_gpu.compile_mode(a, argparse.Namespace(batch=batch))
+
+    small, large = single_gpu.CUDA_GRAPHS_UP_TO, single_gpu.CUDA_GRAPHS_UP_TO + 1
+    assert mode("cuda", True, small) == "reduce-overhead" and mode("cuda", True, large) == "default"
+    assert mode("cuda", False, small) == "default" and mode("cpu", True, small) == "default"
+    assert mode("cuda", True, large, given="reduce-overhead") == "reduce-overhead"
+    assert mode("cuda", True, small, given="default") == "default"
