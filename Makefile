@@ -122,13 +122,13 @@ studio:
 
 # The Studio twin (tools/studio/twin.py): SageMaker Distribution 4.5.0's packages (4.4.1's too) in a Python of their
 # own, `make studio` run in it, every lab on its Python, every lab's request compared with this environment's. Python
-# 3.11 and torch 2.13 (CPU) stand in for the image's 3.12 and 2.8; by hand (11 min), CI runs the next one.
+# 3.11 and torch 2.13 (CPU) stand in for the image's 3.12 and 2.8; what CI runs (11 min from scratch).
 studio-twin: setup data
 	$(PY) tools/studio/twin.py $(TWIN_ARGS)
 
 # The same twin on the image's own torch 2.8.0 (PyPI's CUDA build, 3.7 GB with its nvidia-* wheels) and Python 3.12
-# where this machine has one, its image kept in ~/.cache and rebuilt only when its pins change; what CI runs
-# (from scratch here: 14 min 38 s, the image 209 s of it)
+# where this machine has one, its image kept in ~/.cache and rebuilt only when its pins change; by hand (from scratch
+# here: 14 min 38 s, the image 209 s of it: in CI's place of the one above it would take CI past its 40 minutes)
 TWIN_CACHE ?= $(HOME)/.cache/sagemaker-distributed-workshop
 # the first Python 3.12 that runs: a pyenv shim on PATH may not (its version not selected here), pyenv's own then
 IMAGE_PYTHON = $(firstword $(shell for p in python3.12 $(HOME)/.pyenv/versions/3.12*/bin/python3.12; do \
