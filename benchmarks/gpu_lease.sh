@@ -4,7 +4,8 @@
 #
 #   OUT=/some/dir BUDGET_S=480 bash benchmarks/gpu_lease.sh
 #
-# Python packages the machine lacks travel as wheels in .whl/ (installed under /tmp/site, never over its own).
+# Python packages the machine lacks travel as wheels in .whl/ (installed under /tmp/site, never over its own):
+# benchmarks/gpu_lease_wheels.txt lists them and says how to fetch them.
 # What comes back: env.txt, suite.log, studio4.log, gpu.tgz (the suite's report, logs, executed labs and profile
 # summaries) and studio4.tgz (the executed labs and the run's summary). The lab runner runs labs in their numbers'
 # order whatever LABS_4's; LABS_4 and the --timeout-for lines share out the budget.
