@@ -16,7 +16,7 @@ TORCH  ?= torch==2.13.0
 TORCH_INDEX ?=
 
 .PHONY: all labs test test-fast labs-check long-check lint setup data clean lab browser-test slides studio studio-twin \
-	studio-twin-image-torch newest
+	newest
 
 all: labs
 
@@ -120,22 +120,18 @@ studio:
 	@test -n "$(STUDIO_PY)" || { echo "make studio: no python3 or python on PATH"; exit 1; }
 	@$(STUDIO_PY) tools/studio/install.py $(STUDIO_ARGS)
 
-# The Studio twin (tools/studio/twin.py): SageMaker Distribution 4.5.0's packages (4.4.1's too) in a Python of their
-# own, `make studio` run in it, every lab on its Python, every lab's request compared with this environment's. Python
-# 3.11 and torch 2.13 (CPU) stand in for the image's 3.12 and 2.8; what CI runs (11 min from scratch).
-studio-twin: setup data
-	$(PY) tools/studio/twin.py $(TWIN_ARGS)
-
-# The same twin on the image's own torch 2.8.0 (PyPI's CUDA build, 3.7 GB with its nvidia-* wheels) and Python 3.12
-# where this machine has one, its image kept in ~/.cache and rebuilt only when its pins change; by hand (from scratch
-# here: 14 min 38 s, the image 209 s of it: in CI's place of the one above it would take CI past its 40 minutes)
+# The Studio twin (tools/studio/twin.py): SageMaker Distribution 4.5.0's packages (4.4.1's too) with the image's own
+# torch 2.8.0 (PyPI's CUDA build, 3.7 GB with its nvidia-* wheels; it runs on the CPU) in a Python 3.12 of their own,
+# where this machine has one; `make studio` run in it, every lab on its Python, every lab's request compared with this
+# environment's. CI's last step. The image is kept in ~/.cache and rebuilt only when its pins change.
+# TWIN_ARGS="--torch torch==2.13.0" runs it on another torch.
 TWIN_CACHE ?= $(HOME)/.cache/sagemaker-distributed-workshop
 # the first Python 3.12 that runs: a pyenv shim on PATH may not (its version not selected here), pyenv's own then
 IMAGE_PYTHON = $(firstword $(shell for p in python3.12 $(HOME)/.pyenv/versions/3.12*/bin/python3.12; do \
 	$$p -c 'import sys; print(sys.executable)' 2>/dev/null && break; done))
-studio-twin-image-torch: setup data
-	$(PY) tools/studio/twin.py --torch torch==2.8.0 --root $(TWIN_CACHE)/studio-twin \
-		$(if $(IMAGE_PYTHON),--python $(IMAGE_PYTHON)) $(TWIN_ARGS)
+studio-twin: setup data
+	$(PY) tools/studio/twin.py --root $(TWIN_CACHE)/studio-twin $(if $(IMAGE_PYTHON),--python $(IMAGE_PYTHON)) \
+		$(TWIN_ARGS)
 
 # The newest releases the index offers of torch, transformers, tokenizers, the SDK, numpy, papermill and ipykernel, in
 # an environment of their own, every lab run on them with its lessons checked (tools/newest/run.py); weekly in the GitHub workflow, and by hand

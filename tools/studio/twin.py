@@ -1,15 +1,16 @@
 """``make studio-twin``: SageMaker Studio's JupyterLab image as near as this machine makes it, ``make studio`` run in
 it as a learner runs it, and every lab run on its Python.
 
-    python tools/studio/twin.py                           # what `make studio-twin` runs
-    python tools/studio/twin.py --torch torch==2.8.0      # the image's own torch (PyPI's CUDA build): what CI runs
+    python tools/studio/twin.py --python python3.12       # what `make studio-twin` (CI's step) runs
+    python tools/studio/twin.py --torch torch==2.13.0     # a newer torch than the image's on its other packages
 
 The image: SageMaker Distribution 4.5.0's packages at their versions (``sagemaker-distribution-4.5.0.txt`` beside
-this file, the ``python==`` line aside) and its pip, installed into a Python of their own under ``.studio-twin/image``.
+this file, the ``python==`` line aside) and its pip, installed by uv into a Python of their own under ``ROOT/image``.
 That Python is a copy of this machine's interpreter with an empty site-packages, not a virtual environment: as the
 image's ``/opt/conda/bin/python``, it has a user site, which is where ``make studio`` puts what it adds in Studio.
-Stand-ins, said wherever the results are shown: this machine's Python 3.11 for the image's 3.12, and torch 2.13.0
-(the CPU build on this machine's disk) for the image's 2.8.0.
+Its torch is the image's 2.8.0 (PyPI's CUDA build, which runs on the CPU; the cpu image has conda's CPU build); the
+interpreter is the one given (``make`` gives the first Python 3.12 that runs, for the image's 3.12.13). What differs
+from the image is said wherever the results are shown.
 
 Then, with ``.studio-twin/home`` as the home directory and the PATH and environment of a Studio terminal:
 
@@ -25,8 +26,8 @@ Then, with ``.studio-twin/home`` as the home directory and the PATH and environm
    two passes at a time.
 
 The report: ``runs/studio-twin/report.json`` and a table. Exit status 0 only when every check passed. The image is
-built once and kept while its list, torch and Python are unchanged; the home directory starts empty on every run (a
-new learner); pip's cache lives in it, inside this checkout.
+built once and kept while its list, torch and Python are unchanged (``make``: in ``~/.cache``); the home directory
+starts empty on every run (a new learner), and pip's cache lives in it.
 """
 
 from __future__ import annotations
@@ -50,7 +51,6 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 IMAGE_LIST = HERE / "sagemaker-distribution-4.5.0.txt"
 IMAGE_TORCH = "torch==2.8.0"
-TWIN_TORCH = "torch==2.13.0"  # on this machine's disk, CPU build, Python 3.11
 IMAGE_PIP = "pip==26.2.1"  # aws/sagemaker-distribution build_artifacts/v4/v4.5/v4.5.0/cpu.env.out
 IMAGE_VERSION = "4.5.0-twin"  # what the twin's IMAGE_VERSION says (the image sets IMAGE_VERSION=4.5.0)
 # The SDK packages of every 4.x release (sdk-combinations.json, read from aws/sagemaker-distribution's cpu.env.out
@@ -151,17 +151,12 @@ class Image:
         stamp_file.unlink(missing_ok=True)
         start = time.perf_counter()
         self._python_of_its_own()
-        env = self.env()
-        checked([str(self.python), "-m", "ensurepip", "--default-pip"], "ensurepip", env)
-        pip = [str(self.python), "-m", "pip", "--disable-pip-version-check", "install", "--quiet"]
-        pip.append("--root-user-action=ignore")  # CI runs as root; Studio's user is sagemaker-user
-        checked([*pip, IMAGE_PIP], f"installing the image's {IMAGE_PIP}", env)
-        print(f"  installing the image's {len(pins)} packages and what they need (pip) ...", flush=True)
-        # compiled below on every core (51 s): pip compiles one file at a time (its install took 232 s with it, 91 s
-        # without, torch 2.8.0's image from the same wheels)
-        install = [*pip, "--no-warn-script-location", "--no-compile", *pins]
-        _, install_seconds = checked(install, "installing the image's packages", env, echo=True)
-        _, _, compile_seconds = run(self._compile_all(), env)  # a file that does not compile is skipped, as pip does
+        print(f"  installing the image's {len(pins)} packages and what they need (uv) ...", flush=True)
+        # uv fetches and unpacks the wheels side by side where pip goes one by one; the same wheels, the image's pip
+        # among them for `make studio` to use
+        _, install_seconds = checked(self._install(pins), "installing the image's packages", self.env(), echo=True)
+        # compiled here on every core: conda leaves the image's modules compiled, so no lab's first job pays for it
+        _, _, compile_seconds = run(self._compile_all(), self.env())  # a file that does not compile is skipped
         stamp_file.write_text(self.stamp(pins) + "\n")
         return {
             "built": True,
@@ -169,6 +164,28 @@ class Image:
             "install_seconds": install_seconds,
             "compile_seconds": compile_seconds,
         }
+
+    def _install(self, pins: list[str]) -> list[str]:
+        """uv's command that installs the pins and the image's pip into the image's Python, with its cache beside the
+        image (unpacked wheels linked from there, so a rebuild downloads nothing); pip's find-links (a wheel on
+        this machine's disk) are uv's too."""
+        try:
+            from uv import find_uv_bin
+        except ImportError as err:
+            raise TwinError(f"uv is not installed beside the twin ({err}): run `make setup`") from None
+        links = [f"--find-links={d}" for d in os.environ.get("PIP_FIND_LINKS", "").split() if Path(d).is_dir()]
+        return [
+            find_uv_bin(),
+            "pip",
+            "install",
+            "--no-config",
+            "--quiet",
+            f"--cache-dir={self.root / 'uv-cache'}",
+            f"--python={self.python}",
+            *links,
+            IMAGE_PIP,
+            *pins,
+        ]
 
     def _compile_all(self) -> list[str]:
         """Bytecode for every module of the image, as its conda wrote it, so that no lab's first job pays for it."""
@@ -522,11 +539,11 @@ def _first(error: str) -> str:
     return (error.splitlines() or [""])[0][:200]
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="make studio-twin", description=__doc__.split("\n\n")[0])
     ap.add_argument("--root", type=Path, default=REPO / ".studio-twin", help="where the image and home live")
     ap.add_argument("--out", type=Path, default=REPO / "runs" / "studio-twin", help="the report and the lab runs")
-    ap.add_argument("--torch", default=TWIN_TORCH, help=f"the torch pin in place of the image's {IMAGE_TORCH}")
+    ap.add_argument("--torch", default=IMAGE_TORCH, help="the torch pin (default: the image's own)")
     ap.add_argument("--python", type=Path, default=Path(sys._base_executable), help="the interpreter to copy")
     ap.add_argument("--main-python", default=sys.executable, help="the environment to compare requests with")
     ap.add_argument(
@@ -537,7 +554,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--variants", action="store_true", help="also run the variants (variants.py; by hand)")
     ap.add_argument("--only-variants", action="store_true", help="the image, make studio, then the variants only")
-    a = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parser().parse_args(argv)
     sdks = [releases[-1] for releases in sdk_combinations().values()] if a.sdk == ["all"] else a.sdk
     a.out.mkdir(parents=True, exist_ok=True)
     try:
