@@ -12,7 +12,7 @@ Its torch is the image's 2.8.0 (PyPI's CUDA build, which runs on the CPU; the cp
 interpreter is the one given (``make`` gives the first Python 3.12 that runs, for the image's 3.12.13). What differs
 from the image is said wherever the results are shown.
 
-Then, with ``.studio-twin/home`` as the home directory and the PATH and environment of a Studio terminal:
+Then, with ``ROOT/home`` as the home directory and the PATH and environment of a Studio terminal:
 
 1. ``make studio`` twice: the first adds what is missing (what, how many MB, how long), the second must add nothing;
 2. the image's packages checked against what they were: none may have changed version, none may have been added;
