@@ -23,7 +23,7 @@ Then, with ``ROOT/home`` as the home directory and the PATH and environment of a
 4. every lab's dry-run ``CreateTrainingJob`` requests compared, field for field, with those of make's ``.venv`` (the
    newest SDK): on the twin's SDK (3.12.0, SageMaker Distribution 4.5.0 and 4.4.1) and on the SDK packages of other 4.x
    releases laid over the twin's (:data:`COMPARED_SDKS`; ``--sdk all``: every distinct combination of the table),
-   two passes at a time.
+   three passes at a time.
 
 The report: ``runs/studio-twin/report.json`` and a table. Exit status 0 only when every check passed. The image is
 built once and kept while its list, torch and Python are unchanged (``make``: in ``~/.cache``); the home directory
@@ -60,7 +60,7 @@ IMAGE_VERSION = "4.5.0-twin"  # what the twin's IMAGE_VERSION says (the image se
 # compares every distinct combination (by hand).
 SDK_TABLE = HERE / "sdk-combinations.json"
 COMPARED_SDKS = ("4.0.0", "4.0.9")
-DRY_RUNS_AT_ONCE = 2  # this machine has 2 cores
+DRY_RUNS_AT_ONCE = 3  # one more than this machine's cores: a pass waits on its kernels part of the time
 # variables of the shell that runs the twin that a Studio terminal does not have
 NOT_IN_STUDIO = ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "PYTHONNOUSERSITE", "CONDA_PREFIX")
 
@@ -425,8 +425,8 @@ def compare_requests(
             **image.env(),
             "PYTHONPATH": str(sdk_overlay(image, folder, versions)),
         }
-    # two passes at a time: each is one notebook kernel after another, so two share this machine's two cores
-    # (about 4 min of CI's 40 saved); every pass still writes a folder of its own
+    # three passes at a time, each one notebook kernel after another: three keep two cores busier than two do
+    # (docs/studio.md); every pass still writes a folder of its own
     with ThreadPoolExecutor(max_workers=DRY_RUNS_AT_ONCE) as pool:
         first = None if main else pool.submit(dry_runs, main_python, out / "requests-main", {**os.environ})
         passes = [
