@@ -134,7 +134,8 @@ studio-twin: setup data
 		$(TWIN_ARGS)
 
 # The newest releases the index offers of torch, transformers, tokenizers, the SDK, numpy, papermill and ipykernel, in
-# an environment of their own, every lab run on them with its lessons checked (tools/newest/run.py); weekly in the GitHub workflow, and by hand
+# an environment of their own, every lab run on them with its lessons checked (tools/newest/run.py); weekly in the
+# GitHub workflow, and by hand
 newest: setup data
 	$(PY) tools/newest/run.py --venv $(TWIN_CACHE)/newest-venv
 

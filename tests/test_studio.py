@@ -422,7 +422,7 @@ def test_an_index_that_refuses_means_a_clear_message_and_nothing_installed(pip_v
     assert _site_listing(pip_venv) == before
 
 
-def test_make_studio_runs_the_installer_with_the_first_python_on_path():
+def test_make_studio_runs_the_installer_with_the_first_python_on_path(monkeypatch):
     done = subprocess.run(["make", "-n", "studio"], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "tools/studio/install.py" in done.stdout
     commands = [line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines() if line.startswith("make")]
@@ -432,15 +432,9 @@ def test_make_studio_runs_the_installer_with_the_first_python_on_path():
     planned = subprocess.run(["make", "-n", "studio-twin"], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert planned.returncode == 0 and "tools/studio/twin.py" in planned.stdout, planned.stderr
     assert "--torch" not in planned.stdout  # CI's twin takes twin.py's default torch: the image's own, below
-    spec = importlib.util.spec_from_file_location("twin", REPO / "tools" / "studio" / "twin.py")
-    sys.path.insert(0, str(REPO / "tools" / "studio"))  # twin.py imports its neighbours as a script does
-    try:
-        twin_module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(twin_module)
-    finally:
-        sys.path.remove(str(REPO / "tools" / "studio"))
-    image_list = (REPO / "tools" / "studio" / "sagemaker-distribution-4.5.0.txt").read_text().splitlines()
-    assert twin_module.parser().parse_args([]).torch in image_list  # the torch line of the image's own list
+    image_list = (STUDIO / "sagemaker-distribution-4.5.0.txt").read_text().splitlines()
+    monkeypatch.syspath_prepend(str(STUDIO))  # the twin imports its siblings as a script does
+    assert _load("twin").parser().parse_args([]).torch in image_list  # the torch line of the image's own list
 
 
 # ---- what an older SDK lacks
