@@ -62,7 +62,7 @@ setup:
 endif
 
 data: setup
-	@test -f data/catalog/manifest.json || $(PY) -m helpers.data.catalog build --rows 30000 --out data/catalog
+	@test -f data/catalog/manifest.json || $(PY) -m catalog_generator build --rows 30000 --out data/catalog
 
 labs: setup data
 	$(PY) -m course.run_labs --target $(TARGET) $(SIZE) $(if $(LABS),--labs $(LABS),) $(LAB_ARGS)

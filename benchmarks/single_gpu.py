@@ -131,7 +131,7 @@ def parse_args(argv=None):
     if "titles" in a.modes and not (Path(a.data) / "train" / "labels.json").is_file():
         raise SystemExit(
             f"--data {a.data}: no catalogue there (train/labels.json). Build one with "
-            f"`python -m helpers.data.catalog build --rows 30000 --out {a.data}`"
+            f"`python -m catalog_generator build --rows 30000 --out {a.data}`"
         )
     return a
 

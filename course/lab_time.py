@@ -17,8 +17,8 @@ import sys
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from course import exercises
 from course.lab import EXERCISE_LINE, numbered_notebooks
-from helpers import exercises
 
 WORDS_PER_MINUTE = 120  # technical prose, read with care
 LINES_PER_MINUTE = 6  # code and printed output: read, not skimmed

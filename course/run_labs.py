@@ -35,9 +35,9 @@ from helpers.errors import TargetError
 from helpers.job_spec import RUNS_DIR
 from helpers.local import monitor
 from helpers.report import FIGURES_ENV, RESULT
-from helpers.standin.children import DIE_WITH_PARENT
-from helpers.standin.offline import OFFLINE_ENV_FLAG
 from helpers.targets import SAGEMAKER, local_cpu_count, resolve
+from sagemaker_standin.children import DIE_WITH_PARENT
+from sagemaker_standin.offline_account import OFFLINE_ENV_FLAG
 
 REPO_RECORD = LABS_DIR.parent / "docs" / "studio-twin.json"  # the Studio twin's last run, committed: each lab's time
 

@@ -202,6 +202,6 @@ def tag_problem(tags) -> str | None:
 
 
 def catalog_channels(catalog: str | Path = DATA_DIR / "catalog") -> dict[str, Path]:
-    """The train and validation channels of a catalogue directory built by ``helpers.data.catalog``."""
+    """The train and validation channels of a catalogue directory built by ``catalog_generator.catalog``."""
     root = Path(catalog)
     return {"train": root / "train", "validation": root / "validation"}

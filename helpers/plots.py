@@ -195,7 +195,7 @@ def _mode_colour(name: str) -> str:
 
 def input_mode_timeline(rows: list[dict], title: str = "One job per input mode"):
     """Stacked bars per mode: input staging, start to first training step, the rest; bytes fetched beside. ``rows``:
-    :func:`helpers.standin.channel_delivery.job_io` figures, each with a ``label``."""
+    :func:`sagemaker_standin.channels.job_io` figures, each with a ``label``."""
     fig, (ax, ax_bytes) = plt.subplots(1, 2, figsize=(11, 3.4), gridspec_kw={"width_ratios": [2.2, 1]})
     labels = [r["label"] for r in rows]
     staging = [r["staging_s"] for r in rows]
@@ -262,7 +262,7 @@ def input_mode_access(rows: list[dict], title: str = "Access pattern x input mod
 
 # ---------------------------------------------------------------------------------------------- lab 06: spot
 def interruption_drill(drill, title: str = "Interruption drill"):
-    """Steps against time for every launch of a :class:`~helpers.local.drill_plan.Drill` (and its reference), and
+    """Steps against time for every launch of a :class:`~helpers.local.drill_verdict.Drill` (and its reference), and
     where the time went."""
     fig, (ax, ax_bars) = plt.subplots(1, 2, figsize=(12, 3.8), gridspec_kw={"width_ratios": [2.2, 1]})
     ref_t = [h["t"] for h in drill.reference.history if h["kind"] == "train"]

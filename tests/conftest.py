@@ -27,7 +27,7 @@ os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
 @pytest.fixture(scope="session")
 def small_catalog(tmp_path_factory) -> Path:
     """A 12,000-row catalogue (every category has enough rows for the 10% split)."""
-    from helpers.data import catalog
+    from catalog_generator import catalog
 
     return catalog.build(tmp_path_factory.mktemp("data") / "catalog", rows=12000, seed=7, vocab_size=3000)
 

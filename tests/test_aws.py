@@ -17,10 +17,10 @@ from helpers.aws import account as aws
 from helpers.aws import quotas, settings, setup_errors
 from helpers.job_spec import Job
 from helpers.jobs import run_job
-from helpers.standin import offline as aws_offline
-from helpers.standin import offline_sandbox
-from helpers.standin.offline_answers import ClientErrorAnswer, ScriptedJob
 from helpers.targets import resolve
+from sagemaker_standin import offline_account as aws_offline
+from sagemaker_standin import sandbox
+from sagemaker_standin.api_answers import ClientErrorAnswer, ScriptedJob
 
 
 @pytest.fixture
@@ -34,7 +34,7 @@ def no_studio(monkeypatch, tmp_path):
 @pytest.fixture
 def fake_aws(no_studio, monkeypatch):
     monkeypatch.setattr(aws, "_quota_codes", {})  # each test finds its own quota codes
-    with offline_sandbox.offline_environment(), offline_sandbox.network_guard() as attempts:
+    with sandbox.offline_environment(), sandbox.network_guard() as attempts:
         yield aws_offline.OfflineAWS()
     assert not attempts, f"something tried the network: {attempts}"
 
@@ -166,9 +166,9 @@ def test_a_shared_login_name_is_flagged(monkeypatch):
 # ---------------------------------------------------------------------------------------------------- discovery
 def test_laptop_with_an_assumed_role(fake_aws):
     ctx = aws.discover(boto_session=fake_aws.boto_session, attendee="alice")
-    assert (ctx.where, ctx.region, ctx.account) == ("laptop", "us-east-1", offline_sandbox.ACCOUNT)
+    assert (ctx.where, ctx.region, ctx.account) == ("laptop", "us-east-1", sandbox.ACCOUNT)
     assert ctx.role_arn == fake_aws.role_arn  # found through iam:GetRole from the assumed-role identity
-    assert ctx.bucket == f"sagemaker-us-east-1-{offline_sandbox.ACCOUNT}"  # the SDK's default bucket name
+    assert ctx.bucket == f"sagemaker-us-east-1-{sandbox.ACCOUNT}"  # the SDK's default bucket name
     assert ctx.attendee == settings.Attendee("alice", "argument")
     assert list(fake_aws.summary()) == ["sts.GetCallerIdentity", "iam.GetRole", "s3.HeadBucket"]
     assert "AKIA" not in repr(ctx) and "secret" not in repr(ctx)
@@ -333,7 +333,7 @@ def test_an_offline_dry_run_does_no_role_discovery(no_studio, tmp_path, monkeypa
     monkeypatch.setattr(aws, "_role_from_caller", no_lookup)
     with aws_offline.offline() as off:
         run_job(job, resolve("ml.g5.2xlarge"), echo=False, attendee="alice")
-    assert off.request("CreateTrainingJob")["RoleArn"] == offline_sandbox.ROLE_ARN  # the placeholder, as is
+    assert off.request("CreateTrainingJob")["RoleArn"] == sandbox.ROLE_ARN  # the placeholder, as is
 
 
 def test_studio_gives_role_region_and_attendee(fake_aws, studio):
@@ -345,11 +345,11 @@ def test_studio_gives_role_region_and_attendee(fake_aws, studio):
 
 
 def test_region_comes_from_the_studio_space_when_the_session_has_none(no_studio, studio):
-    with offline_sandbox.offline_environment(), offline_sandbox.network_guard() as attempts:
+    with sandbox.offline_environment(), sandbox.network_guard() as attempts:
         os.environ.pop("AWS_DEFAULT_REGION"), os.environ.pop("AWS_REGION")  # put back on leaving the block
         off = aws_offline.OfflineAWS(region=None)
         ctx = aws.discover(boto_session=off.boto_session)
-        assert ctx.region == "eu-west-1" and ctx.bucket == f"sagemaker-eu-west-1-{offline_sandbox.ACCOUNT}"
+        assert ctx.region == "eu-west-1" and ctx.bucket == f"sagemaker-eu-west-1-{sandbox.ACCOUNT}"
         assert off.calls, "calls go through the same recording session after the region is set"
     assert not attempts
 
@@ -357,7 +357,7 @@ def test_region_comes_from_the_studio_space_when_the_session_has_none(no_studio,
 def test_an_explicit_region_overrides_the_sessions(fake_aws):
     ctx = aws.discover(boto_session=fake_aws.boto_session, region="eu-central-1", attendee="alice")
     assert ctx.region == ctx.boto_session.region_name == "eu-central-1"
-    assert ctx.bucket == f"sagemaker-eu-central-1-{offline_sandbox.ACCOUNT}"
+    assert ctx.bucket == f"sagemaker-eu-central-1-{sandbox.ACCOUNT}"
     assert fake_aws.calls_to("HeadBucket"), "the S3 client of the re-regioned session is still recorded"
 
 
@@ -365,12 +365,12 @@ def test_an_explicit_region_overrides_the_sessions(fake_aws):
     "unset, offline, error, says",
     [
         (("AWS_DEFAULT_REGION", "AWS_REGION"), {"region": None}, setup_errors.RegionError, "AWS_DEFAULT_REGION"),
-        (tuple(offline_sandbox.FAKE_CREDENTIALS), {"credentials": False}, setup_errors.NoCredentials, "aws configure"),
+        (tuple(sandbox.FAKE_CREDENTIALS), {"credentials": False}, setup_errors.NoCredentials, "aws configure"),
     ],
     ids=["no-region", "no-credentials"],
 )
 def test_no_region_or_no_credentials_is_an_error_before_any_call(no_studio, unset, offline, error, says):
-    with offline_sandbox.offline_environment(), offline_sandbox.network_guard() as attempts:
+    with sandbox.offline_environment(), sandbox.network_guard() as attempts:
         for key in unset:  # offline_environment set each of them, and puts them back afterwards
             os.environ.pop(key)
         off = aws_offline.OfflineAWS(**offline)
@@ -600,7 +600,7 @@ def _create(
     """A training job as the helpers launch it: tagged with its attendee (the name's first word unless given)."""
     session.client("sagemaker").create_training_job(
         TrainingJobName=name,
-        RoleArn=offline_sandbox.ROLE_ARN,
+        RoleArn=sandbox.ROLE_ARN,
         AlgorithmSpecification={"TrainingImage": "img", "TrainingInputMode": "File"},
         OutputDataConfig={"S3OutputPath": "s3://b/out"},
         ResourceConfig={"InstanceType": instance_type, "InstanceCount": count, "VolumeSizeInGB": 30},

@@ -9,9 +9,10 @@ import shutil
 import pytest
 from conftest import REPO
 
+from catalog_generator import catalog
+from catalog_generator.titles import Row
 from course import manifest
-from helpers.data import baseline, catalog, catalog_files
-from helpers.data.titles import Row
+from helpers.data import baseline, catalog_files
 from helpers.planning import instances
 
 DATA = REPO / "data" / "catalog"

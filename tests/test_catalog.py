@@ -13,7 +13,8 @@ from collections import Counter
 import pytest
 from conftest import REPO
 
-from helpers.data import catalog, catalog_files, taxonomy, titles
+from catalog_generator import catalog, taxonomy, titles
+from helpers.data import catalog_files
 from helpers.data.catalog_files import CatalogError
 
 
@@ -107,7 +108,7 @@ def test_the_tokenizer_is_the_same_from_one_process_to_the_next():
     a test's catalogue, and what a model learns from it, changed from run to run. Two fresh processes, one answer;
     and every word-inner piece listed up front is an ordinary token, not a special one."""
     script = (
-        "from helpers.data import catalog, titles\n"
+        "from catalog_generator import catalog, titles\n"
         "rows = [r.title for r in titles.generate_rows(4000, 7, 0)]\n"
         "print(catalog.train_tokenizer(rows, 1500).to_str())\n"
     )

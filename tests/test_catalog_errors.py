@@ -1,4 +1,4 @@
-"""Bad catalogue input, on both sides: ``helpers.data.catalog`` (building, loading, the pre-launch channel check)
+"""Bad catalogue input, on both sides: ``catalog_generator.catalog`` (building, loading, the pre-launch channel check)
 and the container's ``catalog_data`` — a clear error naming the file and the fix, before anything is written or
 launched."""
 
@@ -13,7 +13,8 @@ import sys
 import pytest
 from conftest import REPO
 
-from helpers.data import catalog, catalog_files
+from catalog_generator import catalog
+from helpers.data import catalog_files
 from helpers.data.catalog_files import CatalogError
 
 from catalog_data import DataError, read_channel, read_labels  # noqa: E402
@@ -39,7 +40,7 @@ def make_channel(root, rows=ROWS, labels=LABELS, encoding="utf-8"):
 
 
 def cli(*argv):
-    """``python -m helpers.data.catalog`` in this process: (exit code, its message)."""
+    """``python -m catalog_generator`` in this process: (exit code, its message)."""
     with pytest.raises(SystemExit) as e:
         catalog.main([str(a) for a in argv])
     return e.value.code
@@ -53,7 +54,7 @@ def test_out_directory_that_is_not_a_catalogue_is_refused_untouched(tmp_path):
     out.mkdir()
     (out / "holiday.jpg").write_bytes(b"\xff\xd8 precious")
     code = cli("from-csv", src, "--out", out, "--vocab-size", 100)
-    assert code.startswith("error: --out ") and "not a catalogue written by helpers.data.catalog" in code
+    assert code.startswith("error: --out ") and "not a catalogue written by catalog_generator.catalog" in code
     assert "\n" not in code and "new directory" in code
     assert [p.name for p in out.iterdir()] == ["holiday.jpg"]
     assert (out / "holiday.jpg").read_bytes() == b"\xff\xd8 precious"
@@ -64,7 +65,7 @@ def test_out_with_someone_elses_manifest_is_refused(tmp_path):
     out = tmp_path / "webapp"
     out.mkdir()
     (out / "manifest.json").write_text('{"name": "my app", "icons": []}')
-    with pytest.raises(CatalogError, match="not a catalogue written by helpers.data.catalog"):
+    with pytest.raises(CatalogError, match="not a catalogue written by catalog_generator.catalog"):
         catalog.build(out, rows=12000, vocab_size=100)
     assert [p.name for p in out.iterdir()] == ["manifest.json"]
 
@@ -103,7 +104,7 @@ def test_csv_not_in_utf8_names_file_line_byte_and_iconv(tmp_path, encoding, titl
 def test_from_csv_command_reports_a_cp949_file_in_one_line_without_traceback(tmp_path):
     src = write_csv(tmp_path / "mine.csv", ROWS, encoding="cp949")
     done = subprocess.run(
-        [sys.executable, "-m", "helpers.data.catalog", "from-csv", str(src), "--out", str(tmp_path / "o")],
+        [sys.executable, "-m", "catalog_generator.catalog", "from-csv", str(src), "--out", str(tmp_path / "o")],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -142,7 +143,7 @@ def test_broken_labels_json_names_the_file_and_the_rebuild(tmp_path, case):
     (tmp_path / "cat" / "manifest.json").write_text('{"source": "generator"}')
     labels = train / "labels.json"
     labels.unlink() if text is None else labels.write_text(text, encoding="utf-8")
-    expected = rf"{re.escape(str(labels))}: {problem}.*python -m helpers.data.catalog build"
+    expected = rf"{re.escape(str(labels))}: {problem}.*python -m catalog_generator build"
     with pytest.raises(CatalogError, match=expected):
         catalog_files.load_split(tmp_path / "cat")
     with pytest.raises(DataError, match=expected):

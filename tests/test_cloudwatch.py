@@ -12,8 +12,8 @@ import pytest
 matplotlib.use("Agg")
 
 from helpers.aws import cloudwatch
-from helpers.standin import offline as aws_offline  # noqa: E402
-from helpers.standin import offline_sandbox
+from sagemaker_standin import offline_account as aws_offline  # noqa: E402
+from sagemaker_standin import sandbox
 
 JOB = "alice-lab07-fixed-20261122120000"  # <attendee>-<lab job name>-<YYYYmmddHHMMSS>, as ModelTrainer names it
 NOW = dt.datetime.now(dt.timezone.utc)
@@ -44,7 +44,7 @@ def describe(params, start: dt.datetime = T0):
         "ResourceConfig": {"InstanceType": "ml.g5.12xlarge", "InstanceCount": 2, "VolumeSizeInGB": 50},
         "AlgorithmSpecification": {"TrainingInputMode": "File", "TrainingImage": "img"},
         "ModelArtifacts": {"S3ModelArtifacts": "s3://b/m.tar.gz"},
-        "RoleArn": offline_sandbox.ROLE_ARN,
+        "RoleArn": sandbox.ROLE_ARN,
         "StoppingCondition": {"MaxRuntimeInSeconds": 3600},
         "OutputDataConfig": {"S3OutputPath": "s3://b/o"},
     }
@@ -102,7 +102,7 @@ def recorded():
 
 
 def test_metrics_are_fetched_per_host_and_read_per_unit(recorded):
-    with offline_sandbox.network_guard() as attempts:
+    with sandbox.network_guard() as attempts:
         m = cloudwatch.job_metrics(JOB, session=recorded)
     assert not attempts
     assert m.instance_type == "ml.g5.12xlarge" and m.hosts == ["algo-1", "algo-2"]

@@ -14,7 +14,7 @@ from conftest import TINY
 
 from helpers.job_spec import Job, catalog_channels, parse_metric_line
 from helpers.jobs import on_sagemaker
-from helpers.local import drill, drill_plan
+from helpers.local import drill, drill_verdict
 from helpers.local.runner import LocalRunner
 from helpers.planning import spot
 from helpers.targets import resolve
@@ -33,7 +33,7 @@ DRILL = {
 }
 
 
-def check_segments(d: drill_plan.Drill, every: int, forwarded: bool = False) -> None:
+def check_segments(d: drill_verdict.Drill, every: int, forwarded: bool = False) -> None:
     """Each launch but the last was stopped mid-run by its interruption, and the next resumed where it should."""
     total = d.reference.metrics["steps"]
     assert d.segments[-1].status == "Completed" and d.segments[-1].last_step == total
@@ -83,7 +83,7 @@ def test_sigterm_and_sigkill_at_random_steps_resume_bit_identically(small_catalo
 def test_ddp_run_with_a_forwarded_sigterm_resumes_bit_identically(small_catalog, tmp_path):
     """The best case: SIGTERM reaches both ranks, which agree on a step, save there and leave."""
     job = Job("drill-ddp", DRILL, catalog_channels(small_catalog), processes_per_host=2)
-    plan = [drill_plan.Interruption(9, "SIGTERM"), drill_plan.Interruption(21, "SIGKILL")]
+    plan = [drill_verdict.Interruption(9, "SIGTERM"), drill_verdict.Interruption(21, "SIGKILL")]
     d = drill.run_drill(job, resolve("local_cpu"), plan=plan, runs_dir=tmp_path, forward_sigterm=True)
     check_segments(d, DRILL["checkpoint_every"], forwarded=True)
     assert len(d.segments) == 3
@@ -113,12 +113,12 @@ def test_two_ranks_killed_three_times_mid_run_resume_bit_identically(small_catal
 @pytest.mark.long  # a whole drill (about 14 s): make long-check
 def test_a_drill_whose_interruptions_do_not_interrupt_fails(small_catalog, tmp_path, monkeypatch):
     """As when a kill reached only torchrun and its workers trained on: the drill must not report success."""
-    from helpers.standin.local_job import LocalJob
+    from helpers.local.containers import LocalJob
 
     monkeypatch.setattr(LocalJob, "kill", lambda self, host=None: None)  # the signal goes nowhere
     job = Job("drill-vacuous", DRILL, catalog_channels(small_catalog), processes_per_host=1)
-    with pytest.raises(drill_plan.DrillFailed, match="the signal did not stop it"):
-        drill.run_drill(job, resolve("local_cpu"), plan=[drill_plan.Interruption(7, "SIGKILL")], runs_dir=tmp_path)
+    with pytest.raises(drill_verdict.DrillFailed, match="the signal did not stop it"):
+        drill.run_drill(job, resolve("local_cpu"), plan=[drill_verdict.Interruption(7, "SIGKILL")], runs_dir=tmp_path)
 
 
 def _worker_of_rank(launcher_pid: int, rank: int):
@@ -196,15 +196,15 @@ def test_sigterm_to_one_rank_stops_every_rank_at_the_same_step(small_catalog, tm
 
 
 def test_interruption_plan_is_random_but_reproducible():
-    plan = drill_plan.plan_interruptions(40, 4, seed=5)
-    assert plan == drill_plan.plan_interruptions(40, 4, seed=5) != drill_plan.plan_interruptions(40, 4, seed=6)
+    plan = drill_verdict.plan_interruptions(40, 4, seed=5)
+    assert plan == drill_verdict.plan_interruptions(40, 4, seed=5) != drill_verdict.plan_interruptions(40, 4, seed=6)
     steps = [i.step for i in plan]
     assert steps == sorted(steps) and all(b - a >= 1 for a, b in zip(steps, steps[1:])) and 2 <= steps[0]
     assert steps[-1] < 40 and sorted(i.signal for i in plan) == ["SIGKILL", "SIGKILL", "SIGTERM", "SIGTERM"]
     with pytest.raises(ValueError, match="do not fit"):
-        drill_plan.plan_interruptions(10, 8)
+        drill_verdict.plan_interruptions(10, 8)
     with pytest.raises(ValueError, match="kinds"):
-        drill_plan.plan_interruptions(40, 2, kinds=("SIGHUP",))
+        drill_verdict.plan_interruptions(40, 2, kinds=("SIGHUP",))
 
 
 def test_drill_refuses_a_job_that_does_not_checkpoint_before_launching(tmp_path):

@@ -1,4 +1,4 @@
-"""The event's clean-up and an attendee's own role (helpers/aws/room.py, helpers/aws/account.py), against a
+"""The event's clean-up and an attendee's own role (course/event/room.py, helpers/aws/account.py), against a
 stand-in for boto3 whose every call is validated against botocore's service model (none is sent): warm pools are
 released with KeepAlivePeriodInSeconds=0 (nothing else ends one early), the room's Studio apps of every type are
 deleted in spaces and under profiles, the Studio log group goes too, and a laptop finds its attendee's own job role
@@ -11,7 +11,8 @@ import pytest
 from botocore.exceptions import ClientError
 from botocore.validate import validate_parameters
 
-from helpers.aws import account, room
+from course.event import room
+from helpers.aws import account
 from helpers.aws.setup_errors import RoleError
 
 MODELS = botocore.session.get_session()

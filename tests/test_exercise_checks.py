@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from helpers.exercises import evaluate
+from course.exercises import evaluate
 from helpers.planning import instances
 
 GIB = 2**30
@@ -227,7 +227,7 @@ def test_check(id, answers, status, words):
 
 
 def test_lab07_answers_that_overrun_the_cores_are_wrong_before_anything_is_measured():
-    from helpers.exercises import lab07
+    from course.exercises import lab07
 
     answers = _loader(2, True, 2, ratio=1.46)  # the answer a learner once got "right" for, on a 1-core budget
     assert not lab07.fits(2, 2, cores=1) and lab07.fits(0, 1, cores=1) and not lab07.fits("2", 1, cores=4)

@@ -10,8 +10,7 @@ import json
 import pytest
 from conftest import REPO
 
-from course import lab, manifest
-from helpers import exercises
+from course import exercises, lab, manifest
 
 LABS = [one.notebook for one in manifest.LABS]  # every registered lab (tests/test_registries.py)
 

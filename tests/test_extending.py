@@ -140,7 +140,7 @@ STEM = "09_throwaway"
 RECIPE_FILES = {  # docs/extending.md's six files of "A new lab", for lab 09
     "course/manifest.py",
     f"labs/{STEM}.ipynb",
-    "helpers/exercises/lab09.py",
+    "course/exercises/lab09.py",
     f"labs/solutions/{STEM}.py",
     "README.md",
     "docs/facilitator.md",
@@ -167,9 +167,10 @@ SETUP = (
     "except ModuleNotFoundError:  # a kernel started elsewhere (papermill from the repository's root): the helpers "
     "themselves\n"
     "    import helpers  # noqa: F401 - missing? `make studio` in SageMaker Studio, `make` on a laptop (README)\n"
-    "from helpers import exercises, jobs, report\n\n"
+    "from course import exercises\n",
+    "from helpers import jobs, report\n\n"
     "jobs.write_runs_under(runs_dir)\n"
-    'report.says("The workshop has {labs} labs.", headline=True, labs=9)'
+    'report.says("The workshop has {labs} labs.", headline=True, labs=9)',
 )
 
 
@@ -242,9 +243,9 @@ def follow_the_lab_recipe(root: Path) -> None:
     )
     edit(manifest, "_LAB_08)", "_LAB_08, _LAB_09)")
     (root / f"labs/{STEM}.ipynb").write_text(json.dumps(notebook(), indent=1) + "\n", encoding="utf-8")  # 2.
-    (root / "helpers/exercises/lab09.py").write_text(  # 3. its exercise's check
+    (root / "course/exercises/lab09.py").write_text(  # 3. its exercise's check
         '"""Lab 09\'s exercise: count the labs."""\n\nfrom __future__ import annotations\n\n'
-        "from helpers.exercises import exercise, expect\n\n\n"
+        "from course.exercises import exercise, expect\n\n\n"
         '@exercise("09.1", "Count the labs", minutes=1)\ndef count_the_labs(labs):\n'
         '    """The learner counts the README\'s rows."""\n'
         '    expect(labs == 9, "count the rows of the README\'s table of labs.")\n'

@@ -19,8 +19,8 @@ from course.facilitator.tables import money
 from course.manifest import registered
 from helpers.aws import account, settings, setup_errors
 from helpers.planning import instances
-from helpers.standin import offline as aws_offline
-from helpers.standin import offline_sandbox
+from sagemaker_standin import offline_account as aws_offline
+from sagemaker_standin import sandbox
 
 GUIDE = REPO / "docs" / "facilitator.md"
 TEMPLATE = REPO / "infra" / "workshop-account.yaml"
@@ -189,7 +189,7 @@ def test_the_helpers_accept_the_stack_s_outputs():
 
 
 def test_stack_exports_reads_the_stack_offline():
-    with offline_sandbox.offline_environment(), offline_sandbox.network_guard() as attempts:
+    with sandbox.offline_environment(), sandbox.network_guard() as attempts:
         fake = aws_offline.OfflineAWS()
         fake.respond(
             "DescribeStacks",
@@ -214,7 +214,7 @@ def test_stack_exports_reads_the_stack_offline():
 
 
 def test_stored_objects_lists_then_deletes_only_this_attendee_s(no_studio, monkeypatch):
-    with offline_sandbox.offline_environment(), offline_sandbox.network_guard() as attempts:
+    with sandbox.offline_environment(), sandbox.network_guard() as attempts:
         fake = aws_offline.OfflineAWS()
         for key in ("alice/source/a.tar.gz", "alice/lab02/output/model.tar.gz", "alice-smith/x", "bob/y"):
             fake._put("event-bucket", key, 1000)

@@ -22,9 +22,9 @@ from course.manifest import registered
 from helpers.aws import account, quotas
 from helpers.aws.preflight import LaunchOptions
 from helpers.planning import instances
-from helpers.standin import offline as aws_offline
-from helpers.standin import offline_sandbox
-from helpers.standin.offline_answers import ScriptedJob
+from sagemaker_standin import offline_account as aws_offline
+from sagemaker_standin import sandbox
+from sagemaker_standin.api_answers import ScriptedJob
 
 GUIDE = REPO / "docs" / "facilitator.md"
 GENERATED = re.compile(r"<!-- generated:([\w-]+) -->\n.*?<!-- /generated:\1 -->", re.S)
@@ -180,7 +180,7 @@ def test_the_day_before_checks_cover_every_quota(monkeypatch):
         per_type = [n for _, _, n, _, t, s in needs if t and s == spot]
         assert not wide or max(per_type) >= wide[0]  # check_quota checks the account-wide one with that count
     monkeypatch.setattr(account, "_quota_codes", {})
-    with offline_sandbox.offline_environment(), offline_sandbox.network_guard() as attempts:
+    with sandbox.offline_environment(), sandbox.network_guard() as attempts:
         fake = aws_offline.OfflineAWS()
         monkeypatch.setattr(boto3, "Session", lambda *a, **k: fake.boto_session)
         exec(workshop.quota_check_code(), {})
@@ -204,7 +204,7 @@ def test_the_demo_launch_is_a_call_the_lab_s_names_and_run_job_take():
 
 def test_the_room_code_shows_the_demo_s_log_and_billable_seconds(monkeypatch):
     name = "facilitator-lab01-single-20261201090000"
-    with offline_sandbox.offline_environment(), offline_sandbox.network_guard() as attempts:
+    with sandbox.offline_environment(), sandbox.network_guard() as attempts:
         fake = aws_offline.OfflineAWS()
         fake.jobs[name] = {
             "OutputDataConfig": {"S3OutputPath": "s3://event-bucket/facilitator/lab01"},

@@ -140,7 +140,7 @@ def test_cells_run_again_after_the_clean_up_are_refused_instead_of_leaving_a_fol
     """Lab 05's clean-up cell releases its folder; a job or a store cell run after it would make the folder anew
     without its lock (115 MB stayed that no later run removed). They are refused, saying to run the set-up cell."""
     from helpers.local.runner import LocalRunner
-    from helpers.standin.objectstore import ObjectStore
+    from sagemaker_standin.objectstore import ObjectStore
 
     lab = folders.own_folder(tmp_path, prefix="lab05-")
     (lab / "jobs").mkdir()

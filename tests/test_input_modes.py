@@ -14,19 +14,19 @@ from pathlib import Path
 import pytest
 from conftest import TINY
 
+from catalog_generator import catalog
 from helpers import jobs
 from helpers.aws import input_modes as aws_input_modes
 from helpers.checks import findings
-from helpers.data import catalog
 from helpers.errors import JobCheckError
 from helpers.input_mode import MODES
 from helpers.job_spec import Job
 from helpers.jobs import on_sagemaker
-from helpers.standin import channel_delivery as input_modes
-from helpers.standin import fastfile, fastfile_shim, objectstore, ports
-from helpers.standin.channel_delivery import InputModeError
-from helpers.standin.local_job import LocalJob
+from helpers.local.containers import LocalJob
 from helpers.targets import Target, resolve
+from sagemaker_standin import channels as input_modes
+from sagemaker_standin import fastfile, objectstore, ports, streamed_open
+from sagemaker_standin.channels import InputModeError
 
 pytestmark = pytest.mark.slow  # every test here starts a store, a job or a training run
 
@@ -145,8 +145,8 @@ def test_fastfile_streams_ranges_reads_ahead_in_order_and_starts_again_after_a_j
     try:
         server.present("train", BUCKET, [("big.bin", objects[0])], tmp_path / "ch", tmp_path / "scratch")
         path = str((tmp_path / "ch" / "big.bin").resolve())
-        reader = fastfile_shim.ReadThrough(server.address, [str(tmp_path / "ch")])
-        with io.BufferedReader(fastfile_shim.StreamedFile(path, reader), 1 << 20) as f:
+        reader = streamed_open.ReadThrough(server.address, [str(tmp_path / "ch")])
+        with io.BufferedReader(streamed_open.StreamedFile(path, reader), 1 << 20) as f:
             assert f.read(1 << 20) == blob[: 1 << 20]
             assert f.read(1 << 20) == blob[1 << 20 : 2 << 20]  # in order: 8 times further ahead
             f.seek(15 << 20)  # a jump: the window starts again at the first size

@@ -13,8 +13,8 @@ from datetime import datetime
 import pytest
 
 from helpers.job_spec import Job
+from helpers.local.containers import Clock
 from helpers.local.runner import LocalRunner, run_name
-from helpers.standin.local_job import Clock
 from helpers.targets import Target
 
 pytestmark = pytest.mark.slow  # every test here starts a store, a job or a training run

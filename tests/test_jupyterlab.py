@@ -17,7 +17,7 @@ import urllib.request
 import pytest
 from conftest import REPO
 
-from helpers.standin.ports import free_ports
+from sagemaker_standin.ports import free_ports
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 TOKEN = "workshop-browser-test"

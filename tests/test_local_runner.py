@@ -18,8 +18,8 @@ from helpers.job_spec import Job, catalog_channels, parse_metric_line
 from helpers.jobs import run_job
 from helpers.local import runner as local_runner
 from helpers.local.runner import JobFailed, LocalRunner
-from helpers.standin.ports import free_ports
 from helpers.targets import Target, resolve
+from sagemaker_standin.ports import free_ports
 
 CPU = Target("local_cpu", "local_cpu", 0, 2)
 
@@ -106,7 +106,7 @@ def test_two_hosts_get_their_own_directories_and_ranks(runner, probe_dir, small_
 
 def test_missing_channel_fails_before_anything_is_written(runner, tmp_path):
     job = Job("nochan", {}, {"train": tmp_path / "nowhere"})
-    with pytest.raises(JobCheckError, match="channel 'train'.*missing or empty.*helpers.data.catalog build"):
+    with pytest.raises(JobCheckError, match="channel 'train'.*missing or empty.*catalog_generator.catalog build"):
         runner.run(job, CPU)
     assert not (tmp_path / "jobs").exists()
 

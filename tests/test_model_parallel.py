@@ -11,7 +11,7 @@ import torch
 from conftest import run_script
 
 from helpers.planning import memory
-from helpers.standin.ports import free_port
+from sagemaker_standin.ports import free_port
 
 import sharded_checkpoint  # noqa: E402  (the container's checkpoint loader)
 import tensor_parallel  # noqa: E402

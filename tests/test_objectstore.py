@@ -15,11 +15,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from helpers.data import catalog
-from helpers.standin import objectstore, store_client
-from helpers.standin.objectstore import ObjectStore
-from helpers.standin.ports import free_ports
-from helpers.standin.store_client import ObjectStoreError, S3Uri
+from catalog_generator import catalog
+from sagemaker_standin import objectstore, store_client
+from sagemaker_standin.objectstore import ObjectStore
+from sagemaker_standin.ports import free_ports
+from sagemaker_standin.store_client import ObjectStoreError, S3Uri
 
 pytestmark = pytest.mark.slow  # every test here starts a store, a job or a training run
 
@@ -92,8 +92,8 @@ def test_stop_ends_the_process_and_removes_its_sockets(tmp_path):
 
 STARTER = textwrap.dedent("""
     import sys, time
-    from helpers.standin.objectstore import ObjectStore
-    from helpers.standin.s3_profile import AWS_S3
+    from sagemaker_standin.objectstore import ObjectStore
+    from sagemaker_standin.s3_profile import AWS_S3
     store = ObjectStore(sys.argv[1], profile=AWS_S3).start()
     print(store.proc.pid, store.throttle.proc.pid, *store.ports.values(), flush=True)
     if sys.argv[2] == "raise":
@@ -162,7 +162,7 @@ def test_weed_in_the_user_scripts_folder_is_found_with_it_off_path(tmp_path):
     """SageMaker Distribution 4.0 to 4.3: `pip install --user` puts weed in ~/.local/bin, which PATH lacks."""
     python, user_base = _bare_python(tmp_path), tmp_path / "home" / ".local"
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home"), "PYTHONUSERBASE": str(user_base)}
-    ask = "from helpers.standin import objectstore as o\ntry: print(o.weed_binary())\nexcept Exception as e: print(e)"
+    ask = "from sagemaker_standin import objectstore as o\ntry: print(o.weed_binary())\nexcept Exception as e: print(e)"
 
     def found() -> str:
         done = subprocess.run([python, "-c", ask], env=env, capture_output=True, text=True, cwd=tmp_path, check=True)

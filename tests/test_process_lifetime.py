@@ -77,7 +77,7 @@ def test_a_failed_job_leaves_no_process_behind(probe_dir, small_catalog, tmp_pat
 # for that child to end, here by itself after half a second, instead of returning while it lives
 MISSED_CHILD = textwrap.dedent("""
     import os, subprocess, time
-    from helpers.standin import container_init
+    from sagemaker_standin import container_init
     container_init.descendants = lambda root: []
     child = subprocess.Popen(["sleep", "0.5"])
     t0 = time.monotonic()
@@ -108,7 +108,7 @@ KERNEL = textwrap.dedent("""
     from pathlib import Path
     from helpers.job_spec import Job, catalog_channels
     from helpers.local.runner import LocalRunner
-    from helpers.standin.objectstore import ObjectStore
+    from sagemaker_standin.objectstore import ObjectStore
     from helpers.targets import resolve
 
     catalog, runs, mode = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]

@@ -30,8 +30,8 @@ from helpers.contract import HostConfig
 from helpers.job_spec import Job, catalog_channels, parse_metric_line
 from helpers.jobs import run_job
 from helpers.local.runner import LocalRunner
-from helpers.standin.offline import OfflineAWS
 from helpers.targets import local_cpu_count, resolve
+from sagemaker_standin.offline_account import OfflineAWS
 
 VENV = Path(sys.prefix)
 TARGET = "ml.g5.2xlarge"  # lab 01's real target: one GPU, so the SDK's basic script driver

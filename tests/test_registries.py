@@ -18,17 +18,17 @@ import re
 import pytest
 from conftest import REPO
 
-from course import lab, lab_time, manifest
-from helpers import exercises, input_mode
+from course import exercises, lab, lab_time, manifest
+from course.exercises import lab05
+from helpers import input_mode
 from helpers.aws import input_modes as aws_input_modes
 from helpers.checks import common_rules, target_rules
 from helpers.checks.findings import Where
-from helpers.exercises import lab05
 from helpers.job_spec import DATA_DIR, Job
 from helpers.jobs import on_sagemaker
 from helpers.planning import cost, instances, memory, scaling, spot
-from helpers.standin import channel_delivery as local_input_modes
 from helpers.targets import Target, resolve
+from sagemaker_standin import channels as local_input_modes
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
 
@@ -37,7 +37,7 @@ README = (REPO / "README.md").read_text(encoding="utf-8")
 def per_lab_tables() -> dict[str, set[str]]:
     """Every per-lab table outside the manifest, as the lab numbers it names."""
     return {
-        "exercises (helpers/exercises/labNN.py)": {id.split(".")[0] for id in exercises.registry()},
+        "exercises (course/exercises/labNN.py)": {id.split(".")[0] for id in exercises.registry()},
         "reference answers (labs/solutions/)": {p.name[:2] for p in lab.SOLUTIONS_DIR.glob("[0-9][0-9]_*.py")},
         "the README's table of labs": set(re.findall(r"^\| `(\d\d)_\w+` \|", README, re.M)),
     }

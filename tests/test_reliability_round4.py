@@ -26,8 +26,8 @@ from course import run_labs
 from helpers.job_spec import DATA_DIR, Job
 from helpers.local import failures
 from helpers.local.runner import LocalRunner
-from helpers.standin.objectstore import ObjectStore
 from helpers.targets import resolve
+from sagemaker_standin.objectstore import ObjectStore
 
 REPO = Path(__file__).resolve().parents[1]
 

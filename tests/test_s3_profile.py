@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from helpers.standin import channel_delivery as input_modes
-from helpers.standin import store_client
-from helpers.standin.objectstore import ObjectStore
-from helpers.standin.s3_profile import AWS_S3, S3Profile
+from sagemaker_standin import channels as input_modes
+from sagemaker_standin import store_client
+from sagemaker_standin.objectstore import ObjectStore
+from sagemaker_standin.s3_profile import AWS_S3, S3Profile
 
 pytestmark = pytest.mark.slow  # every test here starts a store, a job or a training run
 

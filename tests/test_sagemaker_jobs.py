@@ -1,7 +1,7 @@
 """A lab's Job as a SageMaker training job, built by SDK v3's ModelTrainer and checked offline.
 
 Every request below is the one the SDK really produced: botocore validated it against the SageMaker service model
-and ``helpers.standin.offline`` answered it instead of sending it. Each test runs inside a block that fails the test if
+and ``sagemaker_standin.offline_account`` answered it instead of sending it. Each test runs inside a block that fails the test if
 anything tried the network (even where a library swallowed the error), with SDK telemetry off.
 """
 
@@ -38,13 +38,13 @@ from helpers.checks.findings import UnsupportedFeature
 from helpers.errors import JobCheckError
 from helpers.job_spec import METRIC_NAMES, SOURCE_DIR, Job
 from helpers.planning import cost, instances
-from helpers.standin import offline as aws_offline
-from helpers.standin import offline_sandbox
-from helpers.standin.offline_answers import ClientErrorAnswer, ScriptedJob
 from helpers.targets import resolve
+from sagemaker_standin import offline_account as aws_offline
+from sagemaker_standin import sandbox
+from sagemaker_standin.api_answers import ClientErrorAnswer, ScriptedJob
 
-ROLE = offline_sandbox.ROLE_ARN
-BUCKET = offline_sandbox.BUCKET
+ROLE = sandbox.ROLE_ARN
+BUCKET = sandbox.BUCKET
 
 
 @pytest.fixture
@@ -83,9 +83,9 @@ def fake_aws(no_studio, monkeypatch):
     """The launch path: a boto3 session with (fake) credentials that sagemaker_jobs treats as real AWS."""
     monkeypatch.setattr(aws, "_quota_codes", {})  # quota codes a test scripted stay in that test
     with (
-        offline_sandbox.offline_environment(),
-        offline_sandbox.network_guard() as attempts,
-        offline_sandbox.config_validated_once(),
+        sandbox.offline_environment(),
+        sandbox.network_guard() as attempts,
+        sandbox.config_validated_once(),
     ):
         yield aws_offline.OfflineAWS()
     assert not attempts, f"something tried the network: {attempts}"
@@ -302,7 +302,7 @@ def test_the_sdk_pitfall_a_plain_string_source_is_file_mode(offline):
         compute=Compute(instance_type="ml.g5.2xlarge"),
         input_data_config=[InputData(channel_name="train", data_source="s3://b/train/")],
     )
-    with offline_sandbox.config_validated_once():
+    with sandbox.config_validated_once():
         trainer.train(wait=False, logs=False)
     assert channel(offline.request("CreateTrainingJob"), "train")["InputMode"] == "File"
 
@@ -501,8 +501,8 @@ def test_a_dry_run_with_an_account_not_ready_to_launch_still_shows_the_request(f
 
 def test_headless_without_credentials_the_dry_run_uses_placeholders(no_studio, data, capsys):
     """No offline block, no credentials: the learner still sees the request, and what a launch will need."""
-    with offline_sandbox.offline_environment(), offline_sandbox.network_guard() as attempts:
-        for key in offline_sandbox.FAKE_CREDENTIALS:  # offline_environment puts them back afterwards
+    with sandbox.offline_environment(), sandbox.network_guard() as attempts:
+        for key in sandbox.FAKE_CREDENTIALS:  # offline_environment puts them back afterwards
             os.environ.pop(key)
         d = jobs.run_job(Job("lab01-single", {}, data), resolve("ml.g5.2xlarge"), attendee="alice")
     assert not attempts
@@ -662,7 +662,7 @@ def test_a_malformed_data_file_is_refused_before_any_upload(offline, data):
 
 
 def test_missing_channel_directory(offline, tmp_path):
-    with pytest.raises(findings.ChannelError, match="helpers.data.catalog build"):
+    with pytest.raises(findings.ChannelError, match="catalog_generator.catalog build"):
         dry(Job("lab-x", {}, {"train": tmp_path / "nowhere"}), "ml.g5.2xlarge")
     assert offline.calls == []
 
@@ -697,8 +697,8 @@ def test_budget_from_the_environment(fake_aws, data, monkeypatch):
 
 
 def test_no_credentials_refuses_before_any_call(no_studio, data):
-    with offline_sandbox.offline_environment(), offline_sandbox.network_guard() as attempts:
-        for key in offline_sandbox.FAKE_CREDENTIALS:
+    with sandbox.offline_environment(), sandbox.network_guard() as attempts:
+        for key in sandbox.FAKE_CREDENTIALS:
             os.environ.pop(key)  # offline_environment puts them back afterwards
         off = aws_offline.OfflineAWS(credentials=False)
         with pytest.raises(setup_errors.NoCredentials, match="aws configure"):

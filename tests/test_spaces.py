@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from course import spaces
-from helpers.standin.offline import OfflineAWS
+from sagemaker_standin.offline_account import OfflineAWS
 
 DOMAIN = "d-abc123example"
 IMAGE = "arn:aws:sagemaker:us-east-1:081325390199:image/sagemaker-distribution-cpu"

@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 
 from helpers.job_spec import Job
-from helpers.standin.channel_delivery import InputModeError
-from helpers.standin.local_job import LocalJob
-from helpers.standin.objectstore import ObjectStore
-from helpers.standin.s3_profile import S3Profile
+from helpers.local.containers import LocalJob
 from helpers.targets import Target
+from sagemaker_standin.channels import InputModeError
+from sagemaker_standin.objectstore import ObjectStore
+from sagemaker_standin.s3_profile import S3Profile
 
 pytestmark = pytest.mark.slow  # every test here starts a store, a job or a training run
 
@@ -219,7 +219,7 @@ def test_file_mode_store_dies_while_staging(store, runner, probe_dir):
 def test_describing_a_connection_error_never_raises():
     from botocore.exceptions import EndpointConnectionError
 
-    from helpers.standin.store_client import describe_failure
+    from sagemaker_standin.store_client import describe_failure
 
     err = EndpointConnectionError(endpoint_url="http://127.0.0.1:1")
     err.response = None  # what botocore's connection errors carry

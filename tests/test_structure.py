@@ -4,7 +4,7 @@
   beside them (no two import each other, directly or around a loop);
 - ``helpers`` (the learner's) never imports ``course`` (the course machinery beside it);
 - ``helpers.local`` (this machine) never imports ``helpers.aws`` (a real account), and the stand-in for SageMaker
-  (``helpers.standin``) imports neither;
+  (``sagemaker_standin``) imports neither;
 - an import inside a function is for an optional third-party package only: a helpers module that needs another
   imports it at the top, where a cycle would show at once;
 - every error class the helpers define derives from ``helpers.errors.WorkshopError``;
@@ -148,7 +148,7 @@ def test_the_local_runner_never_imports_the_aws_side():
 
 def test_the_stand_in_imports_neither_the_runner_nor_the_aws_side():
     """The stand-in plays SageMaker's part; the learner's side (runner, request builder) calls it, never the reverse."""
-    assert not crossings("helpers.standin", ("helpers.local", "helpers.aws", "helpers.jobs", "helpers.checks"))
+    assert not crossings("sagemaker_standin", ("helpers.local", "helpers.aws", "helpers.jobs", "helpers.checks"))
 
 
 def test_helpers_import_each_other_at_the_top():
@@ -163,7 +163,7 @@ def test_helpers_import_each_other_at_the_top():
 
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_every_error_the_helpers_define_is_a_workshop_error(name):
-    if name == "helpers.standin.container_init":
+    if name == "sagemaker_standin.container_init":
         pytest.skip("a standalone script run as a job's first process; it raises nothing of its own")
     module = importlib.import_module(name)
     errors = [

@@ -496,7 +496,7 @@ def test_a_core_that_builds_its_own_botocore_session_calls_through_the_trainer_s
     import boto3
     from sagemaker.core.utils import utils as core_utils
 
-    from helpers.standin.offline import OfflineAWS
+    from sagemaker_standin.offline_account import OfflineAWS
 
     class OwnSession(metaclass=core_utils.SingletonMeta):  # as 2.13.1-2.17.0's SageMakerClient.__init__ does
         def __init__(self, session=None, region_name=None):

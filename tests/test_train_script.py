@@ -10,7 +10,7 @@ import pytest
 from conftest import REPO, TINY, run_script
 
 from helpers.job_spec import METRIC_DEFINITIONS, parse_metric_line
-from helpers.standin.ports import free_port
+from sagemaker_standin.ports import free_port
 
 import options  # noqa: E402  (the container's options: str2bool and its spellings)
 import ranks  # noqa: E402  (the container's rank, device and precision)

@@ -141,7 +141,7 @@ def discover(
             "no AWS credentials found. In SageMaker Studio they come with the space; on a laptop run "
             "`aws configure` (or `aws sso login --profile NAME` and set AWS_PROFILE=NAME), or set "
             "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY. For a dry run without AWS use "
-            "helpers.standin.offline.offline()."
+            "sagemaker_standin.offline_account.offline()."
         )
     region = region or session.region_name or _region_from_arn((metadata or {}).get("ResourceArn", ""))
     if not region:
@@ -419,7 +419,7 @@ def stored_objects(
     return Stored(bucket, prefix, keys, sum(s for _, s in found), deleted=delete and bool(keys))
 
 
-# --- the event account's per-attendee job roles and warm pools (the room's clean-up: helpers.aws.room) -----------
+# --- the event account's per-attendee job roles and warm pools (the room's clean-up: course.event.room) -----------
 JOB_ROLE_PATH = "/workshop-jobs/{stack}/{attendee}/"  # infra/workshop_account.py's JOB_ROLE_PATH: the attendee's role
 
 

@@ -18,7 +18,7 @@ from helpers.errors import WorkshopError
 from helpers.planning import instances
 from helpers.plots import heatmap
 from helpers.report import Table
-from helpers.standin import offline as aws_offline
+from sagemaker_standin import offline_account as aws_offline
 
 NAMESPACE = "/aws/sagemaker/TrainingJobs"
 METRICS = ("CPUUtilization", "MemoryUtilization", "GPUUtilization", "GPUMemoryUtilization", "DiskUtilization")

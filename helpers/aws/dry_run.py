@@ -1,5 +1,5 @@
 """The dry run: a job checked, priced and built against a session that records the SDK's ``CreateTrainingJob``
-request instead of sending it (``helpers.standin.offline``). :class:`DryRun` shows the exact request and the cost in
+request instead of sending it (``sagemaker_standin.offline_account``). :class:`DryRun` shows the exact request and the cost in
 the notebook and launches the same job after review."""
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from helpers.checks.common_rules import secret
 from helpers.job_spec import Job
 from helpers.planning import cost
 from helpers.results import RunResult
-from helpers.standin import offline as aws_offline
-from helpers.standin import offline_sandbox
 from helpers.targets import Target
+from sagemaker_standin import offline_account as aws_offline
+from sagemaker_standin import sandbox
 
 REQUESTS_ENV = "WORKSHOP_REQUESTS_DIR"  # set by the headless lab runner: every dry run's request is saved there
 
@@ -247,7 +247,7 @@ def _capture(
     plan: Plan, recorder: aws_offline.OfflineAWS, role: str, bucket: str, attendee: str, checkpoint_s3_uri: str | None
 ) -> dict:
     """Build the trainer on a recording session and let the SDK 'create' the job: returns the request."""
-    with offline_sandbox.config_validated_once():
+    with sandbox.config_validated_once():
         trainer = build_trainer(plan, recorder.sagemaker_session(), role, bucket, attendee, checkpoint_s3_uri)
         trainer.train(wait=False, logs=False)
     return recorder.request("CreateTrainingJob")
@@ -301,7 +301,7 @@ def dry_run(job: Job, target: Target, options: LaunchOptions | None = None) -> D
             f"(or attendee=) before launching."
         )
     start = len(recorder.calls)
-    with offline_sandbox.network_guard():
+    with sandbox.network_guard():
         request = _capture(plan, recorder, role_arn, bucket_name, who.name, o.checkpoint_s3_uri)
     made = recorder.calls[start:]
     where_inputs = Locations(bucket_name, who.name, job)

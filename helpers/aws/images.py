@@ -8,7 +8,7 @@ import functools
 from helpers.aws import image_support
 from helpers.checks.findings import UnsupportedFeature
 from helpers.planning import instances
-from helpers.standin import offline_sandbox
+from sagemaker_standin import sandbox
 
 # The framework image every torchrun and single-process job runs on: the newest PyTorch DLC AWS patches, the torch of
 # make's .venv. The SDK's image_uris knows DLCs up to 2.10 (repository pytorch-training); from 2.11 they live in the
@@ -30,7 +30,7 @@ SMP_IMAGE = ("2.5.1", "py311", "cu124")
 
 
 def region_for_images(region: str | None) -> str:
-    return region or offline_sandbox.REGION
+    return region or sandbox.REGION
 
 
 @functools.lru_cache(maxsize=64)

@@ -1,7 +1,7 @@
 """The three input modes on SageMaker: a job once per mode, the FSx checks run offline, the channels a request
 defines, and where a finished job's time went (DescribeTrainingJob's ``SecondaryStatusTransitions``).
 
-The local side of lab 05 (the same modes against the loopback object store) is :mod:`helpers.standin.channel_delivery`.
+The local side of lab 05 (the same modes against the loopback object store) is :mod:`sagemaker_standin.channels`.
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ from helpers.checks import common_rules, findings
 from helpers.errors import TargetError, UnknownOption, WorkshopError
 from helpers.job_spec import Job
 from helpers.planning import cost, instances
-from helpers.standin import offline as aws_offline
 from helpers.targets import Target
+from sagemaker_standin import offline_account as aws_offline
 
 TENSORBOARD_DIR = "/opt/ml/output/tensorboard"  # where SageMaker collects TensorBoard files from
 

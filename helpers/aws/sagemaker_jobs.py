@@ -12,8 +12,8 @@ from helpers.aws.dry_run import DryRun, dry_run
 from helpers.aws.launch import launch as launch_job
 from helpers.aws.preflight import LaunchOptions
 from helpers.job_spec import Job
-from helpers.standin import offline as aws_offline
 from helpers.targets import Target
+from sagemaker_standin import offline_account as aws_offline
 
 
 def run(job: Job, target: Target, launch: bool = False, budget_usd: float | None = None, **options):

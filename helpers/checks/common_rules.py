@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+from catalog_generator import catalog
 from helpers import hyperparameters, input_mode
 from helpers.checks.findings import (
     ChannelError,
@@ -19,7 +20,7 @@ from helpers.checks.findings import (
     fail,
     note,
 )
-from helpers.data import catalog, catalog_files
+from helpers.data import catalog_files
 from helpers.job_spec import Job
 from helpers.planning import instances
 
@@ -191,7 +192,7 @@ def channel_sources(job: Job, where: Where) -> Iterator[Finding]:
         elif not Path(source).is_dir() or not any(Path(source).iterdir()):
             yield fail(
                 f"channel {name!r}: {source} is missing or empty. Build the data first (`python -m "
-                f"helpers.data.catalog build --out data/catalog`) or give an s3:// URI.",
+                f"catalog_generator.catalog build --out data/catalog`) or give an s3:// URI.",
                 ChannelError,
             )
 

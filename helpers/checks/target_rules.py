@@ -34,7 +34,7 @@ def local_channel_modes(job: Job, where: Where) -> Iterator[Finding]:
         if mode != input_mode.DEFAULT and not str(source).startswith("s3://"):
             yield fail(
                 f"channel {name!r}: input mode {mode!r} needs an s3:// channel on the local object store "
-                f"(helpers.standin.objectstore, lab 05); a local directory is presented in 'File' mode.",
+                f"(sagemaker_standin.objectstore, lab 05); a local directory is presented in 'File' mode.",
                 ChannelError,
             )
 

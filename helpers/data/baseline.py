@@ -15,8 +15,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from catalog_generator.titles import GENERATOR_VERSION, Row, TitleGenerator
 from helpers.data.catalog_files import CatalogError, load_manifest, load_split
-from helpers.data.titles import GENERATOR_VERSION, Row, TitleGenerator
 
 
 @dataclass
@@ -79,7 +79,7 @@ def modifier_ids(catalog_dir, rows: Iterable[Row]) -> set[str]:
             f"{catalog_dir}: the slice of titles with a modifier is known only for a catalogue this generator "
             f"(version {GENERATOR_VERSION}) made; this one's manifest says source={manifest.get('source')!r}, "
             f"generator_version={manifest.get('generator_version')!r}. Rebuild it with "
-            f"`python -m helpers.data.catalog build`."
+            f"`python -m catalog_generator build`."
         )
     wanted = {r.id: r for r in rows}
     total, shards = manifest["rows"], manifest.get("shards", 1)
@@ -95,7 +95,7 @@ def modifier_ids(catalog_dir, rows: Iterable[Row]) -> set[str]:
                     raise CatalogError(
                         f"{catalog_dir}: row {row.id} is {wanted[row.id]}, but the generator makes {row}: the "
                         "catalogue was edited after it was built; rebuild it with "
-                        "`python -m helpers.data.catalog build`."
+                        "`python -m catalog_generator build`."
                     )
                 if gen.compounds > before:
                     found.add(row.id)

@@ -1,6 +1,6 @@
 """The files of a catalogue directory, read and checked: the ``id,title,category`` CSV parts, ``labels.json`` and
 ``manifest.json``. Every refusal is a :class:`CatalogError` that names the file, the line and what to do.
-:mod:`helpers.data.catalog` builds the directories."""
+:mod:`catalog_generator.catalog` builds the directories."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from helpers.data.titles import Row
+from catalog_generator.titles import Row
 from helpers.errors import WorkshopError
 
 COLUMNS = ("id", "title", "category")
@@ -39,7 +39,7 @@ def read_rows(path: str | os.PathLike, known_categories: Iterable[str] | None = 
     """Read a catalogue CSV, failing on the first bad row with its file and line number."""
     path = Path(path)
     if not path.is_file():
-        raise CatalogError(f"{path}: no such file. Build the catalogue with `python -m helpers.data.catalog build`.")
+        raise CatalogError(f"{path}: no such file. Build the catalogue with `python -m catalog_generator build`.")
     known = set(known_categories) if known_categories is not None else None
     try:  # utf-8-sig: Excel's "CSV UTF-8" starts with a byte-order mark that would stick to the first column's name
         with open(path, newline="", encoding="utf-8-sig") as f:
@@ -104,19 +104,19 @@ def _not_utf8(path: str | os.PathLike) -> str:
 
 def load_manifest(catalog_dir: str | os.PathLike) -> dict:
     path = Path(catalog_dir) / "manifest.json"
-    fix = f"Build one with `python -m helpers.data.catalog build --out {catalog_dir}`."
+    fix = f"Build one with `python -m catalog_generator build --out {catalog_dir}`."
     if not path.is_file():
         raise CatalogError(f"{catalog_dir}: not a catalogue directory (no manifest.json). {fix}")
     manifest = _read_json(path, fix)
     if not isinstance(manifest, dict) or "source" not in manifest:
-        raise CatalogError(f"{path}: not a manifest written by helpers.data.catalog (no 'source'). {fix}")
+        raise CatalogError(f"{path}: not a manifest written by catalog_generator.catalog (no 'source'). {fix}")
     return manifest
 
 
 def load_labels(path: str | os.PathLike) -> list[str]:
     """The categories of a ``labels.json``, in label-index order; it must be a list of distinct names."""
     path = Path(path)
-    fix = "Rebuild the catalogue with `python -m helpers.data.catalog build` (or `from-csv` for your own CSV)."
+    fix = "Rebuild the catalogue with `python -m catalog_generator build` (or `from-csv` for your own CSV)."
     labels = _read_json(path, fix)
     if not isinstance(labels, list) or not labels or not all(isinstance(x, str) for x in labels):
         found = json.dumps(labels, ensure_ascii=False)
@@ -176,6 +176,6 @@ def check_part(path: Path, known: set[str] | None, head_bytes: int) -> int:
         if known is not None and fields[category] not in known:  # exact, as the training script compares
             raise CatalogError(
                 f"{path}, line {line_no}: category {fields[category]!r} is not in labels.json. Add "
-                f"it there, or rebuild the catalogue with `python -m helpers.data.catalog from-csv`."
+                f"it there, or rebuild the catalogue with `python -m catalog_generator from-csv`."
             )
     return len(rows)

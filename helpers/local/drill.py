@@ -3,7 +3,7 @@
 :func:`run_drill` runs a job once uninterrupted, then again with ``SIGTERM`` (a spot reclaim's notice) or ``SIGKILL``
 (a crash) at random steps, restarting it on the same checkpoint directory as SageMaker does. On a CPU its final
 weights and metrics must equal the first run's to the last bit. The script checkpoints (``labs/src/checkpointing.py``);
-:mod:`helpers.local.drill_plan` plans and judges.
+:mod:`helpers.local.drill_verdict` plans and judges.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ import psutil
 
 from helpers import folders
 from helpers.job_spec import Job, parse_metric_line, runs_root
-from helpers.local.drill_plan import (
+from helpers.local.containers import Clock, LocalJob
+from helpers.local.drill_verdict import (
     Drill,
     DrillFailed,
     Interruption,
@@ -30,7 +31,6 @@ from helpers.local.drill_plan import (
     verify,
 )
 from helpers.local.runner import LocalRunner
-from helpers.standin.local_job import Clock, LocalJob
 from helpers.targets import Target, given
 
 
@@ -52,7 +52,7 @@ def run_drill(
     ``job`` must checkpoint (``checkpoint_every`` above 0); both runs log every step. SIGKILL follows a SIGTERM after
     ``grace_steps`` more steps or ``grace_s`` seconds (standing in for SageMaker's 120 s). ``forward_sigterm``: SIGTERM
     reaches the script, the best case, not only the container's first process (SageMaker with SDK v3). Returns a
-    :class:`~helpers.local.drill_plan.Drill`; raises :class:`~helpers.local.drill_plan.DrillFailed` if a launch fails
+    :class:`~helpers.local.drill_verdict.Drill`; raises :class:`~helpers.local.drill_verdict.DrillFailed` if a launch fails
     on its own, the job never completes, or an interruption did not interrupt.
     """
     t = _drillable(job, given(target))

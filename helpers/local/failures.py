@@ -29,9 +29,9 @@ import psutil
 from helpers import hyperparameters
 from helpers.errors import JobCheckError
 from helpers.job_spec import Job, parse_metric_line
-from helpers.local.drill_plan import DrillFailed
+from helpers.local.containers import JobResult, LocalJob, stall_report, where_processes
+from helpers.local.drill_verdict import DrillFailed
 from helpers.local.runner import LocalRunner
-from helpers.standin.local_job import JobResult, LocalJob, stall_report, where_processes
 from helpers.targets import Target, given
 
 COLLECTIVE = "average_gradients"  # where train_elastic.py's ranks wait for each other at every step

@@ -2,7 +2,7 @@
 
 Each host gets an ``/opt/ml``-shaped folder under ``runs/jobs/<job>/<host>`` (configs, channels, code, model,
 output, checkpoints); the script runs with the v3 driver's ``SM_*`` variables, ``--key value`` hyperparameters and
-torchrun for more than one process. The started job is a :class:`~helpers.standin.local_job.LocalJob`.
+torchrun for more than one process. The started job is a :class:`~helpers.local.containers.LocalJob`.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from helpers.checks import findings
 from helpers.contract import HostConfig, Layout, container_env, hyperparameter_args
 from helpers.errors import JobCheckError, UnknownOption, WorkshopError
 from helpers.job_spec import Job, runs_root
-from helpers.standin.channel_delivery import JobInputs
-from helpers.standin.local_job import GRACE_S, PORT_TAKEN, STALL_S, Clock, JobResult, LocalJob, Prepared
-from helpers.standin.ports import free_port
+from helpers.local.containers import GRACE_S, PORT_TAKEN, STALL_S, Clock, JobResult, LocalJob, Prepared
 from helpers.targets import Target
+from sagemaker_standin.channels import JobInputs
+from sagemaker_standin.ports import free_port
 
 # All a job takes from the notebook's environment: where programs and libraries are, the user, the locale, the
 # temporary directory and the GPUs it may use. A SageMaker container starts from its image's environment, so

@@ -118,7 +118,7 @@ def catalog_vocab(catalog: str | Path) -> int:
 
     path = Path(catalog) / "train" / "tokenizer.json"
     if not path.is_file():
-        raise PlanError(f"{path}: missing; build the catalogue first (helpers.data.catalog)")
+        raise PlanError(f"{path}: missing; build the catalogue first (catalog_generator.catalog)")
     return Tokenizer.from_file(str(path)).get_vocab_size(with_added_tokens=True)
 
 

@@ -76,7 +76,7 @@ def _not_utf8(path: Path) -> str:
 
 def read_labels(channel_dir: str) -> list[str]:
     path = Path(channel_dir) / "labels.json"
-    fix = "Rebuild the catalogue with `python -m helpers.data.catalog build` (or `from-csv`) and upload it again."
+    fix = "Rebuild the catalogue with `python -m catalog_generator build` (or `from-csv`) and upload it again."
     if not path.is_file():
         raise DataError(f"{path}: missing. The train channel must carry labels.json next to its CSV parts. {fix}")
     try:

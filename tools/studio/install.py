@@ -706,7 +706,7 @@ def others_changed(moved: list[str], names: list[str]) -> list[str]:
 
 CHECK = r"""
 import json, helpers.jobs
-from helpers.standin import objectstore
+from sagemaker_standin import objectstore
 try:
     weed = str(objectstore.weed_binary())
 except Exception as err:

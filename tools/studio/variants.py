@@ -199,7 +199,7 @@ def lifecycle(prefix: Path, root: Path, repository: Path, template: Path) -> dic
                 "PATH=/opt/conda/bin:/usr/bin:/bin",  # 4.0-4.3's: no ~/.local/bin
                 "/opt/conda/bin/python3",
                 "-c",
-                "import helpers, sys; from helpers.standin.objectstore import weed_binary; "
+                "import helpers, sys; from sagemaker_standin.objectstore import weed_binary; "
                 "print(helpers.__file__); print(weed_binary()); print(sys.prefix)",
             ],
             capture_output=True,

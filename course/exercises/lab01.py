@@ -3,7 +3,7 @@ that carries it in and predicts the new job's score; the check reads what that j
 
 from __future__ import annotations
 
-from helpers.exercises import exercise, expect
+from course.exercises import exercise, expect
 
 CHANNEL = "pretrained"  # train.py's --pretrained reads SM_CHANNEL_PRETRAINED (options.py)
 DATA_CHANNELS = ("train", "validation")

@@ -1,7 +1,7 @@
 """What an offline block changes for the whole process, and undoes on leaving: a fake account and credentials, no
 network (:func:`network_guard`), an environment where nothing of this machine's AWS or SDK configuration applies
 (:func:`offline_environment`), and the SDK's config validated once (:func:`config_validated_once`).
-:func:`helpers.standin.offline.offline` enters all of them."""
+:func:`sagemaker_standin.offline_account.offline` enters all of them."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import operator
 
-from helpers.exercises import exercise, expect
+from course.exercises import exercise, expect
 
 TARGET_SPEEDUP = 1.1  # samples/s of the learner's pipeline over the starved one's: the mean over pairs run in turn
 AS_FAST = 0.85  # on one or two cores: as fast as the starved run, within a shared machine's noise

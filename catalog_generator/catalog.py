@@ -7,7 +7,7 @@ the catalogue files the labs train on::
     validation/part-00000.csv   a stratified 10% of every category
     manifest.json               how it was made (rows, seed, generator version)
 
-Made by ``python -m helpers.data.catalog build|shards|from-csv``; read back by :mod:`helpers.data.catalog_files`.
+Made by ``python -m catalog_generator build|shards|from-csv``; read back by :mod:`helpers.data.catalog_files`.
 """
 
 from __future__ import annotations
@@ -23,6 +23,12 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
+from catalog_generator.titles import (
+    GENERATOR_VERSION,
+    Row,
+    categories,
+    generate_rows,
+)
 from helpers.data.catalog_files import (
     CatalogError,
     check_part,
@@ -30,12 +36,6 @@ from helpers.data.catalog_files import (
     load_manifest,
     read_rows,
     write_rows,
-)
-from helpers.data.titles import (
-    GENERATOR_VERSION,
-    Row,
-    categories,
-    generate_rows,
 )
 
 VALIDATION_FRACTION = 0.1
@@ -129,7 +129,7 @@ def _check_out(out: Path) -> None:
         )
     if out.is_dir() and any(out.iterdir()) and not _is_catalogue(out):
         raise CatalogError(
-            f"--out {out} exists and is not a catalogue written by helpers.data.catalog (no valid "
+            f"--out {out} exists and is not a catalogue written by catalog_generator.catalog (no valid "
             f"manifest.json): building there would delete what it holds. Give a new directory as "
             f"--out, or remove this one yourself first."
         )
@@ -281,7 +281,7 @@ def check_channel(path: str | os.PathLike, labels: Iterable[str] | None = None) 
     if not root.is_dir():
         raise CatalogError(
             f"{root}: not a directory. Build the catalogue with "
-            f"`python -m helpers.data.catalog build --out data/catalog`, or give the right path."
+            f"`python -m catalog_generator build --out data/catalog`, or give the right path."
         )
     parts = sorted(p for p in root.glob("*.csv") if p.is_file())
     if (root / "labels.json").is_file():
@@ -297,7 +297,7 @@ def check_channel(path: str | os.PathLike, labels: Iterable[str] | None = None) 
     if parts and not rows:
         raise CatalogError(
             f"{root}: its CSV parts hold a header and no rows, so the job would have nothing to read here. "
-            f"Rebuild the catalogue (`python -m helpers.data.catalog build --out <folder>`) or copy its parts again."
+            f"Rebuild the catalogue (`python -m catalog_generator build --out <folder>`) or copy its parts again."
         )
     if (root / "tokenizer.json").is_file():
         check_tokenizer(root / "tokenizer.json")
@@ -310,7 +310,7 @@ def check_tokenizer(path: Path) -> None:
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise CatalogError(
             f"{path}: not a whole tokenizer file ({err}): a copy or upload cut short? Rebuild the catalogue "
-            f"(`python -m helpers.data.catalog build --out <folder>`) or copy its tokenizer.json again."
+            f"(`python -m catalog_generator build --out <folder>`) or copy its tokenizer.json again."
         ) from None
 
 
@@ -351,7 +351,7 @@ positive_int = _at_least(1)
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m helpers.data.catalog", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m catalog_generator", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="generate a small catalogue with one part per split")
     b.add_argument("--rows", type=positive_int, default=30000)

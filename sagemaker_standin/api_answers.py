@@ -1,5 +1,5 @@
 """What the offline AWS answers by itself: the calls the SDK makes to build and follow a training job (STS, IAM,
-S3, SageMaker, Service Quotas, CloudWatch Logs), each a method :class:`~helpers.standin.offline.OfflineAWS` finds by
+S3, SageMaker, Service Quotas, CloudWatch Logs), each a method :class:`~sagemaker_standin.offline_account.OfflineAWS` finds by
 service and operation (``_s3_PutObject``), and how a created job evolves (:class:`ScriptedJob`). A test scripts
 other answers with ``OfflineAWS.respond``."""
 
@@ -38,7 +38,7 @@ class ScriptedJob:
 
 class BuiltInAnswers:
     """The calls the SDK makes to build and follow a training job, answered: the built-in answers of
-    :class:`~helpers.standin.offline.OfflineAWS`, which sets the attributes they read."""
+    :class:`~sagemaker_standin.offline_account.OfflineAWS`, which sets the attributes they read."""
 
     region: str
     bucket: str

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from helpers.errors import WorkshopError
-from helpers.standin.offline_answers import BuiltInAnswers, ClientErrorAnswer, ScriptedJob
-from helpers.standin.offline_sandbox import (
+from sagemaker_standin.api_answers import BuiltInAnswers, ClientErrorAnswer, ScriptedJob
+from sagemaker_standin.sandbox import (
     ACCOUNT,
     BUCKET,
     FAKE_CREDENTIALS,
@@ -81,7 +81,7 @@ class OfflineAWS(BuiltInAnswers):
 
     ``calls`` lists every call in order. ``request("CreateTrainingJob")`` is the last such request's parameters.
     Nothing is signed or sent: the answer replaces the HTTP request in botocore's ``before-call`` event. What it
-    answers without a script: :class:`~helpers.standin.offline_answers.BuiltInAnswers`.
+    answers without a script: :class:`~sagemaker_standin.api_answers.BuiltInAnswers`.
     """
 
     def __init__(

@@ -1,8 +1,8 @@
 """The client side of the loopback object store: S3 URIs and listings, a boto3 client that talks to this machine only,
 and one object fetched whole (or not at all), a failure said in a job's terms.
 
-:mod:`helpers.standin.objectstore` runs the store; :mod:`helpers.standin.channel_delivery` and
-:mod:`helpers.standin.fastfile` read channels from it through these.
+:mod:`sagemaker_standin.objectstore` runs the store; :mod:`sagemaker_standin.channels` and
+:mod:`sagemaker_standin.fastfile` read channels from it through these.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def require_loopback(endpoint: str) -> str:
     if parsed.scheme != "http" or parsed.hostname not in ("127.0.0.1", "localhost", "::1") or not parsed.port:
         raise ObjectStoreError(
             f"{endpoint!r} is not a local object store endpoint (http://127.0.0.1:PORT): local "
-            f"jobs read s3:// channels only from the store helpers.standin.objectstore runs on this "
+            f"jobs read s3:// channels only from the store sagemaker_standin.objectstore runs on this "
             f"machine. Use store.endpoint, or an ml.* target for real S3."
         )
     return f"http://{parsed.hostname}:{parsed.port}"

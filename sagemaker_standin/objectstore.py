@@ -5,7 +5,7 @@ without AWS; boto3 talks to it as to Amazon S3::
         store.upload_dir("runs/data/big/train", "s3://lab05-data/shards/train/")
 
 It stops with the block, ``stop()`` or the process, and binds loopback only (telemetry off, proxies ignored). The
-client side is :mod:`helpers.standin.store_client`.
+client side is :mod:`sagemaker_standin.store_client`.
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from helpers import folders
-from helpers.standin.children import DIE_WITH_PARENT
-from helpers.standin.ports import free_ports
-from helpers.standin.s3_profile import S3Profile, Throttle
-from helpers.standin.store_client import (
+from sagemaker_standin.children import DIE_WITH_PARENT
+from sagemaker_standin.ports import free_ports
+from sagemaker_standin.s3_profile import S3Profile, Throttle
+from sagemaker_standin.store_client import (
     ACCESS_KEY,
     SECRET_KEY,
     ObjectStoreError,
@@ -442,7 +442,7 @@ def write_small_files(
     if not parts:
         raise ObjectStoreError(
             f"{src}: no CSV parts; build the catalogue first "
-            f"(`python -m helpers.data.catalog shards "
+            f"(`python -m catalog_generator shards "
             f"--rows 30000 --out {catalog_dir}`)."
         )
     if dest.exists():

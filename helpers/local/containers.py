@@ -23,10 +23,11 @@ from pathlib import Path
 from helpers.contract import Layout
 from helpers.job_spec import Job, parse_metric_line
 from helpers.results import RunResult
-from helpers.standin.channel_delivery import JobInputs
 from helpers.targets import Target
+from sagemaker_standin import container_init
+from sagemaker_standin.channels import JobInputs
 
-CONTAINER_INIT = Path(__file__).with_name("container_init.py")
+CONTAINER_INIT = Path(container_init.__file__)  # the first process of every host: the stand-in's
 
 
 @dataclass(repr=False)  # the repr is RunResult's

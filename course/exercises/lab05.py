@@ -3,10 +3,10 @@ the S3 profile."""
 
 from __future__ import annotations
 
-from helpers.exercises import exercise, expect
+from course.exercises import exercise, expect
 from helpers.input_mode import MODES
-from helpers.standin.channel_delivery import FILE_MODE_CONNECTIONS
-from helpers.standin.s3_profile import AWS_S3
+from sagemaker_standin.channels import FILE_MODE_CONNECTIONS
+from sagemaker_standin.s3_profile import AWS_S3
 
 WANTED = {"a": "File", "b": "FastFile", "c": "FSx"}
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from helpers.exercises import exercise, expect
+from course.exercises import exercise, expect
 
 CHOICES = ("ddp", "zero", "fsdp", "tp", "pp")
 MB = 1e6

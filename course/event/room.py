@@ -2,8 +2,8 @@
 stopped, every warm pool released, every Studio app of the domain deleted whatever its type, and the Studio and
 training log groups deleted. It lists first; it acts only when told::
 
-    python -m helpers.aws.room --domain d-xxxxxxxx          # what it would stop, release and delete
-    python -m helpers.aws.room --domain d-xxxxxxxx --done   # then do it
+    python -m course.event.room --domain d-xxxxxxxx          # what it would stop, release and delete
+    python -m course.event.room --domain d-xxxxxxxx --done   # then do it
 
 An attendee's own clean-up is :func:`helpers.aws.account.cleanup` and :func:`helpers.aws.account.release_warm_pools`.
 """
@@ -96,7 +96,7 @@ def room_cleanup(
 if __name__ == "__main__":
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m helpers.aws.room", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m course.event.room", description=__doc__.split("\n\n")[0])
     parser.add_argument("--domain", default=None, help="the Studio domain id (the stack's StudioDomainId output)")
     parser.add_argument("--done", action="store_true", help="stop, release and delete, not only list")
     parser.add_argument("--region", default=None)

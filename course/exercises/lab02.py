@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from helpers.exercises import exercise, expect
+from course.exercises import exercise, expect
 
 PARITY = 1e-3  # the largest train-loss gap that still reads "the same training" at smoke size (the lab's own claim)
 

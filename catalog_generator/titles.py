@@ -1,6 +1,6 @@
 """A deterministic generator of e-commerce product titles: the rows of the synthetic catalogue, as a marketplace feed
-writes them (the module docstring of :mod:`helpers.data.catalog` says what they imitate). The same seed gives the same
-rows on every machine. :mod:`helpers.data.catalog` writes them as a catalogue directory.
+writes them (the module docstring of :mod:`catalog_generator.catalog` says what they imitate). The same seed gives the same
+rows on every machine. :mod:`catalog_generator.catalog` writes them as a catalogue directory.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from helpers.data.taxonomy import ATTRIBUTES, BRANDS, LEAVES, PROMO_TAGS, STYLE_WORDS, Leaf
+from catalog_generator.taxonomy import ATTRIBUTES, BRANDS, LEAVES, PROMO_TAGS, STYLE_WORDS, Leaf
 
 GENERATOR_VERSION = 2  # 2: titles that name a second product as a modifier (COMPOUND_RATE)
 MISLABEL_RATE = 0.025  # rows whose category is simply wrong

@@ -2,7 +2,7 @@
 
 Each presents the channel at ``input/data/<channel>``, where the script reads plain files: **File** downloads every
 object before the script starts (every job, every host); **FastFile** presents every object at once and streams its
-bytes as they are read (:mod:`helpers.standin.fastfile`); **FSx** mounts a persistent directory the first job warms
+bytes as they are read (:mod:`sagemaker_standin.fastfile`); **FSx** mounts a persistent directory the first job warms
 and later jobs reuse. Every channel is checked (loopback endpoint, bucket, data) before anything is written. What
 each job moved goes to ``<run_dir>/inputs.json``; :func:`job_io` turns it into the lab's figures.
 """
@@ -21,9 +21,9 @@ from pathlib import Path
 
 from helpers import input_mode
 from helpers.errors import JobCheckError
-from helpers.standin import fastfile_shim
-from helpers.standin.fastfile import FastFileServer
-from helpers.standin.store_client import (
+from sagemaker_standin import streamed_open
+from sagemaker_standin.fastfile import FastFileServer
+from sagemaker_standin.store_client import (
     ObjectStoreError,
     S3Object,
     S3Uri,
@@ -83,7 +83,7 @@ def check_channels(job) -> tuple[str | None, dict[str, ChannelSource]]:
     if not getattr(job, "s3_endpoint", None):
         raise InputModeError(
             f"channel(s) {names} read s3:// URIs, but Job.s3_endpoint is not set. Locally they come "
-            f"from the object store helpers.standin.objectstore runs: "
+            f"from the object store sagemaker_standin.objectstore runs: "
             f"`with ObjectStore(root) as store:` "
             f"and Job(..., s3_endpoint=store.endpoint). On SageMaker (an ml.* target) they are S3."
         )
@@ -284,12 +284,12 @@ class JobInputs:
             return {}
         shim = self.run_dir / "fastfile-shim"
         shim.mkdir(exist_ok=True)
-        shutil.copy(fastfile_shim.__file__, shim / "sitecustomize.py")
+        shutil.copy(streamed_open.__file__, shim / "sitecustomize.py")
         path = os.pathsep.join([str(shim), *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
         return {
             "PYTHONPATH": path,
-            fastfile_shim.SERVER_ENV: self.server.address,
-            fastfile_shim.DIRS_ENV: os.pathsep.join(dirs),
+            streamed_open.SERVER_ENV: self.server.address,
+            streamed_open.DIRS_ENV: os.pathsep.join(dirs),
         }
 
     def record(self) -> dict:

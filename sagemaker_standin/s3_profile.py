@@ -7,7 +7,7 @@ source; ``Throttle``, a loopback TCP proxy, imposes them on every connection thr
     with ObjectStore(root, profile=AWS_S3) as store:   # store.endpoint is the throttled one
         ...
 
-Run alone, it is the proxy process: ``python -m helpers.standin.s3_profile --port P --upstream Q ...``.
+Run alone, it is the proxy process: ``python -m sagemaker_standin.s3_profile --port P --upstream Q ...``.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import time
 from dataclasses import dataclass
 
 from helpers.errors import WorkshopError
-from helpers.standin.children import DIE_WITH_PARENT
-from helpers.standin.ports import free_port
+from sagemaker_standin.children import DIE_WITH_PARENT
+from sagemaker_standin.ports import free_port
 
 _CHUNK = 256 << 10  # bytes forwarded at a time: 3 ms of one connection at 85 MB/s
 
@@ -74,7 +74,7 @@ class Throttle:
                 [
                     sys.executable,
                     "-m",
-                    "helpers.standin.s3_profile",
+                    "sagemaker_standin.s3_profile",
                     f"--port={self.port}",
                     f"--upstream={upstream_port}",
                     f"--first-byte-ms={profile.first_byte_ms}",
@@ -100,7 +100,7 @@ class Throttle:
             if self.proc.poll() is not None:
                 raise S3ProfileError(
                     f"the S3-profile proxy exited at start (code {self.proc.returncode}); run "
-                    f"`python -m helpers.standin.s3_profile --port 0 --upstream {self.upstream_port}` to see why."
+                    f"`python -m sagemaker_standin.s3_profile --port 0 --upstream {self.upstream_port}` to see why."
                 )
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()

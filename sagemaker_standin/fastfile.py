@@ -1,7 +1,7 @@
 """FastFile mode's server on the local runner: a channel's objects presented at once, streamed as they are read.
 
 :meth:`FastFileServer.present` lays each object out as a sparse placeholder of its real size; a job's read first asks
-the server for its byte range (:mod:`helpers.standin.fastfile_shim` waits for it). The server fetches as Mountpoint
+the server for its byte range (:mod:`sagemaker_standin.streamed_open` waits for it). The server fetches as Mountpoint
 for Amazon S3 does (sources: helpers/README.md): ranged GETs of at most ``PART_BYTES``, ``CONNECTIONS`` at once, a
 read waiting only for its own bytes; read-ahead grows ``PREFETCH_MULTIPLIER`` times while reads stay in order,
 restarts at ``FIRST_REQUEST_BYTES`` after a jump, and never crosses files.
@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from helpers.standin.store_client import S3Object, ShortRead, Transfer, describe_failure, s3_client
+from sagemaker_standin.store_client import S3Object, ShortRead, Transfer, describe_failure, s3_client
 
 BLOCK_BYTES = 128 << 10  # the grain the server tracks a file in
 STREAM_CHUNK_BYTES = 1 << 20  # a GET's body is written (and its blocks made ready) a MiB at a time

@@ -3,7 +3,7 @@ from the run, with the types whose NCCL uses EFA; and moving the SMDDP job to P5
 
 from __future__ import annotations
 
-from helpers.exercises import exercise, expect
+from course.exercises import exercise, expect
 
 P5 = "ml.p5.48xlarge"
 

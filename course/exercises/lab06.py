@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from helpers.exercises import exercise, expect
+from course.exercises import exercise, expect
 
 
 @exercise("06.1", "Resume without the random-number state", minutes=5)

@@ -1,0 +1,3 @@
+from catalog_generator.catalog import main
+
+main()
