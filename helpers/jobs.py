@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import sagemaker_standin
 from helpers import report, targets
 from helpers.aws import preflight as aws_preflight
-from helpers.aws import sagemaker_jobs
+from helpers.aws.dry_run import dry_run
+from helpers.aws.launch import launch as launch_job
 from helpers.aws.local_container import run_local_container
-from helpers.aws.preflight import Plan
+from helpers.aws.preflight import LaunchOptions, Plan
 from helpers.checks.findings import FSxConfigError, UnsupportedFeature
 from helpers.errors import JobCheckError
 from helpers.job_spec import (
@@ -56,9 +58,10 @@ __all__ = [
 def run_job(job: Job, target: Target, *, launch: bool = False, budget_usd: float | None = None, **options):
     """Run ``job`` on ``target`` (``targets.resolve(...)``): this machine, or a SageMaker instance type.
 
-    ``launch`` and ``budget_usd`` guard real instances (a dry run by default); local runs are free and start at once.
-    Other ``options`` go to the local runner or, as :class:`~helpers.aws.preflight.LaunchOptions`, to SageMaker; either
-    refuses one it does not take, naming those it does. ``wait=False`` returns the started job on either.
+    ``launch`` and ``budget_usd`` guard real instances: by default a dry run (checked, priced and built into the
+    ``CreateTrainingJob`` request, nothing sent: a :class:`~helpers.aws.dry_run.DryRun`); local runs are free and
+    start at once. Other ``options`` go to the local runner or, as :class:`~helpers.aws.preflight.LaunchOptions`, to
+    SageMaker; either refuses one it does not take, naming those it does. ``wait=False`` returns the started job.
     """
     t = targets.given(target)
     if t.kind == "local":  # wait=False: the started LocalJob (its clock runs; .wait() follows it), as on SageMaker
@@ -67,14 +70,16 @@ def run_job(job: Job, target: Target, *, launch: bool = False, budget_usd: float
         return runner.run(job, t) if wait else runner.start(job, t)
     if t.kind == targets.LOCAL_CONTAINER:  # the SDK's own Docker local mode: runs, or says precisely why it cannot
         return run_local_container(job, t, **options)
-    return sagemaker_jobs.run(job, t, launch=launch, budget_usd=budget_usd, **options)
+    chosen = LaunchOptions.of(budget_usd=budget_usd, **options)
+    return launch_job(job, t, chosen) if launch else dry_run(job, t, chosen)
 
 
 def on_sagemaker(job: Job, target: Target, **options):
     """The CreateTrainingJob request ``job`` would send on ``target``, an instance type: a dry run, offline
     (placeholder account, nothing sent), priced; the notebook displays it (the request collapsed). Shown beside a
     local run, it is the same job: only the target differs."""
-    return sagemaker_jobs.dry_run_offline(job, targets.given(target), **{"echo": False, **options})
+    with sagemaker_standin.offline():  # no credentials, no network: placeholders for account, role and bucket
+        return dry_run(job, targets.given(target), LaunchOptions.of(**{"echo": False, **options}))
 
 
 def preflight(job: Job, target: Target, **options) -> Plan:

@@ -5,7 +5,8 @@ prints them the same way."""
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 
@@ -47,6 +48,34 @@ class RunResult:
     def __repr__(self) -> str:
         figures = ", ".join(f"{k}={v:.4g}" for k, v in self.metrics.items() if isinstance(v, float))
         return f"{type(self).__name__}({self.name}: {'; '.join(self._repr_parts(figures))})"
+
+
+@dataclass(repr=False)  # the repr is RunResult's
+class JobResult(RunResult):
+    """A local job's result (:meth:`helpers.local.containers.LocalJob.wait`): its status and exit code, figures,
+    log tail and run folder, as DescribeTrainingJob and the job's logs give them on SageMaker."""
+
+    name: str
+    status: str  # Completed | Failed | Stopped
+    exit_code: int
+    run_dir: Path
+    metrics: dict = field(default_factory=dict)  # the [final] figures
+    history: list[dict] = field(default_factory=list)  # every metric line, in order
+    timings: dict = field(default_factory=dict)  # seconds: launch_to_first_log, launch_to_first_step, total
+    failure_reason: str = ""
+    log_tail: list[str] = field(default_factory=list)
+    secondary_status: str = ""  # as DescribeTrainingJob: Completed, Failed, Stopped, MaxRuntimeExceeded...
+
+    @property
+    def model_dir(self) -> Path:
+        return self.run_dir / "algo-1" / "model"
+
+    @property
+    def output_dir(self) -> Path:
+        return self.run_dir / "algo-1" / "output" / "data"
+
+    def _repr_parts(self, figures: str) -> list[str]:
+        return [f"{self.status} in {self.timings.get('total', 0):.1f}s", figures]
 
 
 @dataclass(frozen=True)

@@ -238,7 +238,7 @@ def requested_by_environment() -> bool:
 def offline(
     region: str = REGION, bucket: str = BUCKET, role_arn: str = ROLE_ARN, strict: bool = True
 ) -> Iterator[OfflineAWS]:
-    """Everything AWS inside the block is answered locally; ``helpers.aws.sagemaker_jobs.run`` dry-runs through it.
+    """Everything AWS inside the block is answered locally; ``helpers.jobs.on_sagemaker`` dry-runs through it.
 
     With ``strict`` (the default) leaving the block raises :class:`NetworkBlocked` if anything tried the network,
     even where the library that tried swallowed the error.

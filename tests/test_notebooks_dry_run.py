@@ -1,7 +1,7 @@
 """Every lab run headless with a SageMaker target: the real SDK path, offline, in dry-run mode.
 
 For an ml.* target the lab runner hands each kernel ``WORKSHOP_AWS_OFFLINE=1`` (placeholder account, nothing sent;
-set here too) and a directory where ``helpers.aws.sagemaker_jobs`` saves each request it built. Every lab must finish,
+set here too) and a directory where ``helpers.aws.dry_run`` saves each request it built. Every lab must finish,
 show its request, and build requests that botocore accepts for the target instance type; each lab's ``requests`` in
 ``course.manifest`` checks what its real job is about (launcher, image, channels and input modes, distribution
 settings, spot, checkpoints, VPC).

@@ -9,9 +9,8 @@ from helpers.aws.dry_run import DryRun
 from helpers.aws.launch import SageMakerJobResult
 from helpers.job_spec import Job
 from helpers.jobs import on_sagemaker
-from helpers.local.containers import JobResult
 from helpers.planning import cost
-from helpers.results import RunResult
+from helpers.results import JobResult, RunResult
 from helpers.targets import resolve
 
 HISTORY = [

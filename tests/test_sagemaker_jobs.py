@@ -21,17 +21,15 @@ import pytest
 from helpers import errors, jobs
 from helpers.aws import account as aws
 from helpers.aws import (
-    image_support,
     images,
     launch,
     local_container,
     preflight,
-    sagemaker_jobs,
     settings,
     setup_errors,
 )
 from helpers.aws.build import source_tarball
-from helpers.aws.dry_run import REQUESTS_ENV, DryRun
+from helpers.aws.dry_run import REQUESTS_ENV, DryRun, dry_run
 from helpers.aws.launch import LaunchedJob
 from helpers.checks import findings
 from helpers.checks.findings import UnsupportedFeature
@@ -92,7 +90,7 @@ def fake_aws(no_studio, monkeypatch):
 
 
 def dry(job: Job, target: str, **options) -> DryRun:
-    return sagemaker_jobs.run(job, resolve(target), echo=False, attendee="alice", **options)
+    return dry_run(job, resolve(target), preflight.LaunchOptions.of(echo=False, attendee="alice", **options))
 
 
 def channel(request: dict, name: str) -> dict:
@@ -670,7 +668,7 @@ def test_missing_channel_directory(offline, tmp_path):
 # ---------------------------------------------------------------------------------------------------- launch: refusals
 def test_launch_inside_an_offline_block_is_refused(offline, data):
     with pytest.raises(preflight.LaunchRefused, match="offline"):
-        dry(Job("lab-x", {}, data), "ml.g5.2xlarge", launch=True, budget_usd=100)
+        jobs.run_job(Job("lab-x", {}, data), resolve("ml.g5.2xlarge"), launch=True, budget_usd=100, echo=False)
     assert offline.calls == []
 
 
@@ -957,7 +955,7 @@ def test_default_images_are_the_newest_patched_dlc_named_as_the_dlc_repository_p
     )
     with pytest.raises(UnsupportedFeature, match="not published in xx-nowhere-1.*image_uri"):
         images.default_image("script", p4d, "xx-nowhere-1")
-    assert image_support.status(uri).eop == datetime.date(2027, 7, 20)
+    assert images.support(uri).eop == datetime.date(2027, 7, 20)
     uri, why = images.default_image("smddp", p4d)
     assert uri.endswith("pytorch-training:2.3.0-gpu-py311") and "SMDDP" in why
     assert images.default_image("torchrun", instances.lookup("ml.p3.16xlarge"))[0].endswith("2.3.0-gpu-py311")

@@ -296,7 +296,8 @@ def test_a_dry_run_looks_its_instance_type_up_once(monkeypatch):
 def test_only_the_entry_point_dispatches_by_kind_of_target(small_catalog):
     """``run_job`` sends a job to the local runner, the SDK's Docker local mode or SageMaker; below it, the
     SageMaker path refuses any other kind instead of dispatching again."""
-    from helpers.aws import sagemaker_jobs
+    from helpers.aws.dry_run import dry_run
+    from helpers.aws.preflight import LaunchOptions
     from helpers.errors import TargetError
     from helpers.job_spec import Job, catalog_channels
     from helpers.targets import resolve
@@ -304,7 +305,7 @@ def test_only_the_entry_point_dispatches_by_kind_of_target(small_catalog):
     job = Job("lab-x", {}, catalog_channels(small_catalog))
     for name in ("local_container", "local_cpu"):
         with pytest.raises(TargetError, match="runs on this machine: use helpers.jobs.run_job"):
-            sagemaker_jobs.run(job, resolve(name))
+            dry_run(job, resolve(name), LaunchOptions.of())
 
 
 def test_the_learner_s_reading_path_names_real_modules_in_under_2000_lines():

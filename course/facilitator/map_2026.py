@@ -1,5 +1,5 @@
 """The 2026 map of what to use when, and the answers to the questions a room asks: computed from the instance
-catalogue, the images' support dates (``helpers.aws.image_support``) and the labs' real targets."""
+catalogue, the images' support dates (``helpers.aws.images``) and the labs' real targets."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from functools import cache
 from course.facilitator.lab_targets import TARGETS, hourly
 from course.facilitator.tables import markdown, money
 from course.manifest import listing
-from helpers.aws import image_support, images
+from helpers.aws import images
 from helpers.planning import instances
 
 SDK_V2 = (
@@ -25,7 +25,7 @@ def _version(v: str) -> tuple[int, ...]:
 @cache
 def support_facts() -> dict:
     """The dated facts the map and the answers cite, from the helpers' image tables."""
-    table = image_support.load()
+    table = images.support_table()
     dates = table["pytorch"]
     smddp_pt = max(images.SMDDP_IN_DLC, key=_version)
     labs_pt = images.PYTORCH_DLC

@@ -3,7 +3,7 @@ the 2026 map of what to use when, and the room's questions.
 
     python -m course.facilitator.workshop --write docs/facilitator.md   # refresh the guide's generated blocks
 
-All computed (instances, the labs' ``**Time:**`` lines, ``course.lab_time``, ``helpers.aws.image_support``), so the
+All computed (instances, the labs' ``**Time:**`` lines, ``course.lab_time``, ``helpers.aws.images``), so the
 guide cannot drift: a test checks its blocks.
 """
 

@@ -14,11 +14,11 @@ import datetime as dt
 import re
 from dataclasses import dataclass, field
 
+import sagemaker_standin
 from helpers.errors import WorkshopError
 from helpers.planning import instances
 from helpers.plots import heatmap
 from helpers.report import Table
-from sagemaker_standin import offline_account as aws_offline
 
 NAMESPACE = "/aws/sagemaker/TrainingJobs"
 METRICS = ("CPUUtilization", "MemoryUtilization", "GPUUtilization", "GPUMemoryUtilization", "DiskUtilization")
@@ -138,8 +138,8 @@ def _boto_session(session):
     """A boto3 session: the one given, an offline recorder's, the active offline block's, or the default."""
 
     if session is None:
-        session = aws_offline.active()
-    if isinstance(session, aws_offline.OfflineAWS):
+        session = sagemaker_standin.active()
+    if isinstance(session, sagemaker_standin.OfflineAWS):
         return session.boto_session
     if session is None:
         import boto3

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import sagemaker_standin
 from helpers.aws import account as aws
 from helpers.aws import settings, setup_errors
 from helpers.aws.build import Locations, build_trainer
@@ -21,8 +22,6 @@ from helpers.job_spec import Job
 from helpers.planning import cost
 from helpers.results import RunResult
 from helpers.targets import Target
-from sagemaker_standin import offline_account as aws_offline
-from sagemaker_standin import sandbox
 
 REQUESTS_ENV = "WORKSHOP_REQUESTS_DIR"  # set by the headless lab runner: every dry run's request is saved there
 
@@ -37,7 +36,7 @@ def _redacted(request: dict) -> dict:
     return shown
 
 
-def _uploads(calls: list[aws_offline.ApiCall], channel_prefixes: list[str]) -> list[tuple[str, int, int]]:
+def _uploads(calls: list[sagemaker_standin.ApiCall], channel_prefixes: list[str]) -> list[tuple[str, int, int]]:
     """(s3 prefix, files, bytes) per staged thing (a channel, the code, the SDK's drivers, a source tarball), from
     the recorded uploads."""
     groups: dict[str, list[int]] = {}
@@ -220,7 +219,7 @@ class DryRun(RunResult):
                 f"a launch would be refused."
             )
         parts += [f"note: {n}" for n in self.plan.notes + self.notes]
-        parts.append("CreateTrainingJob request:\n" + aws_offline.to_json(_redacted(self.request)))
+        parts.append("CreateTrainingJob request:\n" + sagemaker_standin.to_json(_redacted(self.request)))
         parts.append("To launch: run_job(job, t, launch=True)  (or dry.launch())")
         return "\n\n".join(parts)
 
@@ -237,17 +236,22 @@ class DryRun(RunResult):
             )
         for n in self.plan.notes + self.notes:
             out.append(f"<p><i>note:</i> {html.escape(n)}</p>")
-        request = html.escape(aws_offline.to_json(_redacted(self.request)))
+        request = html.escape(sagemaker_standin.to_json(_redacted(self.request)))
         out.append(f"<details><summary>CreateTrainingJob request</summary><pre>{request}</pre></details>")
         out.append("<p>To launch: <code>run_job(job, t, launch=True)</code></p>")
         return "\n".join(out)
 
 
 def _capture(
-    plan: Plan, recorder: aws_offline.OfflineAWS, role: str, bucket: str, attendee: str, checkpoint_s3_uri: str | None
+    plan: Plan,
+    recorder: sagemaker_standin.OfflineAWS,
+    role: str,
+    bucket: str,
+    attendee: str,
+    checkpoint_s3_uri: str | None,
 ) -> dict:
     """Build the trainer on a recording session and let the SDK 'create' the job: returns the request."""
-    with sandbox.config_validated_once():
+    with sagemaker_standin.config_validated_once():
         trainer = build_trainer(plan, recorder.sagemaker_session(), role, bucket, attendee, checkpoint_s3_uri)
         trainer.train(wait=False, logs=False)
     return recorder.request("CreateTrainingJob")
@@ -285,11 +289,11 @@ def dry_run(job: Job, target: Target, options: LaunchOptions | None = None) -> D
                 ),
             )
         if ctx is None:
-            recorder, where = aws_offline.OfflineAWS(), f"offline: {why}, placeholder account"
+            recorder, where = sagemaker_standin.OfflineAWS(), f"offline: {why}, placeholder account"
             role_arn, bucket_name = o.role or recorder.role_arn, o.bucket or recorder.bucket
             who = aws.resolve_attendee(o.attendee, {})
         else:
-            recorder = aws_offline.OfflineAWS(
+            recorder = sagemaker_standin.OfflineAWS(
                 region=ctx.region, bucket=ctx.bucket, role_arn=ctx.role_arn, account=ctx.account
             )
             plan = checked.plan_in(ctx.region)
@@ -301,7 +305,7 @@ def dry_run(job: Job, target: Target, options: LaunchOptions | None = None) -> D
             f"(or attendee=) before launching."
         )
     start = len(recorder.calls)
-    with sandbox.network_guard():
+    with sagemaker_standin.network_guard():
         request = _capture(plan, recorder, role_arn, bucket_name, who.name, o.checkpoint_s3_uri)
     made = recorder.calls[start:]
     where_inputs = Locations(bucket_name, who.name, job)
@@ -312,7 +316,7 @@ def dry_run(job: Job, target: Target, options: LaunchOptions | None = None) -> D
         checked.estimate,
         checked.budget_usd,
         uploads,
-        aws_offline.summarize(made),
+        sagemaker_standin.summarize(made),
         where,
         notes,
         o if launchable else None,
@@ -345,7 +349,7 @@ def save_request(dry: DryRun, target: Target, directory: str | Path | None = Non
         "request": _redacted(dry.request),
     }
     path = out / f"{len(list(out.glob('*.json'))) + 1:02d}-{p.job.name}.json"
-    path.write_text(aws_offline.to_json(record), encoding="utf-8")
+    path.write_text(sagemaker_standin.to_json(record), encoding="utf-8")
     return path
 
 

@@ -1,14 +1,18 @@
-"""Which SageMaker image a job runs on, and which images ship SMDDP (which the SDK cannot tell)."""
+"""Which SageMaker image a job runs on, which images ship SMDDP (which the SDK cannot tell), and how long AWS patches
+each: every dry run prints its image's :func:`support` window, and preflight notes one past its end of patch."""
 
 from __future__ import annotations
 
 import datetime as dt
 import functools
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
 
-from helpers.aws import image_support
+import sagemaker_standin
 from helpers.checks.findings import UnsupportedFeature
 from helpers.planning import instances
-from sagemaker_standin import sandbox
 
 # The framework image every torchrun and single-process job runs on: the newest PyTorch DLC AWS patches, the torch of
 # make's .venv. The SDK's image_uris knows DLCs up to 2.10 (repository pytorch-training); from 2.11 they live in the
@@ -28,9 +32,56 @@ SMDDP_IN_SMP_IMAGES = {"2.4.1": "2.5.0", "2.5.1": "2.6.0"}  # SMP image (PyTorch
 # SMP v2 image: PyTorch 2.5.1 with SMP 2.8.0, CUDA 12.4 (image_uris framework "pytorch-smp")
 SMP_IMAGE = ("2.5.1", "py311", "cu124")
 
+# the DLC repository's support data, with the images' tags and ECR accounts: tools/dlc_support.py refreshes it
+SUPPORT_FILE = Path(__file__).with_name("dlc_support.json")
+_TAG_VERSION = re.compile(r":(\d+\.\d+)(?:\.\d+)?-")
+
+
+@dataclass(frozen=True)
+class Support:
+    """One image's support window, as the table has it (None when the table does not know the image)."""
+
+    image: str
+    pytorch: str | None  # major.minor
+    ga: dt.date | None
+    eop: dt.date | None
+    newest: str  # the newest PyTorch version the table lists with dates
+    source: str  # where the dates come from, with the snapshot's date
+
+    def past(self, today: dt.date) -> bool:
+        return self.eop is not None and today > self.eop
+
+    def describe(self, today: dt.date | None = None) -> str:
+        today = today or dt.date.today()
+        if self.eop is None:
+            return f"no support dates on file ({self.source})"
+        if self.past(today):
+            return f"past its end of patch, {self.eop} ({self.source})"
+        return f"patched until {self.eop} ({self.source})"
+
+
+def support_table(path: Path = SUPPORT_FILE) -> dict:
+    """The DLC repository's support dates, tags and accounts (``dlc_support.json``)."""
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def support(image_uri: str, table: dict | None = None) -> Support:
+    """The support window of a SageMaker PyTorch image (a framework DLC or an SMP image, which is built on one)."""
+    table = table or support_table()
+    versions = table["pytorch"]
+    newest = max(versions, key=lambda v: tuple(int(x) for x in v.split(".")))
+    source = f"DLC support data of {table['snapshot_date']}"
+    m = _TAG_VERSION.search(image_uri.rsplit("/", 1)[-1])
+    version = m.group(1) if m else None
+    entry = versions.get(version) if version else None
+    if "smdistributed-modelparallel" in image_uri and entry:
+        source += "; an SMP image has its PyTorch's dates"
+    ga, eop = (dt.date.fromisoformat(entry["ga"]), dt.date.fromisoformat(entry["eop"])) if entry else (None, None)
+    return Support(image_uri, version, ga, eop, newest, source)
+
 
 def region_for_images(region: str | None) -> str:
-    return region or sandbox.REGION
+    return region or sagemaker_standin.REGION
 
 
 @functools.lru_cache(maxsize=64)
@@ -71,9 +122,9 @@ def default_image(launcher: str, instance: instances.InstanceType, region: str |
 
 def named_dlc(version: str, instance: instances.InstanceType, region: str) -> tuple[str, str]:
     """(image URI, why) of a PyTorch DLC the SDK's catalogue lacks: its tag and its region's ECR account as the DLC
-    repository publishes them (``helpers/aws/dlc_support.json``, refreshed by ``python -m helpers.aws.image_support
-    --refresh``)."""
-    table = image_support.load()
+    repository publishes them (``helpers/aws/dlc_support.json``, refreshed by
+    ``python tools/dlc_support.py --refresh``)."""
+    table = support_table()
     kind = "gpu" if instance.gpus else "cpu"
     image, account = table["images"][version][kind], table["accounts"].get(region)
     if account is None:
@@ -161,15 +212,15 @@ def choose_image(job, where, region: str | None = None, has_smddp: bool | None =
         image, why = job.image_uri, "image given in Job.image_uri"
     else:
         image, why = default_image(where.launcher, where.instance, region)
-    support = image_support.status(image)
-    why = f"{why}; {support.describe()}"
+    window = support(image)
+    why = f"{why}; {window.describe()}"
     notes = []
-    if support.past(dt.date.today()):
+    if window.past(dt.date.today()):
         notes.append(
-            f"image {image.rsplit('/', 1)[-1]} is past its end of patch ({support.eop}): AWS ships it no more "
+            f"image {image.rsplit('/', 1)[-1]} is past its end of patch ({window.eop}): AWS ships it no more "
             f"security or bug fixes"
             + (
-                f"; the newest image with support dates is PyTorch {support.newest}"
+                f"; the newest image with support dates is PyTorch {window.newest}"
                 if where.launcher not in ("smddp", "smp")
                 else f" (no newer image has {'SMDDP' if where.launcher == 'smddp' else 'SMP v2'}: it is frozen)"
             )

@@ -23,7 +23,7 @@ def sagemaker_jobs_per_mode(base, data: dict[str, str], fsx: dict | None = None)
     ``security_group_ids``) adds the FSx job, whose channels mount ``/<mount_name>/<key below import_path>``, so all
     three read the same bytes (``import_path`` '' is the bucket's root, as infra/workshop-account.yaml links it). That
     job runs in the file system's VPC, which must reach S3 for its code channels (``code``, ``sm_drivers``) and outputs
-    too: ``sagemaker_jobs.preflight`` notes it.
+    too: ``helpers.jobs.preflight`` notes it.
     """
     names, jobs = list(data), {}
     for mode in MODES.values():
@@ -47,7 +47,7 @@ def sagemaker_jobs_per_mode(base, data: dict[str, str], fsx: dict | None = None)
 
 
 def fsx_preflight(job) -> None:
-    """The FSx checks of ``sagemaker_jobs.preflight`` alone (file system id, subnets, security groups, directory
+    """The FSx checks of ``helpers.jobs.preflight`` alone (file system id, subnets, security groups, directory
     paths), without choosing an image: fast enough to run in every lab, offline. Raises ``FSxConfigError``."""
 
     where = findings.Where(Target("fsx", "fsx", 0, 1), None, 1, "script")  # the FSx rule reads neither

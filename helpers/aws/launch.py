@@ -43,7 +43,7 @@ def launch(job: Job, target: Target, options: LaunchOptions | None = None) -> Sa
     if offline_session(o.session) is not None:
         raise LaunchRefused(
             "launch=True inside an offline session: nothing can be launched offline. Leave the "
-            "aws_offline.offline() block (and unset WORKSHOP_AWS_OFFLINE) to launch."
+            "sagemaker_standin.offline() block (and unset WORKSHOP_AWS_OFFLINE) to launch."
         )
     if estimate is None and budget_usd is not None:
         raise cost.BudgetExceeded(

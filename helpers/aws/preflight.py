@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+import sagemaker_standin
 from helpers import checks
 from helpers.aws import images, settings
 from helpers.aws.channels import ChannelPlan, plan_channels
@@ -16,7 +17,6 @@ from helpers.errors import TargetError, UnknownOption, WorkshopError
 from helpers.job_spec import Job
 from helpers.planning import cost, instances
 from helpers.targets import Target
-from sagemaker_standin import offline_account as aws_offline
 
 TENSORBOARD_DIR = "/opt/ml/output/tensorboard"  # where SageMaker collects TensorBoard files from
 
@@ -105,8 +105,8 @@ class LaunchRefused(WorkshopError, ValueError):
 class LaunchOptions:
     """How a job is dry-run or launched on SageMaker; ``run_job(job, target, **options)`` fills it from keywords.
 
-    ``session``: a ``boto3.Session`` (or an ``aws_offline.OfflineAWS``); by default the ambient credentials, or the
-    offline session of an ``aws_offline.offline()`` block / ``WORKSHOP_AWS_OFFLINE=1``.
+    ``session``: a ``boto3.Session`` (or an ``sagemaker_standin.OfflineAWS``); by default the ambient credentials, or the
+    offline session of an ``sagemaker_standin.offline()`` block / ``WORKSHOP_AWS_OFFLINE=1``.
     ``budget_usd`` (default ``WORKSHOP_BUDGET_USD``) refuses a launch that could cost more.
     ``tensorboard``: collect ``/opt/ml/output/tensorboard`` to S3 (default: when a hyperparameter points there).
     ``wait=False`` returns the running :class:`LaunchedJob`; ``check`` raises :class:`TrainingJobFailed` unless the
@@ -191,11 +191,13 @@ class Checked:
         return plan
 
 
-def offline_session(session) -> aws_offline.OfflineAWS | None:
-    """The offline session a dry run records into: ``session`` itself, an ``aws_offline.offline()`` block's, or
+def offline_session(session) -> sagemaker_standin.OfflineAWS | None:
+    """The offline session a dry run records into: ``session`` itself, an ``sagemaker_standin.offline()`` block's, or
     one for ``WORKSHOP_AWS_OFFLINE=1``; None for real AWS."""
-    if isinstance(session, aws_offline.OfflineAWS):
+    if isinstance(session, sagemaker_standin.OfflineAWS):
         return session
     if session is None:
-        return aws_offline.active() or (aws_offline.OfflineAWS() if aws_offline.requested_by_environment() else None)
+        return sagemaker_standin.active() or (
+            sagemaker_standin.OfflineAWS() if sagemaker_standin.requested_by_environment() else None
+        )
     return None

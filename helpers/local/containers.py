@@ -22,38 +22,10 @@ from pathlib import Path
 
 from helpers.contract import Layout
 from helpers.job_spec import Job, parse_metric_line
-from helpers.results import RunResult
+from helpers.local.stall_report import stall_report
+from helpers.results import JobResult
 from helpers.targets import Target
-from sagemaker_standin import container_init
-from sagemaker_standin.channels import JobInputs
-
-CONTAINER_INIT = Path(container_init.__file__)  # the first process of every host: the stand-in's
-
-
-@dataclass(repr=False)  # the repr is RunResult's
-class JobResult(RunResult):
-    name: str
-    status: str  # Completed | Failed | Stopped
-    exit_code: int
-    run_dir: Path
-    metrics: dict = field(default_factory=dict)  # the [final] figures
-    history: list[dict] = field(default_factory=list)  # every metric line, in order
-    timings: dict = field(default_factory=dict)  # seconds: launch_to_first_log, launch_to_first_step, total
-    failure_reason: str = ""
-    log_tail: list[str] = field(default_factory=list)
-    secondary_status: str = ""  # as DescribeTrainingJob: Completed, Failed, Stopped, MaxRuntimeExceeded...
-
-    @property
-    def model_dir(self) -> Path:
-        return self.run_dir / "algo-1" / "model"
-
-    @property
-    def output_dir(self) -> Path:
-        return self.run_dir / "algo-1" / "output" / "data"
-
-    def _repr_parts(self, figures: str) -> list[str]:
-        return [f"{self.status} in {self.timings.get('total', 0):.1f}s", figures]
-
+from sagemaker_standin import CONTAINER_INIT, JobInputs
 
 PORT_TAKEN = "torchrun's rendezvous port was taken"  # how a failure reason starts when another process had the port
 GRACE_S = 120.0  # SageMaker's: SIGTERM, then SIGKILL 120 s later (StoppingCondition's documentation)
@@ -273,7 +245,7 @@ class LocalJob:
             self.kill()
         if now - self._last_line >= self.stall_s and now - self._stall_reported >= self.stall_s:
             self._stall_reported = now
-            self._say(stall_report(self, now - self._last_line))
+            self._say(stall_report(self.procs, now - self._last_line))
 
     def _limit_s(self) -> float:
         if self.timed_out == "MaxWaitTimeExceeded":
@@ -345,87 +317,3 @@ class LocalJob:
             self.tail,
             secondary,
         )
-
-
-def where_processes(job: LocalJob) -> list[dict]:
-    """Every process of a live job, as the stall report reads it: its host, PID, role (``rank N``, ``torchrun``...),
-    state (``sleeping``, ``stopped``...), CPU seconds and the kernel call it sleeps in (``wchan``; "" on a CPU)."""
-    import psutil
-
-    found = []
-    for host, proc in job.procs.items():
-        try:
-            processes = psutil.Process(proc.pid).children(recursive=True)
-        except psutil.NoSuchProcess:
-            continue
-        for p in processes:
-            try:
-                with p.oneshot():
-                    state, cpu, role = p.status(), sum(p.cpu_times()[:2]), role_of(p)
-            except (psutil.Error, OSError):
-                continue
-            where = _read(f"/proc/{p.pid}/wchan")  # the kernel call it sleeps in ("0": on a CPU)
-            found.append(
-                {
-                    "host": host,
-                    "pid": p.pid,
-                    "role": role,
-                    "state": state,
-                    "cpu_s": cpu,
-                    "wchan": "" if where == "0" else where,
-                }
-            )
-    return found
-
-
-def stall_report(job: LocalJob, silent_s: float) -> str:
-    """Where each process of a silent job is: what it is (a rank, torchrun...), its state, its CPU time and the kernel
-    call it sleeps in; a live Python rank is asked for its stacks, which it prints into the log (``container.run``
-    registers faulthandler on SIGUSR1). A stopped process cannot answer: the report says it is stopped."""
-    import psutil
-
-    lines = [f"[runner] no log line for {silent_s:.0f} s; where each process of the job is:"]
-    for p in where_processes(job):
-        if p["state"] == psutil.STATUS_STOPPED:
-            stack = "stopped (SIGSTOP or a debugger): it cannot run, or answer, until SIGCONT"
-        elif p["role"] != "torchrun" and _catches(p["pid"], signal.SIGUSR1):
-            try:
-                os.kill(p["pid"], signal.SIGUSR1)
-            except OSError:
-                continue
-            stack = "its Python stacks follow in the log"
-        else:
-            stack = ""
-        detail = f"{p['state']}, {p['cpu_s']:.1f} s CPU" + (f", waiting in {p['wchan']}" if p["wchan"] else "")
-        detail += f"; {stack}" if stack else ""
-        lines.append(f"[runner]   {p['host']} pid {p['pid']} {p['role']}: {detail}")
-    return "\n".join(lines)
-
-
-def role_of(p) -> str:
-    """What a process of a job is: ``torchrun``, ``rank N`` (its RANK variable) or its command line."""
-    cmd = " ".join(p.cmdline())
-    if "torch.distributed.run" in cmd or "torchrun" in cmd:
-        return "torchrun"
-    try:
-        rank = p.environ().get("RANK")
-    except Exception:  # noqa: BLE001 - psutil.AccessDenied and friends: say less
-        rank = None
-    return f"rank {rank}" if rank is not None else (cmd[:60] or p.name())
-
-
-def _read(path: str) -> str:
-    try:
-        with open(path) as f:
-            return f.read().strip()
-    except OSError:
-        return ""
-
-
-def _catches(pid: int, sig: int) -> bool:
-    """Whether process ``pid`` has a handler for ``sig`` (its ``SigCgt`` mask): a signal it does not catch would
-    end it."""
-    for line in _read(f"/proc/{pid}/status").splitlines():
-        if line.startswith("SigCgt:"):
-            return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
-    return False

@@ -19,7 +19,7 @@ from pathlib import Path
 from helpers import plots
 from helpers.errors import WorkshopError
 from helpers.job_spec import Job
-from helpers.local.containers import JobResult
+from helpers.results import JobResult
 
 SIGNALS = {"SIGTERM": signal.SIGTERM, "SIGKILL": signal.SIGKILL}
 # figures that measure time or speed: they differ between any two runs, interrupted or not

@@ -29,9 +29,11 @@ import psutil
 from helpers import hyperparameters
 from helpers.errors import JobCheckError
 from helpers.job_spec import Job, parse_metric_line
-from helpers.local.containers import JobResult, LocalJob, stall_report, where_processes
+from helpers.local.containers import LocalJob
 from helpers.local.drill_verdict import DrillFailed
 from helpers.local.runner import LocalRunner
+from helpers.local.stall_report import stall_report, where_processes
+from helpers.results import JobResult
 from helpers.targets import Target, given
 
 COLLECTIVE = "average_gradients"  # where train_elastic.py's ranks wait for each other at every step
@@ -213,9 +215,9 @@ def _wait_for_silence(live: LocalJob, lines: list, waiter: threading.Thread, sil
 
 def _diagnose(d: HangDrill, live: LocalJob, lines: list, last: float, use_py_spy: bool) -> None:
     """The stall report (with the faulthandler stacks it asks for), then py-spy, each timed from ``last``."""
-    seen = where_processes(live)
+    seen = where_processes(live.procs)
     asked = time.monotonic()
-    d.report = stall_report(live, asked - last)
+    d.report = stall_report(live.procs, asked - last)
     d.events["stall report (states, CPU time)"] = time.monotonic() - last
     quiet_until = time.monotonic() + 3.0  # the stacks come within milliseconds; the wait ends once they stop
     while time.monotonic() < quiet_until and not (

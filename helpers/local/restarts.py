@@ -10,9 +10,9 @@ import time
 from dataclasses import dataclass, field
 
 from helpers.job_spec import Job, parse_metric_line
-from helpers.local.containers import JobResult
 from helpers.local.drill_verdict import DrillFailed
 from helpers.local.runner import LocalRunner
+from helpers.results import JobResult
 from helpers.targets import Target, given
 
 RESTARTING = "will restart worker group"  # torchrun's agent, at INFO, when a worker failed and restarts are left

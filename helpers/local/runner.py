@@ -24,10 +24,10 @@ from helpers.checks import findings
 from helpers.contract import HostConfig, Layout, container_env, hyperparameter_args
 from helpers.errors import JobCheckError, UnknownOption, WorkshopError
 from helpers.job_spec import Job, runs_root
-from helpers.local.containers import GRACE_S, PORT_TAKEN, STALL_S, Clock, JobResult, LocalJob, Prepared
+from helpers.local.containers import GRACE_S, PORT_TAKEN, STALL_S, Clock, LocalJob, Prepared
+from helpers.results import JobResult
 from helpers.targets import Target
-from sagemaker_standin.channels import JobInputs
-from sagemaker_standin.ports import free_port
+from sagemaker_standin import JobInputs, free_port, s3_channels
 
 # All a job takes from the notebook's environment: where programs and libraries are, the user, the locale, the
 # temporary directory and the GPUs it may use. A SageMaker container starts from its image's environment, so
@@ -169,17 +169,19 @@ class LocalRunner:
         where = findings.Where.local(job, target)  # the processes per host and the launcher, decided once
         checks.run_rules(job, where)
         run_dir = self.runs_dir / (self.job_name or run_name(job.name))
-        inputs = JobInputs(job, self.runs_dir.parent / "fsx", run_dir)  # s3:// channels, in their modes
+        # s3:// channels come from the stand-in's object store, each in its input mode; a local folder is copied
+        inputs = JobInputs(job, self.runs_dir.parent / "fsx", run_dir) if s3_channels(job) else None
         if run_dir.exists():
             raise JobCheckError(f"{run_dir} exists already: give the job another name.")
         try:
             return Prepared(run_dir, self._build(job, target, where, run_dir, inputs), inputs, where.processes)
         except BaseException:
-            inputs.close()
+            if inputs is not None:
+                inputs.close()
             shutil.rmtree(run_dir, ignore_errors=True)  # nothing half-staged stays for anyone to trust
             raise
 
-    def _build(self, job: Job, target: Target, where: findings.Where, run_dir: Path, inputs: JobInputs) -> list:
+    def _build(self, job: Job, target: Target, where: findings.Where, run_dir: Path, inputs: JobInputs | None) -> list:
         """Every host's directory and command."""
         cluster = _Cluster.of(job, target, where)
         modes = {c: job.mode_of(c) for c in job.channels}
@@ -190,16 +192,18 @@ class LocalRunner:
             cfg = HostConfig(run_dir.name, host, cluster.hosts, target.instance_type, modes, job.hyperparameters)
             cfg.write(layout)
             for channel, path in job.channels.items():
-                if inputs.serves(channel):
+                if inputs is not None and inputs.serves(channel):
                     inputs.stage(channel, layout.data / channel, host)
                 else:
                     stage_channel(Path(path), layout.data / channel)
             env = self._environment(job, target, cluster, layout, cfg)
-            env.update(inputs.environment(env, host))  # FastFile: the read-through, first on PYTHONPATH
+            if inputs is not None:  # FastFile: the read-through, first on PYTHONPATH
+                env.update(inputs.environment(env, host))
             cmd = self._command(job, cluster, layout, cfg, host)
             (layout.input / "command.json").write_text(json.dumps(cmd, indent=1))
             commands.append((host, cmd, env, layout.code))
-        inputs.write()
+        if inputs is not None:
+            inputs.write()
         return commands
 
     def _environment(self, job: Job, target: Target, cluster: _Cluster, layout: Layout, cfg: HostConfig) -> dict:
