@@ -195,7 +195,7 @@ def _mode_colour(name: str) -> str:
 
 def input_mode_timeline(rows: list[dict], title: str = "One job per input mode"):
     """Stacked bars per mode: input staging, start to first training step, the rest; bytes fetched beside. ``rows``:
-    :func:`sagemaker_standin.channels.job_io` figures, each with a ``label``."""
+    :func:`sagemaker_standin.s3_inputs.job_io` figures, each with a ``label``."""
     fig, (ax, ax_bytes) = plt.subplots(1, 2, figsize=(11, 3.4), gridspec_kw={"width_ratios": [2.2, 1]})
     labels = [r["label"] for r in rows]
     staging = [r["staging_s"] for r in rows]

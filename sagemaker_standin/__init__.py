@@ -2,7 +2,7 @@
 service; it does not teach it, and a learner need not read it (``helpers/README.md`` says what to read instead).
 
 It holds each host's first process (:mod:`~sagemaker_standin.container_init`), the ``s3://`` channels in each input
-mode (:mod:`~sagemaker_standin.channels`) from an S3-compatible store on loopback
+mode (:mod:`~sagemaker_standin.s3_inputs`) from an S3-compatible store on loopback
 (:mod:`~sagemaker_standin.objectstore`), and the offline account a dry run talks to
 (:mod:`~sagemaker_standin.offline_account`). The helpers reach it through the names below and nothing else; a lab
 that shows the stand-in at work (lab 05) imports its modules by name.
@@ -11,7 +11,6 @@ that shows the stand-in at work (lab 05) imports its modules by name.
 from pathlib import Path
 
 from sagemaker_standin import container_init
-from sagemaker_standin.channels import JobInputs, s3_channels
 from sagemaker_standin.offline_account import (
     ApiCall,
     OfflineAWS,
@@ -22,6 +21,7 @@ from sagemaker_standin.offline_account import (
     to_json,
 )
 from sagemaker_standin.ports import free_port
+from sagemaker_standin.s3_inputs import JobInputs, s3_channels
 from sagemaker_standin.sandbox import REGION, config_validated_once, network_guard
 
 CONTAINER_INIT = Path(container_init.__file__)  # every local host's first process, as a container's

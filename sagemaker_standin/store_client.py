@@ -1,7 +1,7 @@
 """The client side of the loopback object store: S3 URIs and listings, a boto3 client that talks to this machine only,
 and one object fetched whole (or not at all), a failure said in a job's terms.
 
-:mod:`sagemaker_standin.objectstore` runs the store; :mod:`sagemaker_standin.channels` and
+:mod:`sagemaker_standin.objectstore` runs the store; :mod:`sagemaker_standin.s3_inputs` and
 :mod:`sagemaker_standin.fastfile` read channels from it through these.
 """
 

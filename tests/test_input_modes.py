@@ -16,7 +16,7 @@ from conftest import TINY
 
 from catalog_generator import catalog
 from helpers import jobs
-from helpers.aws import input_modes as aws_input_modes
+from helpers.aws import channels as aws_channels
 from helpers.checks import findings
 from helpers.errors import JobCheckError
 from helpers.input_mode import MODES
@@ -24,9 +24,8 @@ from helpers.job_spec import Job
 from helpers.jobs import on_sagemaker
 from helpers.local.containers import LocalJob
 from helpers.targets import Target, resolve
-from sagemaker_standin import channels as input_modes
-from sagemaker_standin import fastfile, objectstore, ports, streamed_open
-from sagemaker_standin.channels import InputModeError
+from sagemaker_standin import fastfile, objectstore, ports, s3_inputs, streamed_open
+from sagemaker_standin.s3_inputs import InputModeError
 
 pytestmark = pytest.mark.slow  # every test here starts a store, a job or a training run
 
@@ -105,7 +104,7 @@ def test_every_mode_presents_the_same_files_and_bytes(data, runner, probe_dir, m
     local = {p.name: p for p in (shards / "train").iterdir()}
     assert saw["sizes"] == {n: p.stat().st_size for n, p in local.items()}
     assert saw["digests"] == {n: sha(p) for n, p in local.items()}  # identical bytes, whatever the mode
-    io = input_modes.job_io(result)
+    io = s3_inputs.job_io(result)
     total = sum(p.stat().st_size for p in local.values())
     assert io["bytes_in_channels"] == total and io["bytes_from_store"] == total
     if mode == "FastFile":  # nothing before the start; everything on the script's opens
@@ -127,7 +126,7 @@ def test_fastfile_starts_before_the_bytes_and_fetches_only_what_is_opened(data, 
     assert [(f["key"], f["range"]) for f in record["fetches"]] == [
         (f"shards/train/{first.name}", [0, first.stat().st_size])
     ]
-    io = input_modes.job_io(result)
+    io = s3_inputs.job_io(result)
     assert io["bytes_from_store"] == first.stat().st_size and io["objects_from_store"] == 1
     untouched = result.run_dir / "algo-1" / "input" / "data" / "train" / "tokenizer.json"
     assert untouched.stat().st_blocks == 0 and set(untouched.read_bytes()) == {0}  # still a placeholder
@@ -176,9 +175,9 @@ def test_fsx_outlives_jobs_and_follows_the_store(data, runner, probe_dir):
     store.upload_dir(shards / "train", uri)
     first = runner.run(probe_job(store, "FSx", probe_dir, uri=uri), CPU)
     second = runner.run(probe_job(store, "FSx", probe_dir, uri=uri), CPU)
-    total = input_modes.job_io(first)["bytes_in_channels"]
-    assert input_modes.job_io(first)["bytes_before_start"] == total
-    assert input_modes.job_io(second)["bytes_from_store"] == 0  # warm: starts at once
+    total = s3_inputs.job_io(first)["bytes_in_channels"]
+    assert s3_inputs.job_io(first)["bytes_before_start"] == total
+    assert s3_inputs.job_io(second)["bytes_from_store"] == 0  # warm: starts at once
     assert seen(second)["digests"] == seen(first)["digests"]
     shared = runner.runs_dir.parent / "fsx" / BUCKET / "fsx-case"
     assert (second.run_dir / "algo-1" / "input" / "data" / "train").resolve() == shared.resolve()
@@ -187,7 +186,7 @@ def test_fsx_outlives_jobs_and_follows_the_store(data, runner, probe_dir):
     client.put_object(Bucket=BUCKET, Key="fsx-case/labels.json", Body=b'["only"]')
     client.delete_object(Bucket=BUCKET, Key="fsx-case/tokenizer.json")
     third = runner.run(probe_job(store, "FSx", probe_dir, uri=uri), CPU)
-    io = input_modes.job_io(third)
+    io = s3_inputs.job_io(third)
     assert io["objects_from_store"] == 1 and io["bytes_from_store"] == len(b'["only"]')
     assert "tokenizer.json" not in seen(third)["sizes"]
     assert seen(third)["digests"]["labels.json"] == hashlib.sha256(b'["only"]').hexdigest()
@@ -221,7 +220,7 @@ def test_the_training_script_runs_unchanged_on_fastfile(data, runner):
     )
     result = runner.run(job, CPU)
     assert result.status == "Completed" and result.metrics["val_accuracy"] >= 0
-    io = input_modes.job_io(result)
+    io = s3_inputs.job_io(result)
     assert io["bytes_before_start"] == 0 and 0 < io["bytes_from_store"] < io["bytes_in_channels"]
     assert (result.model_dir / "tokenizer.json").read_bytes() == store.client().get_object(
         Bucket=BUCKET, Key="shards/train/tokenizer.json"
@@ -405,10 +404,10 @@ def test_recorded_responses_have_the_service_shape():
 
 
 def test_startup_cost_reads_the_secondary_status_transitions():
-    rows = aws_input_modes.startup_cost(FILE_JOB)
+    rows = aws_channels.startup_cost(FILE_JOB)
     assert [r["phase"] for r in rows] == ["Starting", "Downloading", "Training", "Uploading", "Completed"]
     assert rows[1]["seconds"] == 3540 and rows[1]["share"] == pytest.approx(3540 / 9275)
-    file_share, fsx_share = aws_input_modes.download_share(FILE_JOB), aws_input_modes.download_share(FSX_JOB)
+    file_share, fsx_share = aws_channels.download_share(FILE_JOB), aws_channels.download_share(FSX_JOB)
     assert file_share["downloading_s"] == 3540 and file_share["training_s"] == 5580
     assert file_share["download_share"] == pytest.approx(3540 / 9120)
     assert fsx_share["downloading_s"] == 12 and fsx_share["input_mode"] == "train=FSx"
@@ -418,7 +417,7 @@ def test_startup_cost_reads_the_secondary_status_transitions():
             {"Status": "Downloading", "StartTime": FILE_JOB["SecondaryStatusTransitions"][1]["StartTime"]}
         ]
     }
-    assert math.isnan(aws_input_modes.startup_cost(running)[0]["seconds"])  # still running: no end time yet
+    assert math.isnan(aws_channels.startup_cost(running)[0]["seconds"])  # still running: no end time yet
 
 
 FSX = {
@@ -433,9 +432,9 @@ def test_real_channel_definitions_per_mode_in_the_dry_run(small_catalog):
 
     base = Job("lab05", {"epochs": 1})
     data = {"train": "s3://my-bucket/lab05/shards/train/", "validation": "s3://my-bucket/lab05/shards/validation/"}
-    jobs = aws_input_modes.sagemaker_jobs_per_mode(base, data, {**FSX, "import_path": "s3://my-bucket"})
+    jobs = aws_channels.sagemaker_jobs_per_mode(base, data, {**FSX, "import_path": "s3://my-bucket"})
     requests = {m: on_sagemaker(j, resolve("ml.g5.2xlarge"), echo=False).request for m, j in jobs.items()}
-    rows = {m: aws_input_modes.channel_definitions(r) for m, r in requests.items()}
+    rows = {m: aws_channels.channel_definitions(r) for m, r in requests.items()}
     assert {r["InputMode"] for r in rows["File"]} == {"File"}
     assert [r["InputMode"] for r in rows["FastFile"]] == ["FastFile", "FastFile"]  # explicit on every channel
     assert rows["FastFile"][0]["source"] == data["train"]
@@ -467,7 +466,7 @@ def test_the_fsx_job_mounts_where_the_file_system_shows_what_the_file_and_fastfi
     (infra/workshop-account.yaml: ImportPath s3://<bucket>) shows. The lab once mounted a fixed 'lab05/shards' that
     nothing wrote."""
     data = {split: str(small_catalog / split) for split in ("train", "validation")}
-    jobs = aws_input_modes.sagemaker_jobs_per_mode(Job("lab05", {"epochs": 1}), data, FSX)
+    jobs = aws_channels.sagemaker_jobs_per_mode(Job("lab05", {"epochs": 1}), data, FSX)
     dry = {m: on_sagemaker(j, resolve("ml.g6.xlarge"), echo=False) for m, j in jobs.items()}
     sources = {m: _channel_sources(d.request) for m, d in dry.items()}
     bucket = sources["File"]["train"].removeprefix("s3://").split("/")[0]
@@ -486,15 +485,15 @@ def test_an_fsx_channel_outside_the_file_system_s_link_is_refused_before_anythin
     linked = {**FSX, "import_path": "s3://workshop-bucket"}
     with pytest.raises(findings.FSxConfigError, match="not under s3://workshop-bucket.*never show"):
         jobs.preflight(
-            aws_input_modes.sagemaker_jobs_per_mode(Job("lab05"), data, linked)["FSx"], resolve("ml.g6.xlarge")
+            aws_channels.sagemaker_jobs_per_mode(Job("lab05"), data, linked)["FSx"], resolve("ml.g6.xlarge")
         )
     local = {"train": str(small_catalog / "train")}  # uploaded to the workshop bucket, not to other-bucket
-    fsx_job = aws_input_modes.sagemaker_jobs_per_mode(Job("lab05"), local, {**FSX, "import_path": "s3://other"})
+    fsx_job = aws_channels.sagemaker_jobs_per_mode(Job("lab05"), local, {**FSX, "import_path": "s3://other"})
     with pytest.raises(findings.FSxConfigError, match="is not under s3://other"):
         on_sagemaker(fsx_job["FSx"], resolve("ml.g6.xlarge"), echo=False)
     with pytest.raises(findings.FSxConfigError, match="neither an s3:// prefix nor a local directory"):
         jobs.preflight(
-            aws_input_modes.sagemaker_jobs_per_mode(Job("lab05"), {"train": "lab05/shards"}, FSX)["FSx"],
+            aws_channels.sagemaker_jobs_per_mode(Job("lab05"), {"train": "lab05/shards"}, FSX)["FSx"],
             resolve("ml.g6.xlarge"),
         )
 
@@ -502,17 +501,17 @@ def test_an_fsx_channel_outside_the_file_system_s_link_is_refused_before_anythin
 def test_fsx_preflight_wants_networking_and_a_mount_name():
 
     no_network = {k: v for k, v in FSX.items() if k not in ("subnets", "security_group_ids")}
-    job = aws_input_modes.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, no_network)["FSx"]
+    job = aws_channels.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, no_network)["FSx"]
     with pytest.raises(findings.FSxConfigError, match="988 and 1018-1023"):
         jobs.preflight(job, resolve("ml.g5.2xlarge"))
     with pytest.raises(findings.FSxConfigError, match="988 and 1018-1023"):
-        aws_input_modes.fsx_preflight(job)
-    aws_input_modes.fsx_preflight(
-        aws_input_modes.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, FSX)["FSx"]
+        aws_channels.fsx_preflight(job)
+    aws_channels.fsx_preflight(
+        aws_channels.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, FSX)["FSx"]
     )
     with pytest.raises(findings.FSxConfigError, match="mount name '/fsx'"):
-        aws_input_modes.fsx_preflight(
-            aws_input_modes.sagemaker_jobs_per_mode(
+        aws_channels.fsx_preflight(
+            aws_channels.sagemaker_jobs_per_mode(
                 Job("lab05"), {"train": "s3://b/t/"}, {**FSX, "mount_name": "/fsx"}
             )["FSx"]
         )
@@ -522,9 +521,9 @@ def test_the_fsx_job_is_told_its_vpc_needs_s3_for_its_code_too():
     """In the file system's VPC, S3 is reached only through an endpoint or NAT, and the job's code channels (the
     source and the SDK's drivers) come from S3: an FSx job without that route never starts its script."""
 
-    job = aws_input_modes.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, FSX)["FSx"]
+    job = aws_channels.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, FSX)["FSx"]
     notes = jobs.preflight(job, resolve("ml.g5.2xlarge")).notes
     s3 = next(n for n in notes if "S3 VPC endpoint or a NAT gateway" in n)
     assert "code channels" in s3 and "sm_drivers" in s3
     assert any("PyPI" in n and "NAT gateway" in n for n in notes)  # pip: NAT, an S3 endpoint alone does not do
-    assert "sm_drivers" in aws_input_modes.sagemaker_jobs_per_mode.__doc__
+    assert "sm_drivers" in aws_channels.sagemaker_jobs_per_mode.__doc__

@@ -9,8 +9,7 @@ import time
 
 import pytest
 
-from sagemaker_standin import channels as input_modes
-from sagemaker_standin import store_client
+from sagemaker_standin import s3_inputs, store_client
 from sagemaker_standin.objectstore import ObjectStore
 from sagemaker_standin.s3_profile import AWS_S3, S3Profile
 
@@ -82,7 +81,7 @@ def test_stop_ends_the_proxy_too(tmp_path):
 def test_the_profile_reproduces_the_figures_it_cites():
     """SageMaker's guide: File mode copies a 50 GB data set of 100 MB shards in about 5 minutes. With the profile's
     per-connection rate and first-byte wait, File mode's connections give that time (lab 05 prints it)."""
-    minutes = AWS_S3.seconds(50e9, requests=500) / input_modes.FILE_MODE_CONNECTIONS / 60
+    minutes = AWS_S3.seconds(50e9, requests=500) / s3_inputs.FILE_MODE_CONNECTIONS / 60
     assert 4.5 <= minutes <= 5.5, minutes
     assert 85 <= AWS_S3.connection_mb_per_s <= 90 and 10 <= AWS_S3.first_byte_ms < 100
     assert "85-90 MB/s" in AWS_S3.source and "tens of milliseconds" in AWS_S3.source

@@ -21,8 +21,8 @@ import pytest
 from helpers.job_spec import Job
 from helpers.local.containers import LocalJob
 from helpers.targets import Target
-from sagemaker_standin.channels import InputModeError
 from sagemaker_standin.objectstore import ObjectStore
+from sagemaker_standin.s3_inputs import InputModeError
 from sagemaker_standin.s3_profile import S3Profile
 
 pytestmark = pytest.mark.slow  # every test here starts a store, a job or a training run

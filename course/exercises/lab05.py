@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from course.exercises import exercise, expect
 from helpers.input_mode import MODES
-from sagemaker_standin.channels import FILE_MODE_CONNECTIONS
+from sagemaker_standin.s3_inputs import FILE_MODE_CONNECTIONS
 from sagemaker_standin.s3_profile import AWS_S3
 
 WANTED = {"a": "File", "b": "FastFile", "c": "FSx"}
