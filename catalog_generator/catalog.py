@@ -31,8 +31,6 @@ from catalog_generator.titles import (
 )
 from helpers.data.catalog_files import (
     CatalogError,
-    check_part,
-    load_labels,
     load_manifest,
     read_rows,
     write_rows,
@@ -40,7 +38,6 @@ from helpers.data.catalog_files import (
 
 VALIDATION_FRACTION = 0.1
 MIN_VOCAB_SIZE = 100  # below this WordPiece keeps little more than single characters
-CHECK_BYTES = 1 << 20  # check_channel reads this much of each CSV: catches a wrong encoding or header, even at 1 GB
 
 
 def stratified_split(
@@ -267,69 +264,6 @@ def shards(
             vocab_size,
         )
     return Path(out)
-
-
-def check_channel(path: str | os.PathLike, labels: Iterable[str] | None = None) -> None:
-    """Check a local channel directory before a job is launched on it, cheaply (the first ``CHECK_BYTES`` of each
-    CSV): what the training container would refuse only after start-up, raised here as a :class:`CatalogError`.
-
-    Checked: labels.json, and each CSV's encoding, header, field counts and categories (against ``labels`` when
-    given, e.g. the train channel's for a validation channel, else against the channel's own labels.json). A
-    directory with neither labels.json nor CSV parts holds other data and is left alone.
-    """
-    root = Path(path)
-    if not root.is_dir():
-        raise CatalogError(
-            f"{root}: not a directory. Build the catalogue with "
-            f"`python -m catalog_generator build --out data/catalog`, or give the right path."
-        )
-    parts = sorted(p for p in root.glob("*.csv") if p.is_file())
-    if (root / "labels.json").is_file():
-        own = load_labels(root / "labels.json")
-        labels = own if labels is None else labels
-        if not parts:
-            raise CatalogError(
-                f"{root}: labels.json but no .csv parts beside it, so nothing to train on. Copy "
-                f"the CSV parts there, or point the channel at the catalogue's train directory."
-            )
-    known = None if labels is None else set(labels)
-    rows = sum(check_part(part, known, CHECK_BYTES) for part in parts)
-    if parts and not rows:
-        raise CatalogError(
-            f"{root}: its CSV parts hold a header and no rows, so the job would have nothing to read here. "
-            f"Rebuild the catalogue (`python -m catalog_generator build --out <folder>`) or copy its parts again."
-        )
-    if (root / "tokenizer.json").is_file():
-        check_tokenizer(root / "tokenizer.json")
-
-
-def check_tokenizer(path: Path) -> None:
-    """A channel's tokenizer.json must be whole JSON (a cut-off upload or copy is the usual way it is not)."""
-    try:
-        json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise CatalogError(
-            f"{path}: not a whole tokenizer file ({err}): a copy or upload cut short? Rebuild the catalogue "
-            f"(`python -m catalog_generator build --out <folder>`) or copy its tokenizer.json again."
-        ) from None
-
-
-def check_channels(channels: dict) -> None:
-    """:func:`check_channel` on a job's local train and validation channels (``s3://`` ones are not here to read);
-    one without labels.json of its own (validation) is checked against the categories of one that has them (train)."""
-    # the channels the training script reads as a catalogue; another channel may hold any data
-    local = {
-        name: Path(src)
-        for name, src in channels.items()
-        if name in ("train", "validation") and not str(src).startswith("s3://")
-    }
-    with_labels = [p / "labels.json" for p in local.values() if (p / "labels.json").is_file()]
-    labels = load_labels(with_labels[0]) if with_labels else None
-    for name, path in local.items():
-        try:
-            check_channel(path, None if (path / "labels.json").is_file() else labels)
-        except CatalogError as e:
-            raise CatalogError(f"channel {name!r}: {e}") from None
 
 
 def _at_least(low: int):

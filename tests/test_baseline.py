@@ -9,10 +9,10 @@ import shutil
 import pytest
 from conftest import REPO
 
-from catalog_generator import catalog
-from catalog_generator.titles import Row
+from catalog_generator import catalog, titles
 from course import manifest
 from helpers.data import baseline, catalog_files
+from helpers.data.catalog_files import Row
 from helpers.planning import instances
 
 DATA = REPO / "data" / "catalog"
@@ -20,7 +20,7 @@ DATA = REPO / "data" / "catalog"
 
 def test_the_slice_is_the_generator_s_own_record_of_titles_with_a_modifier():
     train, val, _ = catalog_files.load_split(DATA)
-    marked = baseline.modifier_ids(DATA, val)
+    marked = titles.modifier_ids(DATA, val)
     assert marked <= {r.id for r in val}
     assert 0.2 < len(marked) / len(val) < 0.3  # COMPOUND_RATE, less the titles the generator emptied of nouns
     # English "A for B" is made only with a modifier: every such validation title is in the slice
@@ -31,7 +31,7 @@ def test_the_slice_is_the_generator_s_own_record_of_titles_with_a_modifier():
 def test_the_slice_of_a_sharded_catalogue_replays_each_shard(tmp_path):
     out = catalog.shards(tmp_path / "big", rows=2000, n_shards=3, vocab_size=200, tokenizer_rows=500)
     _, val, _ = catalog_files.load_split(out)
-    share = len(baseline.modifier_ids(out, val)) / len(val)
+    share = len(titles.modifier_ids(out, val)) / len(val)
     assert 0.15 < share < 0.35
 
 
@@ -41,14 +41,14 @@ def test_a_catalogue_the_generator_did_not_make_has_no_slice(tmp_path):
     catalog_files.write_rows(src, rows)
     out = catalog.from_csv(src, tmp_path / "mine", vocab_size=100)
     with pytest.raises(catalog_files.CatalogError, match="generator"):
-        baseline.modifier_ids(out, catalog_files.load_split(out)[1])
+        titles.modifier_ids(out, catalog_files.load_split(out)[1])
 
 
 def test_an_edited_row_is_refused_by_name():
     _, val, _ = catalog_files.load_split(DATA)
     edited = Row(val[0].id, val[0].title + " 니트", val[0].category)
     with pytest.raises(catalog_files.CatalogError, match=val[0].id):
-        baseline.modifier_ids(DATA, [edited])
+        titles.modifier_ids(DATA, [edited])
 
 
 def test_the_baseline_keeps_a_prediction_per_validation_row():

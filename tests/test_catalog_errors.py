@@ -120,7 +120,7 @@ def test_byte_order_mark_is_not_part_of_the_first_column(tmp_path):
     assert src.read_bytes().startswith(b"\xef\xbb\xbfid,")
     assert catalog_files.read_rows(src)[0].id == "p0"
     make_channel(tmp_path / "train", encoding="utf-8-sig")
-    catalog.check_channel(tmp_path / "train")
+    catalog_files.check_channel(tmp_path / "train")
     titles, targets = read_channel(tmp_path / "train", LABELS)
     assert titles[0] == ROWS[0][1] and len(titles) == len(ROWS)
 
@@ -150,13 +150,13 @@ def test_broken_labels_json_names_the_file_and_the_rebuild(tmp_path, case):
         read_labels(train)
     if text is not None:  # without labels.json a channel is checked as a validation channel
         with pytest.raises(CatalogError, match=expected):
-            catalog.check_channel(train)
+            catalog_files.check_channel(train)
 
 
 def test_a_category_listed_twice_is_refused(tmp_path):
     train = make_channel(tmp_path / "train", labels=[*LABELS, LABELS[0]])
     with pytest.raises(CatalogError, match="'fashion > dress' more than once"):
-        catalog.check_channel(train)
+        catalog_files.check_channel(train)
 
 
 # ---------------------------------------------------------------------------------------------- command-line values
@@ -203,16 +203,16 @@ def test_check_channel_passes_catalogue_channels_and_leaves_other_data_alone(tmp
     validation = tmp_path / "validation"
     validation.mkdir()
     write_csv(validation / "part-00000.csv", ROWS[:4])
-    assert catalog.check_channel(train) is None
-    catalog.check_channel(validation)  # no labels.json: header, encoding and fields only
-    catalog.check_channel(validation, labels=LABELS)
+    assert catalog_files.check_channel(train) is None
+    catalog_files.check_channel(validation)  # no labels.json: header, encoding and fields only
+    catalog_files.check_channel(validation, labels=LABELS)
     other = tmp_path / "tokens"
     other.mkdir()
     (other / "shard-00000.bin").write_bytes(b"\xff\xfe\x00binary")
     (other / "meta.json").write_text("{not json")
-    catalog.check_channel(other)
+    catalog_files.check_channel(other)
     (tmp_path / "empty").mkdir()
-    catalog.check_channel(tmp_path / "empty")
+    catalog_files.check_channel(tmp_path / "empty")
 
 
 BAD_PARTS = {
@@ -229,7 +229,7 @@ def test_check_channel_refuses_what_the_container_would_refuse(tmp_path, case):
     train = make_channel(tmp_path / "train")
     part = write_csv(train / "part-00001.csv", **{"rows": ROWS, **options})
     with pytest.raises(CatalogError, match=rf"{re.escape(str(part))}, {where}"):
-        catalog.check_channel(train)
+        catalog_files.check_channel(train)
     with pytest.raises(DataError, match=rf"{re.escape(str(part))}, {where}"):
         read_channel(train, LABELS)
 
@@ -239,29 +239,29 @@ def test_check_channel_uses_the_given_labels_for_a_channel_without_its_own(tmp_p
     validation.mkdir()
     write_csv(validation / "part-00000.csv", [["1", "후드티", "fashion > hoodie"]])
     with pytest.raises(CatalogError, match=r"line 2: category 'fashion > hoodie' is not in labels\.json"):
-        catalog.check_channel(validation, labels=LABELS)
+        catalog_files.check_channel(validation, labels=LABELS)
 
 
 def test_check_channel_refuses_labels_without_csv_parts_and_a_missing_directory(tmp_path):
     train = make_channel(tmp_path / "train")
     (train / "part-00000.csv").unlink()
     with pytest.raises(CatalogError, match="labels.json but no .csv parts"):
-        catalog.check_channel(train)
+        catalog_files.check_channel(train)
     with pytest.raises(CatalogError, match="not a directory"):
-        catalog.check_channel(tmp_path / "nowhere")
+        catalog_files.check_channel(tmp_path / "nowhere")
 
 
 def test_check_channel_reads_only_the_head_of_each_part(tmp_path, monkeypatch):
     train = make_channel(tmp_path / "train")
     head = (train / "part-00000.csv").read_bytes()
     cut = next(i for i in range(60, len(head)) if 0x80 <= head[i] < 0xC0)  # inside a Hangul character, mid-record
-    monkeypatch.setattr(catalog, "CHECK_BYTES", cut)
+    monkeypatch.setattr(catalog_files, "CHECK_BYTES", cut)
     with open(train / "part-00000.csv", "ab") as f:
         f.write("late,블랙,fashion > hoodie\r\n".encode() + "late,블랙,fashion > dress\r\n".encode("cp949"))
-    catalog.check_channel(train)  # neither the split character nor the bad rows past the head are an error
-    monkeypatch.setattr(catalog, "CHECK_BYTES", 1 << 20)
+    catalog_files.check_channel(train)  # neither the split character nor the bad rows past the head are an error
+    monkeypatch.setattr(catalog_files, "CHECK_BYTES", 1 << 20)
     with pytest.raises(CatalogError, match="not UTF-8"):
-        catalog.check_channel(train)
+        catalog_files.check_channel(train)
 
 
 def test_a_cut_short_tokenizer_is_refused_naming_the_file_on_both_sides(tmp_path):
@@ -273,11 +273,11 @@ def test_a_cut_short_tokenizer_is_refused_naming_the_file_on_both_sides(tmp_path
     channel = make_channel(tmp_path / "train")
     (channel / "tokenizer.json").write_text(whole[: len(whole) // 2], encoding="utf-8")
     with pytest.raises(CatalogError, match=r"tokenizer.json: not a whole tokenizer file .*copy its tokenizer.json"):
-        catalog.check_channels({"train": channel})
+        catalog_files.check_channels({"train": channel})
     with pytest.raises(DataError, match=r"tokenizer.json: not a tokenizer file the tokenizers library can read"):
         load_tokenizer(str(channel / "tokenizer.json"))
     (channel / "tokenizer.json").write_text(whole, encoding="utf-8")
-    catalog.check_channels({"train": channel})  # the whole file passes
+    catalog_files.check_channels({"train": channel})  # the whole file passes
     assert load_tokenizer(str(channel / "tokenizer.json")).vocab_size > 100
 
 
@@ -286,6 +286,6 @@ def test_a_channel_of_headers_only_is_refused_on_both_sides(tmp_path):
     container does too, instead of failing deep inside the tokenizer ('list index out of range')."""
     channel = make_channel(tmp_path / "validation", rows=[])
     with pytest.raises(CatalogError, match=r"validation: its CSV parts hold a header and no rows"):
-        catalog.check_channels({"train": make_channel(tmp_path / "train"), "validation": channel})
+        catalog_files.check_channels({"train": make_channel(tmp_path / "train"), "validation": channel})
     with pytest.raises(DataError, match=r"validation: its .csv files hold a header and no rows"):
         read_channel(str(channel), LABELS)

@@ -7,7 +7,6 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from catalog_generator import catalog
 from helpers import hyperparameters, input_mode
 from helpers.checks.findings import (
     ChannelError,
@@ -200,7 +199,7 @@ def channel_sources(job: Job, where: Where) -> Iterator[Finding]:
 def channel_data(job: Job, where: Where) -> Iterator[Finding]:
     """A malformed data file in a local channel fails here, not after upload and start-up."""
     try:
-        catalog.check_channels({n: src for n, src in job.channels.items() if input_mode.reads_s3(job.mode_of(n))})
+        catalog_files.check_channels({n: src for n, src in job.channels.items() if input_mode.reads_s3(job.mode_of(n))})
     except catalog_files.CatalogError as e:
         yield fail(str(e), ChannelError)
 

@@ -2,21 +2,19 @@
 by side on the slice where word order decides.
 
 Character n-grams survive Korean compounds ("셔츠원피스") and typos. But a bag of them cannot tell a head noun from its
-modifier ("니트 원피스" is a dress, "dress shoes" are shoes): :func:`modifier_ids` finds those titles, :func:`predict`
+modifier ("니트 원피스" is a dress, "dress shoes" are shoes): the generator's own record of them (:func:`catalog_generator.titles.modifier_ids`) finds those titles, :func:`predict`
 reads a trained job's model back, and :func:`by_slice` scores both classifiers on them and on the rest.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from catalog_generator.titles import GENERATOR_VERSION, Row, TitleGenerator
-from helpers.data.catalog_files import CatalogError, load_manifest, load_split
+from helpers.data.catalog_files import Row, load_split
 
 
 @dataclass
@@ -65,41 +63,6 @@ def tfidf_baseline(catalog_dir, max_train_rows: int | None = None, seed: int = 0
         time.perf_counter() - start,
         pred,
     )
-
-
-# ---------------------------------------------------------------------------------------------- the slice
-def modifier_ids(catalog_dir, rows: Iterable[Row]) -> set[str]:
-    """The ids among ``rows`` whose title names a second product as a modifier of its own ("니트 원피스",
-    "organizer for socks"): the generator counts each such title as it makes it, so replaying it with the
-    catalogue's seed marks them exactly (about a second for 30,000 rows). Each given row is checked against the
-    replay; a catalogue the generator did not make (``from-csv``) has no such record and is refused."""
-    manifest = load_manifest(catalog_dir)
-    if manifest.get("source") != "generator" or manifest.get("generator_version") != GENERATOR_VERSION:
-        raise CatalogError(
-            f"{catalog_dir}: the slice of titles with a modifier is known only for a catalogue this generator "
-            f"(version {GENERATOR_VERSION}) made; this one's manifest says source={manifest.get('source')!r}, "
-            f"generator_version={manifest.get('generator_version')!r}. Rebuild it with "
-            f"`python -m catalog_generator build`."
-        )
-    wanted = {r.id: r for r in rows}
-    total, shards = manifest["rows"], manifest.get("shards", 1)
-    per_shard = math.ceil(total / shards)
-    found: set[str] = set()
-    for start in range(0, total, per_shard):  # generate_rows' streams: one per shard, seeded by its first row
-        gen = TitleGenerator(manifest["seed"] * 1_000_003 + start)
-        for i in range(start, min(start + per_shard, total)):
-            before = gen.compounds
-            row = gen.row(i)
-            if row.id in wanted:
-                if wanted[row.id] != row:
-                    raise CatalogError(
-                        f"{catalog_dir}: row {row.id} is {wanted[row.id]}, but the generator makes {row}: the "
-                        "catalogue was edited after it was built; rebuild it with "
-                        "`python -m catalog_generator build`."
-                    )
-                if gen.compounds > before:
-                    found.add(row.id)
-    return found
 
 
 def predict(model_dir, titles: Sequence[str], max_length: int, batch_size: int = 256) -> list[str]:
