@@ -97,7 +97,9 @@ def start(client, domain: str, spaces: list[Space]) -> list[str]:
 
 def main(argv: list[str] | None = None, boto_session=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--domain", required=True, help="the Studio domain's id (helpers.aws.account env --stack ...)")
+    p.add_argument(
+        "--domain", required=True, help="the Studio domain's id (python -m course.event.stack env --stack ...)"
+    )
     p.add_argument("--start", action="store_true", help="create and start; without it, only say what it would do")
     a = p.parse_args(argv)
     import boto3

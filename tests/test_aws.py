@@ -13,6 +13,7 @@ import urllib.parse
 
 import pytest
 
+from course.event import studio_apps
 from helpers.aws import account as aws
 from helpers.aws import quotas, settings, setup_errors
 from helpers.job_spec import Job
@@ -34,6 +35,7 @@ def no_studio(monkeypatch, tmp_path):
 @pytest.fixture
 def fake_aws(no_studio, monkeypatch):
     monkeypatch.setattr(aws, "_quota_codes", {})  # each test finds its own quota codes
+    monkeypatch.setattr(studio_apps, "_codes", {})  # the Studio app quota's too
     with sandbox.offline_environment(), sandbox.network_guard() as attempts:
         yield aws_offline.OfflineAWS()
     assert not attempts, f"something tried the network: {attempts}"
@@ -525,7 +527,7 @@ def test_instances_held_by_running_jobs_count_against_the_quota(fake_aws):
 
 def test_the_studio_app_quota_counts_the_jupyterlab_apps_already_running(fake_aws):
     """Each attendee's space runs one JupyterLab app on the space type: the guide's T-1 check asks for one each."""
-    name = quotas.app_quota_name("ml.m5.xlarge")
+    name = studio_apps.app_quota_name("ml.m5.xlarge")
     assert name == "Studio JupyterLab Apps running on ml.m5.xlarge instance"
     codes = _script_quotas(fake_aws, {name: 2.0}, applied={name: 30.0})
 
@@ -548,14 +550,14 @@ def test_the_studio_app_quota_counts_the_jupyterlab_apps_already_running(fake_aw
         app(5, "InService", instance_type="ml.t3.medium"),
     ]
     fake_aws.respond("ListApps", lambda params: {"Apps": running})
-    check = aws.check_app_quota(fake_aws.boto_session, "ml.m5.xlarge", 28)
+    check = studio_apps.check_app_quota(fake_aws.boto_session, "ml.m5.xlarge", 28)
     assert (check.ok, check.limit, check.in_use, check.quota_code) == (True, 30, 2, codes[name])
     with pytest.raises(setup_errors.QuotaError) as err:
-        aws.check_app_quota(fake_aws.boto_session, "ml.m5.xlarge", 29)
+        studio_apps.check_app_quota(fake_aws.boto_session, "ml.m5.xlarge", 29)
     msg = str(err.value)
     assert f"quota '{name}' is 30, 2 of them running in this account's spaces, and the event needs 29 more" in msg
     assert "at least 31" in msg and codes[name] in msg and "StudioInstanceType" in msg
-    assert aws.check_app_quota(fake_aws.boto_session, "ml.g5.2xlarge", 1) is None  # a name Service Quotas lacks
+    assert studio_apps.check_app_quota(fake_aws.boto_session, "ml.g5.2xlarge", 1) is None  # a name Service Quotas lacks
 
 
 def test_the_account_wide_instance_quota_counts_every_type_of_running_job(fake_aws):

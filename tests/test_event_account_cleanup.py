@@ -11,8 +11,7 @@ import pytest
 from botocore.exceptions import ClientError
 from botocore.validate import validate_parameters
 
-from course.event import room
-from helpers.aws import account
+from course.event import room, stack
 from helpers.aws.setup_errors import RoleError
 
 MODELS = botocore.session.get_session()
@@ -102,7 +101,7 @@ ANSWERS = {
 
 def test_an_attendee_s_warm_pools_are_released_with_a_keep_alive_of_zero():
     session = Session(ANSWERS)
-    released = account.release_warm_pools("attendee-01", boto_session=session)
+    released = room.release_warm_pools("attendee-01", boto_session=session)
     assert released == ["attendee-01-lab08-x"]  # not attendee-011's, whose name merely contains the prefix
     updates = [p for op, p in session.calls if op == "UpdateTrainingJob"]
     assert updates == [{"TrainingJobName": "attendee-01-lab08-x", "ResourceConfig": {"KeepAlivePeriodInSeconds": 0}}]
@@ -148,14 +147,14 @@ def test_a_laptop_finds_its_attendee_s_own_job_role_by_its_path():
     session = Session(
         {"iam": {"ListRoles": lambda p: {"Roles": [{"Arn": role}] if "attendee-07" in p["PathPrefix"] else []}}}
     )
-    assert account.attendee_role_arn("workshop", "attendee-07", boto_session=session) == role
+    assert stack.attendee_role_arn("workshop", "attendee-07", boto_session=session) == role
     assert session.calls == [("ListRoles", {"PathPrefix": "/workshop-jobs/workshop/attendee-07/"})]
     with pytest.raises(RoleError, match="within the stack's Attendees count"):
-        account.attendee_role_arn("workshop", "attendee-41", boto_session=session)
+        stack.attendee_role_arn("workshop", "attendee-41", boto_session=session)
 
 
 def test_the_role_path_is_the_template_s():
     from test_event_account import account_template
 
     template = account_template.JOB_ROLE_PATH + "attendee-07/"
-    assert account.JOB_ROLE_PATH.format(stack="${AWS::StackName}", attendee="attendee-07") == template
+    assert stack.JOB_ROLE_PATH.format(stack="${AWS::StackName}", attendee="attendee-07") == template

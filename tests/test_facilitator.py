@@ -14,6 +14,7 @@ import pytest
 from cfnlint.decode import cfn_yaml
 from conftest import REPO
 
+from course.event import stack
 from course.facilitator import lab_targets, studio_sizing, workshop
 from course.facilitator.tables import money
 from course.manifest import registered
@@ -57,7 +58,7 @@ def test_the_agenda_s_quotas_hold_what_the_agendas_launch(monkeypatch):
     app = f"Studio JupyterLab Apps running on {workshop.space_type()} instance"
     for table in (workshop.agenda_quota_rows(30), workshop.quota_rows(30)):
         assert table[-1]["Service Quotas name (SageMaker)"] == app and table[-1]["value for 30 attendees"] == 30
-    assert f'account.check_app_quota(session, "{workshop.space_type()}", attendees)' in workshop.quota_check_code()
+    assert f'studio_apps.check_app_quota(session, "{workshop.space_type()}", attendees)' in workshop.quota_check_code()
     monkeypatch.setattr(workshop, "attendee_launches", lambda lab: lab == "02")  # lab 02 is in every agenda
     lab02 = next(t for t in lab_targets.TARGETS if t.lab == "02")
     launched = {name: n for name, _, n, _, _, _ in workshop.agenda_needs(30)}
@@ -115,7 +116,7 @@ def test_the_template_makes_what_the_labs_need():
     limits = ("JobLimits", "JobLimitsRole", "JobStarts", "JobStartsInvokeJobLimits")  # the room's instance limits
     first_attendees = tuple(f"JobRole{n:02d}" for n in range(1, 6))  # Attendees takes at least 5
     assert all("Condition" in v for k, v in r.items() if k not in always + limits + first_attendees)  # options
-    assert set(t["Outputs"]) == set(settings.STACK_OUTPUTS)
+    assert set(t["Outputs"]) == set(stack.STACK_OUTPUTS)
 
 
 TWIN = {
@@ -180,12 +181,12 @@ def test_the_helpers_accept_the_stack_s_outputs():
         {"OutputKey": "BucketName", "OutputValue": "workshop-111122223333-us-east-1"},
         {"OutputKey": "FileSystemId", "OutputValue": "fs-0123456789abcdef0"},
     ]
-    found = settings.settings_from_stack(outputs)
+    found = stack.settings_from_stack(outputs)
     assert found["WORKSHOP_ROLE_ARN"].endswith("workshop-ExecutionRole-AbC")
     assert found["WORKSHOP_BUCKET"] == "workshop-111122223333-us-east-1"
     assert found["lab 05: fsx_id"] == "fs-0123456789abcdef0"
     with pytest.raises(setup_errors.AwsSetupError, match="no RoleArn output"):
-        settings.settings_from_stack(outputs[1:])
+        stack.settings_from_stack(outputs[1:])
 
 
 def test_stack_exports_reads_the_stack_offline():
@@ -207,7 +208,7 @@ def test_stack_exports_reads_the_stack_offline():
                 ]
             },
         )
-        text = settings.stack_exports("event", boto_session=fake.boto_session)
+        text = stack.stack_exports("event", boto_session=fake.boto_session)
     assert not attempts
     assert "export WORKSHOP_ROLE_ARN=arn:aws:iam::111122223333:role/w" in text
     assert "export WORKSHOP_BUCKET=event-bucket" in text

@@ -484,9 +484,7 @@ def test_an_fsx_channel_outside_the_file_system_s_link_is_refused_before_anythin
     data = {"train": "s3://other-bucket/shards/train/"}
     linked = {**FSX, "import_path": "s3://workshop-bucket"}
     with pytest.raises(findings.FSxConfigError, match="not under s3://workshop-bucket.*never show"):
-        jobs.preflight(
-            aws_channels.sagemaker_jobs_per_mode(Job("lab05"), data, linked)["FSx"], resolve("ml.g6.xlarge")
-        )
+        jobs.preflight(aws_channels.sagemaker_jobs_per_mode(Job("lab05"), data, linked)["FSx"], resolve("ml.g6.xlarge"))
     local = {"train": str(small_catalog / "train")}  # uploaded to the workshop bucket, not to other-bucket
     fsx_job = aws_channels.sagemaker_jobs_per_mode(Job("lab05"), local, {**FSX, "import_path": "s3://other"})
     with pytest.raises(findings.FSxConfigError, match="is not under s3://other"):
@@ -506,14 +504,12 @@ def test_fsx_preflight_wants_networking_and_a_mount_name():
         jobs.preflight(job, resolve("ml.g5.2xlarge"))
     with pytest.raises(findings.FSxConfigError, match="988 and 1018-1023"):
         aws_channels.fsx_preflight(job)
-    aws_channels.fsx_preflight(
-        aws_channels.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, FSX)["FSx"]
-    )
+    aws_channels.fsx_preflight(aws_channels.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, FSX)["FSx"])
     with pytest.raises(findings.FSxConfigError, match="mount name '/fsx'"):
         aws_channels.fsx_preflight(
-            aws_channels.sagemaker_jobs_per_mode(
-                Job("lab05"), {"train": "s3://b/t/"}, {**FSX, "mount_name": "/fsx"}
-            )["FSx"]
+            aws_channels.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, {**FSX, "mount_name": "/fsx"})[
+                "FSx"
+            ]
         )
 
 

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from course import generated, lab_time
+from course.event.studio_apps import app_quota_name
 from course.facilitator.agenda import DEMO, agendas
 from course.facilitator.lab_targets import LIBRARIES, TARGETS, gpus_of, hourly
 from course.facilitator.map_2026 import answers_markdown, map_markdown
@@ -28,7 +29,7 @@ from course.facilitator.tables import markdown, money
 from course.lab import RealTarget
 from course.manifest import LABS, registered
 from helpers.aws.launch import LOG_GROUP
-from helpers.aws.quotas import ACCOUNT_WIDE, app_quota_name, quota_name
+from helpers.aws.quotas import ACCOUNT_WIDE, quota_name
 from helpers.job_spec import Job
 from helpers.planning import cost, instances
 
@@ -288,13 +289,20 @@ def every_attendee_quotas_markdown(attendees: int) -> str:
 
 def quota_check_code() -> str:
     """The calls that check, the day before, that every quota allows the event (``attendees`` set by the reader)."""
-    lines = ["import boto3", "from helpers.aws import account", "", "session = boto3.Session()", "attendees = 30"]
+    lines = [
+        "import boto3",
+        "from course.event import studio_apps",
+        "from helpers.aws import account",
+        "",
+        "session = boto3.Session()",
+        "attendees = 30",
+    ]
     for _, _, n, _, instance_type, spot in quota_needs():
         if instance_type:
             lines.append(
                 f'account.check_quota(session, "{instance_type}", {n} * attendees{", spot=True" if spot else ""})'
             )
-    lines.append(f'account.check_app_quota(session, "{space_type()}", attendees)  # a JupyterLab app per space')
+    lines.append(f'studio_apps.check_app_quota(session, "{space_type()}", attendees)  # a JupyterLab app per space')
     return "\n".join(lines)
 
 
@@ -420,7 +428,7 @@ def checklist_markdown() -> str:
             "cut as your agenda cuts the labs, in `runs/slides/`. Send attendees the "
             "[pre-work note](#the-note-to-send-attendees).",
             "- **T-1: the environment.** Deploy the stack with the event's options (a Studio domain takes minutes), "
-            "`python -m helpers.aws.account env --stack workshop`, set `WORKSHOP_BUDGET_USD`, open one attendee "
+            "`python -m course.event.stack env --stack workshop`, set `WORKSHOP_BUDGET_USD`, open one attendee "
             "space and wait for `== set-up done` in `~/workshop-setup.log`. Then check the quotas now allow the "
             "event; each call raises `QuotaError` naming the quota and the value to request (for a training type: its "
             "quota and the account-wide one; for the spaces: their JupyterLab apps), and returns None where it cannot "

@@ -1,7 +1,7 @@
 """Who and where on AWS: credentials, region, execution role, bucket and attendee, in Studio or on a laptop.
 
 Importing it calls nothing; :func:`discover` makes a few read-only calls and says what to fix, never printing
-credentials. :func:`cleanup` stops this attendee's jobs, :func:`release_warm_pools` their warm pools,
+credentials. :func:`cleanup` stops this attendee's jobs and
 :func:`check_quota` compares quotas with a job's ask. Every job is named and tagged with the attendee's prefix
 (``attendee=``, ``WORKSHOP_ATTENDEE``, the Studio profile, then the login name).
 """
@@ -18,8 +18,6 @@ from typing import Any
 from helpers.aws.quotas import (
     ACCOUNT_WIDE,
     QuotaCheck,
-    app_quota_name,
-    apps_in_use,
     instances_in_use,
     quota_message,
     quota_name,
@@ -34,7 +32,6 @@ from helpers.aws.settings import (
     require_bucket_name,
     require_role_arn,
     sanitize_attendee,
-    stack_exports,
     trusts_sagemaker,
 )
 from helpers.aws.setup_errors import (
@@ -287,27 +284,6 @@ def check_quota(
     return check
 
 
-def check_app_quota(boto_session, instance_type: str, apps: int, region: str | None = None) -> QuotaCheck | None:
-    """Compare the account's quota of Studio JupyterLab apps on ``instance_type`` with ``apps`` more (one per
-    attendee's space) plus those already running. :class:`QuotaError` when too low; None when it cannot be read."""
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    region = region or boto_session.region_name
-    try:
-        check = _check(boto_session.client("service-quotas", region_name=region), app_quota_name(instance_type), apps)
-    except (ClientError, BotoCoreError):
-        return None
-    if check is None:
-        return None
-    try:
-        check = replace(check, in_use=apps_in_use(boto_session.client("sagemaker", region_name=region), instance_type))
-    except (ClientError, BotoCoreError):
-        pass  # cannot list apps: the quota alone is still a useful check
-    if not check.ok:
-        raise QuotaError(quota_message(check))
-    return check
-
-
 def _check(client, wanted: str, requested: int) -> QuotaCheck | None:
     found = quota_value(client, wanted, _quota_codes)
     if found is None:
@@ -417,67 +393,3 @@ def stored_objects(
                 Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys[i : i + 1000]], "Quiet": True}
             )
     return Stored(bucket, prefix, keys, sum(s for _, s in found), deleted=delete and bool(keys))
-
-
-# --- the event account's per-attendee job roles and warm pools (the room's clean-up: course.event.room) -----------
-JOB_ROLE_PATH = "/workshop-jobs/{stack}/{attendee}/"  # infra/workshop_account.py's JOB_ROLE_PATH: the attendee's role
-
-
-def attendee_role_arn(stack: str, attendee: str, boto_session=None, region: str | None = None) -> str:
-    """The ARN of ``attendee``'s own job role in the event ``stack``: the only role their jobs may run as (its path
-    holds their name, so nobody types it; a space's set-up finds it the same way)."""
-    import boto3
-
-    session = boto_session or boto3.Session(region_name=region)
-    path = JOB_ROLE_PATH.format(stack=stack, attendee=sanitize_attendee(attendee))
-    iam = session.client("iam")
-    roles = [r["Arn"] for page in iam.get_paginator("list_roles").paginate(PathPrefix=path) for r in page["Roles"]]
-    if not roles:
-        raise RoleError(
-            f"no job role under {path}: is {attendee} within the stack's Attendees count (attendee-01 ... its "
-            f"value)? Update the stack with a larger Attendees, or use another attendee name."
-        )
-    return roles[0]
-
-
-def release_warm_pools(
-    attendee: str | None = None, boto_session=None, region: str | None = None, release: bool = True
-) -> list[str]:
-    """The training jobs whose warm pool still holds (and bills) instances, released: a warm pool outlives its job by
-    its KeepAlivePeriodInSeconds, and only UpdateTrainingJob with 0 ends it early. ``attendee``: only that
-    attendee's jobs (named and tagged theirs); None: every job of the account (the facilitator's clean-up)."""
-    import boto3
-
-    session = boto_session or boto3.Session(region_name=region)
-    client = session.client("sagemaker", region_name=region or session.region_name)
-    prefix = f"{sanitize_attendee(attendee)}-" if attendee else ""
-    filters = {"WarmPoolStatusEquals": "Available"} | ({"NameContains": prefix} if prefix else {})
-    names = []
-    for page in client.get_paginator("list_training_jobs").paginate(**filters):
-        for job in page["TrainingJobSummaries"]:
-            if prefix and not job["TrainingJobName"].startswith(prefix):
-                continue
-            if prefix:
-                tags = client.list_tags(ResourceArn=job["TrainingJobArn"]).get("Tags", [])
-                if {"Key": ATTENDEE_TAG, "Value": prefix[:-1]} not in tags:
-                    continue
-            names.append(job["TrainingJobName"])
-    if release:
-        for name in names:
-            client.update_training_job(TrainingJobName=name, ResourceConfig={"KeepAlivePeriodInSeconds": 0})
-    return names
-
-
-if __name__ == "__main__":
-    import argparse
-
-    ap = argparse.ArgumentParser(prog="python -m helpers.aws.account", description="The event account's settings.")
-    ap.add_argument("command", choices=["env"], help="env: print export lines from the event stack's outputs")
-    ap.add_argument("--stack", required=True, help="the CloudFormation stack made from infra/workshop-account.yaml")
-    ap.add_argument("--attendee", default=None, help="a laptop attendee (attendee-07): their own job role too")
-    ap.add_argument("--region", default=None)
-    a = ap.parse_args()
-    print(stack_exports(a.stack, region=a.region))
-    if a.attendee:  # after the stack's line: the attendee's own job role replaces the facilitator's
-        print(f"export {ROLE_ENV[0]}={attendee_role_arn(a.stack, a.attendee, region=a.region)}")
-        print(f"export {ATTENDEE_ENV}={sanitize_attendee(a.attendee)}")

@@ -34,30 +34,6 @@ def quota_name(instance_type: str, spot: bool = False) -> str:
     return f"{instance_type} for {'spot ' if spot else ''}training job usage"
 
 
-APP_QUOTA_PREFIX = "Studio JupyterLab Apps running on "
-
-
-def app_quota_name(instance_type: str) -> str:
-    """The Service Quotas name of Studio's JupyterLab apps on a type: ``Studio JupyterLab Apps running on ml.m5.xlarge
-    instance`` (the pattern of Studio's app quotas, as in ResourceLimitExceeded's 'Studio KernelGateway Apps running on
-    ml.g5.48xlarge instance'); each attendee's space runs one such app."""
-    return f"{APP_QUOTA_PREFIX}{instance_type} instance"
-
-
-def apps_in_use(client, instance_type: str) -> int:
-    """JupyterLab apps of this account on ``instance_type`` that are running or starting (ListApps names each app's
-    type, so nothing is described)."""
-    pages = client.get_paginator("list_apps").paginate(PaginationConfig={"PageSize": 100})
-    return sum(
-        1
-        for page in pages
-        for app in page.get("Apps", [])
-        if app.get("AppType") == "JupyterLab"
-        and app.get("Status") in ("InService", "Pending")
-        and (app.get("ResourceSpec") or {}).get("InstanceType") == instance_type
-    )
-
-
 # Besides each type's quota, an account-wide one caps the instances of all training jobs together (on-demand:
 # L-00C91CB5; spot has its own). At an event, many attendees' small jobs reach it before any type's quota.
 ACCOUNT_WIDE = {
@@ -132,8 +108,6 @@ def instances_in_use(client, spot: bool, scan_limit: int) -> tuple[Counter, int]
 
 
 def quota_message(check: QuotaCheck) -> str:
-    if check.quota_name.startswith(APP_QUOTA_PREFIX):
-        return app_quota_message(check)
     held = f", {check.in_use} of them held by running training jobs in this account," if check.in_use else ""
     default = " (AWS's default: no increase was ever applied here)" if check.default else ""
     unscanned = (
@@ -152,16 +126,4 @@ def quota_message(check: QuotaCheck) -> str:
         f"{check.requested}{default}.{unscanned} Request an increase to at least {check.in_use + check.requested} "
         f"(Service Quotas console > AWS services > Amazon SageMaker > '{check.quota_name}'{code}),{wait} or use "
         f"fewer instances or another type."
-    )
-
-
-def app_quota_message(check: QuotaCheck) -> str:
-    held = f", {check.in_use} of them running in this account's spaces," if check.in_use else ""
-    default = " (AWS's default: no increase was ever applied here)" if check.default else ""
-    code = f", code {check.quota_code}" if check.quota_code else ""
-    return (
-        f"the account's quota '{check.quota_name}' is {check.limit:g}{held} and the event needs {check.requested} "
-        f"more (one per attendee's space){default}. Request an increase to at least "
-        f"{check.in_use + check.requested} (Service Quotas console > AWS services > Amazon SageMaker > "
-        f"'{check.quota_name}'{code}), or give the spaces another type (StudioInstanceType)."
     )

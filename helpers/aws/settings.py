@@ -1,7 +1,7 @@
 """The settings a launch takes: the attendee prefix, the execution role and the bucket, each checked against AWS's
-rules before any call (a refusal names the fix); whether a role's trust policy lets SageMaker assume it; and the event
-stack's outputs that set them (``python -m helpers.aws.account env --stack workshop``). :mod:`helpers.aws.account`
-finds their values (arguments, environment, Studio)."""
+rules before any call (a refusal names the fix), and whether a role's trust policy lets SageMaker assume it.
+:mod:`helpers.aws.account` finds their values (arguments, environment, Studio); an event stack's outputs set them
+(``python -m course.event.stack env --stack workshop``)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ import re
 import urllib.parse
 from dataclasses import dataclass
 
-from helpers.aws.setup_errors import AwsSetupError, BucketError, RoleError
-from helpers.guardrails import GUARDRAILS_ENV
+from helpers.aws.setup_errors import BucketError, RoleError
 
 ROLE_ENV = ("WORKSHOP_ROLE_ARN", "SAGEMAKER_ROLE_ARN")
 BUCKET_ENV = "WORKSHOP_BUCKET"
@@ -148,43 +147,3 @@ def require_bucket_name(bucket: str) -> str:
             + (f"e.g. bucket={close!r}." if close == EXAMPLE_BUCKET else f"perhaps bucket={close!r}?")
         )
     return name
-
-
-# The event stack's outputs (infra/workshop-account.yaml) and what each one sets for the helpers and the labs
-STACK_OUTPUTS = {
-    "RoleArn": ROLE_ENV[0],  # the jobs' role: what every training job runs as
-    "BucketName": BUCKET_ENV,
-    "Guardrails": GUARDRAILS_ENV,  # turns on the preflight's check of the guardrails (helpers.guardrails)
-    "AttendeeRoleArn": "attendees: the role Studio spaces and laptop sessions run as (not passed to jobs)",
-    "SubnetIds": "lab 05: subnets",
-    "SecurityGroupIds": "lab 05: security_groups",
-    "FileSystemId": "lab 05: fsx_id",
-    "FileSystemMountName": "lab 05: fsx_mount_name",
-    "StudioDomainId": "Studio: domain id",
-}
-
-
-def settings_from_stack(outputs: list[dict]) -> dict[str, str]:
-    """The settings an event stack's outputs (DescribeStacks' ``Outputs``) give: checked as the helpers check them."""
-    given = {o["OutputKey"]: o["OutputValue"] for o in outputs}
-    missing = [k for k in ("RoleArn", "BucketName") if k not in given]
-    if missing:
-        raise AwsSetupError(
-            f"the stack has no {', '.join(missing)} output: deploy infra/workshop-account.yaml, not another template."
-        )
-    require_role_arn(given["RoleArn"])
-    require_bucket_name(given["BucketName"])
-    return {STACK_OUTPUTS[k]: v for k, v in given.items() if k in STACK_OUTPUTS}
-
-
-def stack_exports(stack: str, boto_session=None, region: str | None = None) -> str:
-    """``export`` lines for a shell (or Studio's terminal) from a deployed event stack, plus lab 05's values."""
-    import boto3
-
-    session = boto_session or boto3.Session(region_name=region)
-    cfn = session.client("cloudformation", region_name=region or session.region_name)
-    outputs = cfn.describe_stacks(StackName=stack)["Stacks"][0].get("Outputs", [])
-    lines = []
-    for name, value in settings_from_stack(outputs).items():
-        lines.append(f"export {name}={value}" if name.startswith("WORKSHOP_") else f"# {name} = {value!r}")
-    return "\n".join(lines)
