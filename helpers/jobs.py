@@ -11,10 +11,8 @@ module that defines it (tests/test_one_home.py).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import sagemaker_standin
-from helpers import report, targets
+from helpers import targets
 from helpers.aws import preflight as aws_preflight
 from helpers.aws.dry_run import dry_run
 from helpers.aws.launch import launch as launch_job
@@ -46,7 +44,6 @@ __all__ = [
     "SOURCE_DIR",
     "Job",
     "catalog_channels",
-    "here_and_on_sagemaker",
     "on_sagemaker",
     "parse_metric_line",
     "run_job",
@@ -87,23 +84,3 @@ def preflight(job: Job, target: Target, **options) -> Plan:
     (:func:`helpers.aws.preflight.preflight`): the :class:`~helpers.aws.preflight.Plan` its request would be built
     from, or the error that names the fix."""
     return aws_preflight.preflight(job, targets.given(target), **options)
-
-
-def here_and_on_sagemaker(job: Job, result, dry):
-    """The container contract at work, as a table: each channel's folder and the model folder in this machine's
-    run (the local runner's ``/opt/ml`` for the job) beside the same paths in the SageMaker container, where each
-    channel is filled from, and whether the request (``dry``: :func:`on_sagemaker`) carries the job's
-    hyperparameters unchanged."""
-    here = Path(result.run_dir) / "algo-1"
-    instance = dry.request["ResourceConfig"]["InstanceType"]
-    s3 = {c["ChannelName"]: c["DataSource"]["S3DataSource"]["S3Uri"] for c in dry.request["InputDataConfig"]}
-    rows: list[tuple[str, object, str]] = []
-    for name, source in job.channels.items():
-        rows.append((f"SM_CHANNEL_{name.upper()}", here / "input/data" / name, f"/opt/ml/input/data/{name}"))
-        rows.append(("  filled from", source, s3.get(name, "")))
-    rows.append(("SM_MODEL_DIR", here / "model", "/opt/ml/model, uploaded as model.tar.gz"))
-    sent = dry.request.get("HyperParameters", {})  # SageMaker's strings
-    same = all(sent.get(k) in (str(v), str(v).lower()) for k, v in job.hyperparameters.items())
-    rows.append(("hyperparameters", "the job's", "the same" if same else "different"))
-    table = [{"": key, "here": str(local), instance: remote} for key, local, remote in rows]
-    return report.Table(table, title="One job, here and on SageMaker")

@@ -180,3 +180,23 @@ def _block_end(lines: list[str], first: int) -> int:
         if text and len(lines[i]) - len(lines[i].lstrip()) <= indent and not text.startswith((")", "]", "}")):
             return i
     return len(lines)
+
+
+def here_and_on_sagemaker(job, result, dry) -> Table:
+    """The container contract at work, as a table: each channel's folder and the model folder in this machine's
+    run (the local runner's ``/opt/ml`` for the job) beside the same paths in the SageMaker container, where each
+    channel is filled from, and whether the request (``dry``: :func:`helpers.jobs.on_sagemaker`) carries the job's
+    hyperparameters unchanged."""
+    here = Path(result.run_dir) / "algo-1"
+    instance = dry.request["ResourceConfig"]["InstanceType"]
+    s3 = {c["ChannelName"]: c["DataSource"]["S3DataSource"]["S3Uri"] for c in dry.request["InputDataConfig"]}
+    rows: list[tuple[str, object, str]] = []
+    for name, source in job.channels.items():
+        rows.append((f"SM_CHANNEL_{name.upper()}", here / "input/data" / name, f"/opt/ml/input/data/{name}"))
+        rows.append(("  filled from", source, s3.get(name, "")))
+    rows.append(("SM_MODEL_DIR", here / "model", "/opt/ml/model, uploaded as model.tar.gz"))
+    sent = dry.request.get("HyperParameters", {})  # SageMaker's strings
+    same = all(sent.get(k) in (str(v), str(v).lower()) for k, v in job.hyperparameters.items())
+    rows.append(("hyperparameters", "the job's", "the same" if same else "different"))
+    table = [{"": key, "here": str(local), instance: remote} for key, local, remote in rows]
+    return Table(table, title="One job, here and on SageMaker")

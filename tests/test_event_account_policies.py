@@ -21,8 +21,7 @@ from iam_engine import Question, Request
 
 from course.facilitator import lab_targets
 from helpers import guardrails
-from helpers.aws import channels as aws_channels
-from helpers.aws import launch
+from helpers.aws import launch, mode_comparison
 from helpers.aws.settings import sanitize_attendee
 from helpers.checks import findings, target_rules
 from helpers.job_spec import Job
@@ -171,7 +170,7 @@ def _dry_runs(jobs) -> dict[str, dict]:
             replace(base, name="lab06", checkpoints=True), resolve_target("ml.g6.xlarge"), echo=False
         ).request,
     }
-    fsx_job = aws_channels.sagemaker_jobs_per_mode(Job("lab05", {"epochs": 1}), {"train": str(DATA)}, FSX)["FSx"]
+    fsx_job = mode_comparison.sagemaker_jobs_per_mode(Job("lab05", {"epochs": 1}), {"train": str(DATA)}, FSX)["FSx"]
     built["lab05-fsx"] = jobs.on_sagemaker(fsx_job, resolve_target("ml.g6.xlarge"), echo=False).request
     return built
 

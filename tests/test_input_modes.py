@@ -16,7 +16,7 @@ from conftest import TINY
 
 from catalog_generator import catalog
 from helpers import jobs
-from helpers.aws import channels as aws_channels
+from helpers.aws import mode_comparison
 from helpers.checks import findings
 from helpers.errors import JobCheckError
 from helpers.input_mode import MODES
@@ -404,10 +404,10 @@ def test_recorded_responses_have_the_service_shape():
 
 
 def test_startup_cost_reads_the_secondary_status_transitions():
-    rows = aws_channels.startup_cost(FILE_JOB)
+    rows = mode_comparison.startup_cost(FILE_JOB)
     assert [r["phase"] for r in rows] == ["Starting", "Downloading", "Training", "Uploading", "Completed"]
     assert rows[1]["seconds"] == 3540 and rows[1]["share"] == pytest.approx(3540 / 9275)
-    file_share, fsx_share = aws_channels.download_share(FILE_JOB), aws_channels.download_share(FSX_JOB)
+    file_share, fsx_share = mode_comparison.download_share(FILE_JOB), mode_comparison.download_share(FSX_JOB)
     assert file_share["downloading_s"] == 3540 and file_share["training_s"] == 5580
     assert file_share["download_share"] == pytest.approx(3540 / 9120)
     assert fsx_share["downloading_s"] == 12 and fsx_share["input_mode"] == "train=FSx"
@@ -417,7 +417,7 @@ def test_startup_cost_reads_the_secondary_status_transitions():
             {"Status": "Downloading", "StartTime": FILE_JOB["SecondaryStatusTransitions"][1]["StartTime"]}
         ]
     }
-    assert math.isnan(aws_channels.startup_cost(running)[0]["seconds"])  # still running: no end time yet
+    assert math.isnan(mode_comparison.startup_cost(running)[0]["seconds"])  # still running: no end time yet
 
 
 FSX = {
@@ -432,9 +432,9 @@ def test_real_channel_definitions_per_mode_in_the_dry_run(small_catalog):
 
     base = Job("lab05", {"epochs": 1})
     data = {"train": "s3://my-bucket/lab05/shards/train/", "validation": "s3://my-bucket/lab05/shards/validation/"}
-    jobs = aws_channels.sagemaker_jobs_per_mode(base, data, {**FSX, "import_path": "s3://my-bucket"})
+    jobs = mode_comparison.sagemaker_jobs_per_mode(base, data, {**FSX, "import_path": "s3://my-bucket"})
     requests = {m: on_sagemaker(j, resolve("ml.g5.2xlarge"), echo=False).request for m, j in jobs.items()}
-    rows = {m: aws_channels.channel_definitions(r) for m, r in requests.items()}
+    rows = {m: mode_comparison.channel_definitions(r) for m, r in requests.items()}
     assert {r["InputMode"] for r in rows["File"]} == {"File"}
     assert [r["InputMode"] for r in rows["FastFile"]] == ["FastFile", "FastFile"]  # explicit on every channel
     assert rows["FastFile"][0]["source"] == data["train"]
@@ -466,7 +466,7 @@ def test_the_fsx_job_mounts_where_the_file_system_shows_what_the_file_and_fastfi
     (infra/workshop-account.yaml: ImportPath s3://<bucket>) shows. The lab once mounted a fixed 'lab05/shards' that
     nothing wrote."""
     data = {split: str(small_catalog / split) for split in ("train", "validation")}
-    jobs = aws_channels.sagemaker_jobs_per_mode(Job("lab05", {"epochs": 1}), data, FSX)
+    jobs = mode_comparison.sagemaker_jobs_per_mode(Job("lab05", {"epochs": 1}), data, FSX)
     dry = {m: on_sagemaker(j, resolve("ml.g6.xlarge"), echo=False) for m, j in jobs.items()}
     sources = {m: _channel_sources(d.request) for m, d in dry.items()}
     bucket = sources["File"]["train"].removeprefix("s3://").split("/")[0]
@@ -484,14 +484,14 @@ def test_an_fsx_channel_outside_the_file_system_s_link_is_refused_before_anythin
     data = {"train": "s3://other-bucket/shards/train/"}
     linked = {**FSX, "import_path": "s3://workshop-bucket"}
     with pytest.raises(findings.FSxConfigError, match="not under s3://workshop-bucket.*never show"):
-        jobs.preflight(aws_channels.sagemaker_jobs_per_mode(Job("lab05"), data, linked)["FSx"], resolve("ml.g6.xlarge"))
+        jobs.preflight(mode_comparison.sagemaker_jobs_per_mode(Job("lab05"), data, linked)["FSx"], resolve("ml.g6.xlarge"))
     local = {"train": str(small_catalog / "train")}  # uploaded to the workshop bucket, not to other-bucket
-    fsx_job = aws_channels.sagemaker_jobs_per_mode(Job("lab05"), local, {**FSX, "import_path": "s3://other"})
+    fsx_job = mode_comparison.sagemaker_jobs_per_mode(Job("lab05"), local, {**FSX, "import_path": "s3://other"})
     with pytest.raises(findings.FSxConfigError, match="is not under s3://other"):
         on_sagemaker(fsx_job["FSx"], resolve("ml.g6.xlarge"), echo=False)
     with pytest.raises(findings.FSxConfigError, match="neither an s3:// prefix nor a local directory"):
         jobs.preflight(
-            aws_channels.sagemaker_jobs_per_mode(Job("lab05"), {"train": "lab05/shards"}, FSX)["FSx"],
+            mode_comparison.sagemaker_jobs_per_mode(Job("lab05"), {"train": "lab05/shards"}, FSX)["FSx"],
             resolve("ml.g6.xlarge"),
         )
 
@@ -499,15 +499,15 @@ def test_an_fsx_channel_outside_the_file_system_s_link_is_refused_before_anythin
 def test_fsx_preflight_wants_networking_and_a_mount_name():
 
     no_network = {k: v for k, v in FSX.items() if k not in ("subnets", "security_group_ids")}
-    job = aws_channels.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, no_network)["FSx"]
+    job = mode_comparison.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, no_network)["FSx"]
     with pytest.raises(findings.FSxConfigError, match="988 and 1018-1023"):
         jobs.preflight(job, resolve("ml.g5.2xlarge"))
     with pytest.raises(findings.FSxConfigError, match="988 and 1018-1023"):
-        aws_channels.fsx_preflight(job)
-    aws_channels.fsx_preflight(aws_channels.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, FSX)["FSx"])
+        mode_comparison.fsx_preflight(job)
+    mode_comparison.fsx_preflight(mode_comparison.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, FSX)["FSx"])
     with pytest.raises(findings.FSxConfigError, match="mount name '/fsx'"):
-        aws_channels.fsx_preflight(
-            aws_channels.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, {**FSX, "mount_name": "/fsx"})[
+        mode_comparison.fsx_preflight(
+            mode_comparison.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, {**FSX, "mount_name": "/fsx"})[
                 "FSx"
             ]
         )
@@ -517,9 +517,9 @@ def test_the_fsx_job_is_told_its_vpc_needs_s3_for_its_code_too():
     """In the file system's VPC, S3 is reached only through an endpoint or NAT, and the job's code channels (the
     source and the SDK's drivers) come from S3: an FSx job without that route never starts its script."""
 
-    job = aws_channels.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, FSX)["FSx"]
+    job = mode_comparison.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, FSX)["FSx"]
     notes = jobs.preflight(job, resolve("ml.g5.2xlarge")).notes
     s3 = next(n for n in notes if "S3 VPC endpoint or a NAT gateway" in n)
     assert "code channels" in s3 and "sm_drivers" in s3
     assert any("PyPI" in n and "NAT gateway" in n for n in notes)  # pip: NAT, an S3 endpoint alone does not do
-    assert "sm_drivers" in aws_channels.sagemaker_jobs_per_mode.__doc__
+    assert "sm_drivers" in mode_comparison.sagemaker_jobs_per_mode.__doc__

@@ -21,7 +21,7 @@ from conftest import REPO
 from course import exercises, lab, lab_time, manifest
 from course.exercises import lab05
 from helpers import input_mode
-from helpers.aws import channels as aws_channels
+from helpers.aws import mode_comparison
 from helpers.checks import common_rules, target_rules
 from helpers.checks.findings import Where
 from helpers.job_spec import DATA_DIR, Job
@@ -115,7 +115,7 @@ def test_every_input_mode_has_a_local_stand_in():
 def test_every_input_mode_is_a_lab_05_job_and_an_answer_its_exercise_knows():
     base = Job("lab05", {"epochs": 1})
     fsx = {"file_system_id": "fs-0123456789abcdef0", "mount_name": "abcdef12"}
-    per_mode = aws_channels.sagemaker_jobs_per_mode(base, {"train": "s3://bucket/train/"}, fsx)
+    per_mode = mode_comparison.sagemaker_jobs_per_mode(base, {"train": "s3://bucket/train/"}, fsx)
     assert list(per_mode) == list(input_mode.MODES)
     assert set(lab05.WANTED.values()) <= set(input_mode.MODES)
 
@@ -130,7 +130,7 @@ def test_every_input_mode_is_carried_by_the_request(mode):
         "subnets": ["subnet-0123456789abcdef0"],
         "security_group_ids": ["sg-0123456789abcdef0"],
     }
-    job = aws_channels.sagemaker_jobs_per_mode(Job("lab05", {"epochs": 1}), data, fsx)[mode.name]
+    job = mode_comparison.sagemaker_jobs_per_mode(Job("lab05", {"epochs": 1}), data, fsx)[mode.name]
     request = on_sagemaker(job, resolve("ml.g6.xlarge"), echo=False).request
     channels = {c["ChannelName"]: c for c in request["InputDataConfig"]}
     for name in data:
