@@ -1,6 +1,6 @@
 """A deterministic generator of e-commerce product titles: the rows of the synthetic catalogue, as a marketplace feed
-writes them (the module docstring of :mod:`catalog_generator.catalog` says what they imitate). The same seed gives the same
-rows on every machine. :mod:`catalog_generator.catalog` writes them as a catalogue directory.
+writes them (the module docstring of :mod:`catalog_generator.catalog` says what they imitate). The same seed gives the
+same rows on every machine. :mod:`catalog_generator.catalog` writes them as a catalogue directory.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 Every place that treats the modes differently reads this table: the checks (what a channel of each mode names), the
 requests (:mod:`helpers.aws.build`: an S3 data source that names the mode, or a file system data source), the local
 stand-ins (:data:`sagemaker_standin.s3_inputs.STAND_INS`, one per mode), lab 05's jobs, one per mode
-(:func:`helpers.aws.mode_comparison.sagemaker_jobs_per_mode`), its exercise and every figure's colours. A new mode starts
-here (docs/extending.md); tests/test_registries.py fails until each of those handles it.
+(:func:`helpers.aws.mode_comparison.sagemaker_jobs_per_mode`), its exercise and every figure's colours. A new mode
+starts here (docs/extending.md); tests/test_registries.py fails until each of those handles it.
 """
 
 from __future__ import annotations

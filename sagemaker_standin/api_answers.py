@@ -1,6 +1,6 @@
 """What the offline AWS answers by itself: the calls the SDK makes to build and follow a training job (STS, IAM,
-S3, SageMaker, Service Quotas, CloudWatch Logs), each a method :class:`~sagemaker_standin.offline_account.OfflineAWS` finds by
-service and operation (``_s3_PutObject``), and how a created job evolves (:class:`ScriptedJob`). A test scripts
+S3, SageMaker, Service Quotas, CloudWatch Logs), each a method :class:`~sagemaker_standin.offline_account.OfflineAWS`
+finds by service and operation (``_s3_PutObject``), and how a created job evolves (:class:`ScriptedJob`). A test scripts
 other answers with ``OfflineAWS.respond``."""
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from sagemaker_standin.api_answers import ClientErrorAnswer, ScriptedJob
 @pytest.fixture
 def no_studio(monkeypatch, tmp_path):
     """This machine is a laptop whatever it is: no Studio metadata, no attendee or role from the environment."""
-    monkeypatch.setattr(aws, "STUDIO_METADATA", tmp_path / "no-such-metadata.json")
+    monkeypatch.setattr(settings, "STUDIO_METADATA", tmp_path / "no-such-metadata.json")
     for name in (settings.ATTENDEE_ENV, settings.BUCKET_ENV, *settings.ROLE_ENV):
         monkeypatch.delenv(name, raising=False)
 
@@ -54,7 +54,7 @@ def studio(monkeypatch, tmp_path):
             }
         )
     )
-    monkeypatch.setattr(aws, "STUDIO_METADATA", meta)
+    monkeypatch.setattr(settings, "STUDIO_METADATA", meta)
     return meta
 
 
@@ -128,16 +128,17 @@ def test_a_refused_bucket_name_comes_with_one_the_same_check_accepts(bad, sugges
 
 def test_attendee_prefix_order_and_shape(monkeypatch):
     monkeypatch.delenv(settings.ATTENDEE_ENV, raising=False)
-    assert aws.resolve_attendee("alice", {}) == settings.Attendee("alice", "argument")  # a prefix as it is
-    assert aws.resolve_attendee("Alice Smith!", {}) == settings.Attendee("alice-smith-7b43", "argument")
+    assert settings.resolve_attendee("alice", {}) == settings.Attendee("alice", "argument")  # a prefix as it is
+    assert settings.resolve_attendee("Alice Smith!", {}) == settings.Attendee("alice-smith-7b43", "argument")
     monkeypatch.setenv(settings.ATTENDEE_ENV, "bob")
-    assert aws.resolve_attendee(None, {"UserProfileName": "carol"}) == settings.Attendee("bob", settings.ATTENDEE_ENV)
+    bob = settings.Attendee("bob", settings.ATTENDEE_ENV)
+    assert settings.resolve_attendee(None, {"UserProfileName": "carol"}) == bob
     monkeypatch.delenv(settings.ATTENDEE_ENV)
-    assert aws.resolve_attendee(None, {"UserProfileName": "carol"}).source == "Studio user profile"
+    assert settings.resolve_attendee(None, {"UserProfileName": "carol"}).source == "Studio user profile"
     assert settings.sanitize_attendee("42 Team") == "a42-team-023b"  # job names start with a letter here
     assert len(settings.sanitize_attendee("a" * 40)) == 16
     with pytest.raises(setup_errors.AwsSetupError, match="no letters or digits"):
-        aws.resolve_attendee("!!!", {})
+        settings.resolve_attendee("!!!", {})
 
 
 @pytest.mark.parametrize(
@@ -160,9 +161,9 @@ def test_two_attendees_are_two_prefixes_however_alike_their_names(one, other):
 def test_a_shared_login_name_is_flagged(monkeypatch):
     monkeypatch.delenv(settings.ATTENDEE_ENV, raising=False)
     monkeypatch.setattr(aws.getpass, "getuser", lambda: "sagemaker-user")
-    who = aws.resolve_attendee(None, {})
+    who = settings.resolve_attendee(None, {})
     assert who.name == "sagemaker-user" and who.shared
-    assert not aws.resolve_attendee("sagemaker-user", {}).shared  # chosen on purpose: the learner's call
+    assert not settings.resolve_attendee("sagemaker-user", {}).shared  # chosen on purpose: the learner's call
 
 
 # ---------------------------------------------------------------------------------------------------- discovery

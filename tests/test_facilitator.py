@@ -29,7 +29,7 @@ TEMPLATE = REPO / "infra" / "workshop-account.yaml"
 
 @pytest.fixture
 def no_studio(monkeypatch, tmp_path):
-    monkeypatch.setattr(account, "STUDIO_METADATA", tmp_path / "no-such-metadata.json")
+    monkeypatch.setattr(settings, "STUDIO_METADATA", tmp_path / "no-such-metadata.json")
     for name in (settings.ATTENDEE_ENV, settings.BUCKET_ENV, *settings.ROLE_ENV):
         monkeypatch.delenv(name, raising=False)
 

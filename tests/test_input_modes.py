@@ -17,6 +17,7 @@ from conftest import TINY
 from catalog_generator import catalog
 from helpers import jobs
 from helpers.aws import mode_comparison
+from helpers.aws.mode_comparison import fsx_preflight, sagemaker_jobs_per_mode
 from helpers.checks import findings
 from helpers.errors import JobCheckError
 from helpers.input_mode import MODES
@@ -432,7 +433,7 @@ def test_real_channel_definitions_per_mode_in_the_dry_run(small_catalog):
 
     base = Job("lab05", {"epochs": 1})
     data = {"train": "s3://my-bucket/lab05/shards/train/", "validation": "s3://my-bucket/lab05/shards/validation/"}
-    jobs = mode_comparison.sagemaker_jobs_per_mode(base, data, {**FSX, "import_path": "s3://my-bucket"})
+    jobs = sagemaker_jobs_per_mode(base, data, {**FSX, "import_path": "s3://my-bucket"})
     requests = {m: on_sagemaker(j, resolve("ml.g5.2xlarge"), echo=False).request for m, j in jobs.items()}
     rows = {m: mode_comparison.channel_definitions(r) for m, r in requests.items()}
     assert {r["InputMode"] for r in rows["File"]} == {"File"}
@@ -466,7 +467,7 @@ def test_the_fsx_job_mounts_where_the_file_system_shows_what_the_file_and_fastfi
     (infra/workshop-account.yaml: ImportPath s3://<bucket>) shows. The lab once mounted a fixed 'lab05/shards' that
     nothing wrote."""
     data = {split: str(small_catalog / split) for split in ("train", "validation")}
-    jobs = mode_comparison.sagemaker_jobs_per_mode(Job("lab05", {"epochs": 1}), data, FSX)
+    jobs = sagemaker_jobs_per_mode(Job("lab05", {"epochs": 1}), data, FSX)
     dry = {m: on_sagemaker(j, resolve("ml.g6.xlarge"), echo=False) for m, j in jobs.items()}
     sources = {m: _channel_sources(d.request) for m, d in dry.items()}
     bucket = sources["File"]["train"].removeprefix("s3://").split("/")[0]
@@ -484,14 +485,14 @@ def test_an_fsx_channel_outside_the_file_system_s_link_is_refused_before_anythin
     data = {"train": "s3://other-bucket/shards/train/"}
     linked = {**FSX, "import_path": "s3://workshop-bucket"}
     with pytest.raises(findings.FSxConfigError, match="not under s3://workshop-bucket.*never show"):
-        jobs.preflight(mode_comparison.sagemaker_jobs_per_mode(Job("lab05"), data, linked)["FSx"], resolve("ml.g6.xlarge"))
+        jobs.preflight(sagemaker_jobs_per_mode(Job("lab05"), data, linked)["FSx"], resolve("ml.g6.xlarge"))
     local = {"train": str(small_catalog / "train")}  # uploaded to the workshop bucket, not to other-bucket
-    fsx_job = mode_comparison.sagemaker_jobs_per_mode(Job("lab05"), local, {**FSX, "import_path": "s3://other"})
+    fsx_job = sagemaker_jobs_per_mode(Job("lab05"), local, {**FSX, "import_path": "s3://other"})
     with pytest.raises(findings.FSxConfigError, match="is not under s3://other"):
         on_sagemaker(fsx_job["FSx"], resolve("ml.g6.xlarge"), echo=False)
     with pytest.raises(findings.FSxConfigError, match="neither an s3:// prefix nor a local directory"):
         jobs.preflight(
-            mode_comparison.sagemaker_jobs_per_mode(Job("lab05"), {"train": "lab05/shards"}, FSX)["FSx"],
+            sagemaker_jobs_per_mode(Job("lab05"), {"train": "lab05/shards"}, FSX)["FSx"],
             resolve("ml.g6.xlarge"),
         )
 
@@ -499,17 +500,15 @@ def test_an_fsx_channel_outside_the_file_system_s_link_is_refused_before_anythin
 def test_fsx_preflight_wants_networking_and_a_mount_name():
 
     no_network = {k: v for k, v in FSX.items() if k not in ("subnets", "security_group_ids")}
-    job = mode_comparison.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, no_network)["FSx"]
+    job = sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, no_network)["FSx"]
     with pytest.raises(findings.FSxConfigError, match="988 and 1018-1023"):
         jobs.preflight(job, resolve("ml.g5.2xlarge"))
     with pytest.raises(findings.FSxConfigError, match="988 and 1018-1023"):
-        mode_comparison.fsx_preflight(job)
-    mode_comparison.fsx_preflight(mode_comparison.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, FSX)["FSx"])
+        fsx_preflight(job)
+    fsx_preflight(sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, FSX)["FSx"])
     with pytest.raises(findings.FSxConfigError, match="mount name '/fsx'"):
-        mode_comparison.fsx_preflight(
-            mode_comparison.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, {**FSX, "mount_name": "/fsx"})[
-                "FSx"
-            ]
+        fsx_preflight(
+            sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, {**FSX, "mount_name": "/fsx"})["FSx"]
         )
 
 
@@ -517,7 +516,7 @@ def test_the_fsx_job_is_told_its_vpc_needs_s3_for_its_code_too():
     """In the file system's VPC, S3 is reached only through an endpoint or NAT, and the job's code channels (the
     source and the SDK's drivers) come from S3: an FSx job without that route never starts its script."""
 
-    job = mode_comparison.sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, FSX)["FSx"]
+    job = sagemaker_jobs_per_mode(Job("lab05"), {"train": "s3://b/t/"}, FSX)["FSx"]
     notes = jobs.preflight(job, resolve("ml.g5.2xlarge")).notes
     s3 = next(n for n in notes if "S3 VPC endpoint or a NAT gateway" in n)
     assert "code channels" in s3 and "sm_drivers" in s3

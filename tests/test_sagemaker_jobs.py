@@ -1,8 +1,8 @@
 """A lab's Job as a SageMaker training job, built by SDK v3's ModelTrainer and checked offline.
 
-Every request below is the one the SDK really produced: botocore validated it against the SageMaker service model
-and ``sagemaker_standin.offline_account`` answered it instead of sending it. Each test runs inside a block that fails the test if
-anything tried the network (even where a library swallowed the error), with SDK telemetry off.
+Every request below is the one the SDK really produced: botocore validated it against the SageMaker service model and
+``sagemaker_standin.offline_account`` answered it instead of sending it. Each test runs inside a block that fails the
+test if anything tried the network (even where a library swallowed the error), with SDK telemetry off.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def data(tmp_path):
 
 @pytest.fixture
 def no_studio(monkeypatch, tmp_path):
-    monkeypatch.setattr(aws, "STUDIO_METADATA", tmp_path / "no-such-metadata.json")
+    monkeypatch.setattr(settings, "STUDIO_METADATA", tmp_path / "no-such-metadata.json")
     for name in (
         settings.ATTENDEE_ENV,
         settings.BUCKET_ENV,

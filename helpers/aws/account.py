@@ -8,11 +8,8 @@ credentials. :func:`cleanup` stops this attendee's jobs and
 
 from __future__ import annotations
 
-import getpass
-import json
 import os
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from helpers.aws.quotas import (
@@ -31,7 +28,8 @@ from helpers.aws.settings import (
     Attendee,
     require_bucket_name,
     require_role_arn,
-    sanitize_attendee,
+    resolve_attendee,
+    studio_metadata,
     trusts_sagemaker,
 )
 from helpers.aws.setup_errors import (
@@ -44,40 +42,7 @@ from helpers.aws.setup_errors import (
     client_error_code,
 )
 
-STUDIO_METADATA = Path("/opt/ml/metadata/resource-metadata.json")
 ATTENDEE_TAG = "workshop-attendee"  # the tag every launched job carries: its owner, whatever its name
-
-
-def studio_metadata(path: Path | None = None) -> dict[str, Any] | None:
-    """SageMaker Studio's and notebook instances' ``resource-metadata.json``; None elsewhere."""
-    try:
-        return json.loads(Path(path or STUDIO_METADATA).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
-def resolve_attendee(explicit: str | None = None, metadata: dict | None = None) -> Attendee:
-    """The attendee prefix and where it came from (see the module docstring for the order)."""
-    if metadata is None:
-        metadata = studio_metadata() or {}
-    candidates = [
-        (explicit, "argument"),
-        (os.environ.get(ATTENDEE_ENV), ATTENDEE_ENV),
-        (metadata.get("UserProfileName"), "Studio user profile"),
-    ]
-    try:
-        candidates.append((getpass.getuser(), "login name"))
-    except (KeyError, OSError):  # no passwd entry (some containers)
-        pass
-    for raw, source in candidates:
-        if raw and sanitize_attendee(raw):
-            return Attendee(sanitize_attendee(raw), source)
-        if raw and source in ("argument", ATTENDEE_ENV):
-            raise AwsSetupError(
-                f"attendee {raw!r} ({source}) has no letters or digits to make a job-name prefix "
-                f"from: use something like 'alice'."
-            )
-    return Attendee("attendee", "login name")
 
 
 def console_url(region: str, job_name: str) -> str:

@@ -1,6 +1,6 @@
 """The dry run: a job checked, priced and built against a session that records the SDK's ``CreateTrainingJob``
-request instead of sending it (``sagemaker_standin.offline_account``). :class:`DryRun` shows the exact request and the cost in
-the notebook and launches the same job after review."""
+request instead of sending it (``sagemaker_standin.offline_account``). :class:`DryRun` shows the exact request and the
+cost in the notebook and launches the same job after review."""
 
 from __future__ import annotations
 
@@ -272,7 +272,7 @@ def dry_run(job: Job, target: Target, options: LaunchOptions | None = None) -> D
         recorder, where = offline, "offline: placeholder account, role and bucket"
         plan = checked.plan_in(o.region or offline.region)
         role_arn, bucket_name = o.role or offline.role_arn, o.bucket or offline.bucket
-        who = aws.resolve_attendee(o.attendee, {})
+        who = settings.resolve_attendee(o.attendee, {})
     else:
         plan = checked.plan
         try:
@@ -291,7 +291,7 @@ def dry_run(job: Job, target: Target, options: LaunchOptions | None = None) -> D
         if ctx is None:
             recorder, where = sagemaker_standin.OfflineAWS(), f"offline: {why}, placeholder account"
             role_arn, bucket_name = o.role or recorder.role_arn, o.bucket or recorder.bucket
-            who = aws.resolve_attendee(o.attendee, {})
+            who = settings.resolve_attendee(o.attendee, {})
         else:
             recorder = sagemaker_standin.OfflineAWS(
                 region=ctx.region, bucket=ctx.bucket, role_arn=ctx.role_arn, account=ctx.account

@@ -105,12 +105,12 @@ class LaunchRefused(WorkshopError, ValueError):
 class LaunchOptions:
     """How a job is dry-run or launched on SageMaker; ``run_job(job, target, **options)`` fills it from keywords.
 
-    ``session``: a ``boto3.Session`` (or an ``sagemaker_standin.OfflineAWS``); by default the ambient credentials, or the
-    offline session of an ``sagemaker_standin.offline()`` block / ``WORKSHOP_AWS_OFFLINE=1``.
-    ``budget_usd`` (default ``WORKSHOP_BUDGET_USD``) refuses a launch that could cost more.
-    ``tensorboard``: collect ``/opt/ml/output/tensorboard`` to S3 (default: when a hyperparameter points there).
-    ``wait=False`` returns the running :class:`LaunchedJob`; ``check`` raises :class:`TrainingJobFailed` unless the
-    job completed; ``image_has_smddp`` vouches for (or against) a custom image's SMDDP.
+    ``session``: a ``boto3.Session`` (or an ``sagemaker_standin.OfflineAWS``); by default the ambient credentials, or
+    the offline session of an ``sagemaker_standin.offline()`` block / ``WORKSHOP_AWS_OFFLINE=1``. ``budget_usd``
+    (default ``WORKSHOP_BUDGET_USD``) refuses a launch that could cost more. ``tensorboard``: collect
+    ``/opt/ml/output/tensorboard`` to S3 (default: when a hyperparameter points there). ``wait=False`` returns the
+    running :class:`LaunchedJob`; ``check`` raises :class:`TrainingJobFailed` unless the job completed;
+    ``image_has_smddp`` vouches for (or against) a custom image's SMDDP.
     """
 
     budget_usd: float | None = None

@@ -5,13 +5,17 @@ rules before any call (a refusal names the fix), and whether a role's trust poli
 
 from __future__ import annotations
 
+import getpass
 import hashlib
 import json
+import os
 import re
 import urllib.parse
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-from helpers.aws.setup_errors import BucketError, RoleError
+from helpers.aws.setup_errors import AwsSetupError, BucketError, RoleError
 
 ROLE_ENV = ("WORKSHOP_ROLE_ARN", "SAGEMAKER_ROLE_ARN")
 BUCKET_ENV = "WORKSHOP_BUCKET"
@@ -52,6 +56,41 @@ def sanitize_attendee(raw: str) -> str:
         return ""
     digest = hashlib.sha256(given.encode("utf-8")).hexdigest()[:4]
     return f"{name[: _ATTENDEE_MAX - 5].rstrip('-')}-{digest}"
+
+
+STUDIO_METADATA = Path("/opt/ml/metadata/resource-metadata.json")
+
+
+def studio_metadata(path: Path | None = None) -> dict[str, Any] | None:
+    """SageMaker Studio's and notebook instances' ``resource-metadata.json``; None elsewhere."""
+    try:
+        return json.loads(Path(path or STUDIO_METADATA).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def resolve_attendee(explicit: str | None = None, metadata: dict | None = None) -> Attendee:
+    """The attendee prefix and where it came from (see the module docstring for the order)."""
+    if metadata is None:
+        metadata = studio_metadata() or {}
+    candidates = [
+        (explicit, "argument"),
+        (os.environ.get(ATTENDEE_ENV), ATTENDEE_ENV),
+        (metadata.get("UserProfileName"), "Studio user profile"),
+    ]
+    try:
+        candidates.append((getpass.getuser(), "login name"))
+    except (KeyError, OSError):  # no passwd entry (some containers)
+        pass
+    for raw, source in candidates:
+        if raw and sanitize_attendee(raw):
+            return Attendee(sanitize_attendee(raw), source)
+        if raw and source in ("argument", ATTENDEE_ENV):
+            raise AwsSetupError(
+                f"attendee {raw!r} ({source}) has no letters or digits to make a job-name prefix "
+                f"from: use something like 'alice'."
+            )
+    return Attendee("attendee", "login name")
 
 
 def require_role_arn(role: str) -> str:

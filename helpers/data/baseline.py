@@ -2,8 +2,9 @@
 by side on the slice where word order decides.
 
 Character n-grams survive Korean compounds ("셔츠원피스") and typos. But a bag of them cannot tell a head noun from its
-modifier ("니트 원피스" is a dress, "dress shoes" are shoes): the generator's own record of them (:func:`catalog_generator.titles.modifier_ids`) finds those titles, :func:`predict`
-reads a trained job's model back, and :func:`by_slice` scores both classifiers on them and on the rest.
+modifier ("니트 원피스" is a dress, "dress shoes" are shoes): the generator's own record of them
+(:func:`catalog_generator.titles.modifier_ids`) finds those titles, :func:`predict` reads a trained job's model back,
+and :func:`by_slice` scores both classifiers on them and on the rest.
 """
 
 from __future__ import annotations

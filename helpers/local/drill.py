@@ -52,8 +52,8 @@ def run_drill(
     ``job`` must checkpoint (``checkpoint_every`` above 0); both runs log every step. SIGKILL follows a SIGTERM after
     ``grace_steps`` more steps or ``grace_s`` seconds (standing in for SageMaker's 120 s). ``forward_sigterm``: SIGTERM
     reaches the script, the best case, not only the container's first process (SageMaker with SDK v3). Returns a
-    :class:`~helpers.local.drill_verdict.Drill`; raises :class:`~helpers.local.drill_verdict.DrillFailed` if a launch fails
-    on its own, the job never completes, or an interruption did not interrupt.
+    :class:`~helpers.local.drill_verdict.Drill`; raises :class:`~helpers.local.drill_verdict.DrillFailed` if a launch
+    fails on its own, the job never completes, or an interruption did not interrupt.
     """
     t = _drillable(job, given(target))
     runs_dir = Path(runs_dir or runs_root() / "drills") / f"{job.name}-{datetime.now():%Y%m%d-%H%M%S-%f}"
