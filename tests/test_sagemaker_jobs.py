@@ -78,7 +78,7 @@ def offline(no_studio):
 
 @pytest.fixture
 def fake_aws(no_studio, monkeypatch):
-    """The launch path: a boto3 session with (fake) credentials that sagemaker_jobs treats as real AWS."""
+    """The launch path: a boto3 session with (fake) credentials that the dry run and launch treat as real AWS."""
     monkeypatch.setattr(aws, "_quota_codes", {})  # quota codes a test scripted stay in that test
     with (
         sandbox.offline_environment(),

@@ -27,6 +27,8 @@ from helpers.errors import WorkshopError
 
 HELPERS = REPO / "helpers"
 COURSE = REPO / "course"
+# the packages beside the helpers: the stand-in for SageMaker and the catalogue's generator (each one room)
+BESIDE = ("sagemaker_standin", "catalog_generator")
 
 
 def module_name(path: Path) -> str:
@@ -34,8 +36,13 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-MODULES = {module_name(p): p for p in sorted([*HELPERS.rglob("*.py"), *COURSE.rglob("*.py")])}
-OURS = ("helpers", "course")
+MODULES = {
+    module_name(p): p
+    for p in sorted(
+        [*HELPERS.rglob("*.py"), *COURSE.rglob("*.py")] + [p for b in BESIDE for p in (REPO / b).rglob("*.py")]
+    )
+}
+OURS = ("helpers", "course", *BESIDE)
 
 
 def imports(path: Path) -> list[tuple[str, int, bool]]:
@@ -53,7 +60,7 @@ def imports(path: Path) -> list[tuple[str, int, bool]]:
         else:
             continue
         for target in targets:
-            if target in MODULES and target not in OURS:
+            if target in MODULES and target not in ("helpers", "course"):  # a face of its own (the stand-in) counts
                 found.append((target, node.lineno, id(node) in nested))
     return found
 
@@ -104,9 +111,10 @@ def test_the_helpers_have_no_import_cycle():
 
 
 def room(module: str) -> str:
-    """A module's room: its folder of ``helpers/`` (``helpers.aws``), or the module itself beside the folders."""
+    """A module's room: its folder of ``helpers/`` (``helpers.aws``), or the module itself beside the folders; a
+    package beside the helpers is one room (``sagemaker_standin``)."""
     parts = module.split(".")
-    return ".".join(parts[:2])
+    return parts[0] if parts[0] in BESIDE else ".".join(parts[:2])
 
 
 def rooms(graph: dict[str, list[str]]) -> dict[str, list[str]]:
@@ -148,7 +156,23 @@ def test_the_local_runner_never_imports_the_aws_side():
 
 def test_the_stand_in_imports_neither_the_runner_nor_the_aws_side():
     """The stand-in plays SageMaker's part; the learner's side (runner, request builder) calls it, never the reverse."""
+    assert any(m.startswith("sagemaker_standin.") for m in GRAPH)
     assert not crossings("sagemaker_standin", ("helpers.local", "helpers.aws", "helpers.jobs", "helpers.checks"))
+
+
+def test_the_helpers_reach_the_stand_in_through_its_face_only():
+    """``import sagemaker_standin`` (its ``__all__``), never one of its modules: one seam between the two."""
+    users = {
+        m: [t for t in ts if t.startswith("sagemaker_standin")] for m, ts in GRAPH.items() if m.startswith("helpers")
+    }
+    assert any(users.values()), "the helpers no longer use the stand-in? then this test has nothing to hold"
+    behind = {m: ts for m, ts in users.items() if any(t != "sagemaker_standin" for t in ts)}
+    assert not behind, f"helpers modules that import the stand-in's modules, not its face: {behind}"
+
+
+def test_the_catalogue_generator_writes_what_the_helpers_read_and_is_never_imported_by_them():
+    assert "helpers.data" in rooms(GRAPH)["catalog_generator"]
+    assert not crossings("helpers", ("catalog_generator",))
 
 
 def test_helpers_import_each_other_at_the_top():
@@ -161,19 +185,33 @@ def test_helpers_import_each_other_at_the_top():
     assert not deferred
 
 
-@pytest.mark.parametrize("name", sorted(MODULES))
+def defined_errors() -> dict[str, type]:
+    """Every exception class our packages define, by ``module.Class`` (each module imported; the stand-in's
+    container init is a script run as a job's first process, with no classes of its own)."""
+    found = {}
+    for name in sorted(MODULES):
+        if name == "sagemaker_standin.container_init" or name.endswith("__main__"):
+            continue
+        module = importlib.import_module(name)
+        for _, c in inspect.getmembers(module, inspect.isclass):
+            if issubclass(c, BaseException) and c.__module__ == name:
+                found[f"{name}.{c.__qualname__}"] = c
+    return found
+
+
+ERRORS = defined_errors()
+
+
+def test_the_error_finder_finds_the_errors_the_house_defines():
+    """The parametrized test below holds each of these: the finder must find them, or it would hold nothing."""
+    assert {"helpers.local.runner.JobFailed", "helpers.data.catalog_files.CatalogError"} <= set(ERRORS)
+    assert "sagemaker_standin.s3_inputs.InputModeError" in ERRORS and len(ERRORS) > 30
+
+
+@pytest.mark.parametrize("name", sorted(ERRORS))
 def test_every_error_the_helpers_define_is_a_workshop_error(name):
-    if name == "sagemaker_standin.container_init":
-        pytest.skip("a standalone script run as a job's first process; it raises nothing of its own")
-    module = importlib.import_module(name)
-    errors = [
-        c
-        for _, c in inspect.getmembers(module, inspect.isclass)
-        if issubclass(c, BaseException) and c.__module__ == name
-    ]
-    assert all(issubclass(c, WorkshopError) for c in errors), [
-        c.__name__ for c in errors if not issubclass(c, WorkshopError)
-    ]
+    """A learner's notebook catches ``WorkshopError`` for anything the helpers refuse on purpose."""
+    assert issubclass(ERRORS[name], WorkshopError), f"{name} derives from {ERRORS[name].__mro__[1:]}"
 
 
 MODULE_LINES, FUNCTION_LINES = 500, 80
@@ -198,8 +236,9 @@ def test_the_function_finder_names_methods_and_nested_functions():
 
 
 def test_no_module_is_over_500_lines():
-    paths = sorted([*HELPERS.rglob("*.py"), *(REPO / "labs" / "src").rglob("*.py")])
-    assert len(paths) > 60  # the walk found both trees
+    learners = [p for name, p in MODULES.items() if not name.startswith("course")]
+    paths = sorted([*learners, *(REPO / "labs" / "src").rglob("*.py")])
+    assert len(paths) > 90  # the walk found every tree
     too_long = [
         f"{path.relative_to(REPO).as_posix()}: {lines} lines"
         for path in paths
@@ -237,7 +276,7 @@ def test_extending_md_draws_the_house_as_it_stands():
     """docs/extending.md's table of floors is the one the imports make."""
     text = (REPO / "docs" / "extending.md").read_text(encoding="utf-8")
     drawn = {
-        (name if name.startswith("course") else "helpers." + name): int(row.split("|")[1].split()[0])
+        (name if name.startswith(("course", *BESIDE)) else "helpers." + name): int(row.split("|")[1].split()[0])
         for row in text.splitlines()
         if row.startswith("| ") and row.split("|")[1].strip()[:1].isdigit()
         for name in (n.strip("`/").replace("/", ".") for n in re.findall(r"`[a-z_./]+`", row.split("|")[2]))
@@ -306,15 +345,3 @@ def test_only_the_entry_point_dispatches_by_kind_of_target(small_catalog):
     for name in ("local_container", "local_cpu"):
         with pytest.raises(TargetError, match="runs on this machine: use helpers.jobs.run_job"):
             dry_run(job, resolve(name), LaunchOptions.of())
-
-
-def test_the_learner_s_reading_path_names_real_modules_in_under_2000_lines():
-    """helpers/README.md's numbered modules are what a job launch runs through, in order, and short enough to read."""
-    text = (HELPERS / "README.md").read_text(encoding="utf-8")
-    path = re.findall(r"^\d+\. `([\w/]+\.py)`", text, re.M)
-    assert path[:2] == ["jobs.py", "job_spec.py"] and "local/runner.py" in path and "aws/launch.py" in path
-    lines = sum(len((HELPERS / p).read_text().splitlines()) for p in path)
-    assert lines < 2000, f"the reading path is {lines} lines: keep it under 2,000"
-    stated = int(re.search(r"about ([\d,]+) lines in all", text)[1].replace(",", ""))
-    assert abs(stated - lines) <= 100, f"helpers/README.md says about {stated} lines; the path is {lines}"
-    assert "standin/" in text and "course/" in text  # what to skip, and where the machinery went
