@@ -1,3 +1,3 @@
-from catalog_generator.catalog import main
+from catalog_generator import catalog
 
-main()
+catalog.main()

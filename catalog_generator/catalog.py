@@ -23,14 +23,10 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
-from catalog_generator.titles import (
-    GENERATOR_VERSION,
-    Row,
-    categories,
-    generate_rows,
-)
+from catalog_generator.titles import GENERATOR_VERSION, categories, generate_rows
 from helpers.data.catalog_files import (
     CatalogError,
+    Row,
     load_manifest,
     read_rows,
     write_rows,

@@ -160,7 +160,7 @@ def test_two_attendees_are_two_prefixes_however_alike_their_names(one, other):
 
 def test_a_shared_login_name_is_flagged(monkeypatch):
     monkeypatch.delenv(settings.ATTENDEE_ENV, raising=False)
-    monkeypatch.setattr(aws.getpass, "getuser", lambda: "sagemaker-user")
+    monkeypatch.setattr(settings.getpass, "getuser", lambda: "sagemaker-user")
     who = settings.resolve_attendee(None, {})
     assert who.name == "sagemaker-user" and who.shared
     assert not settings.resolve_attendee("sagemaker-user", {}).shared  # chosen on purpose: the learner's call
@@ -665,7 +665,7 @@ def test_cleanup_stops_nothing_when_owners_cannot_be_confirmed(fake_aws):
 
 
 def test_cleanup_refuses_a_shared_login_name(fake_aws, monkeypatch):
-    monkeypatch.setattr(aws.getpass, "getuser", lambda: "sagemaker-user")
+    monkeypatch.setattr(settings.getpass, "getuser", lambda: "sagemaker-user")
     with pytest.raises(setup_errors.AwsSetupError, match="attendee='yourname'"):
         aws.cleanup(boto_session=fake_aws.boto_session)
     assert fake_aws.calls == []

@@ -224,7 +224,7 @@ def test_stored_objects_lists_then_deletes_only_this_attendee_s(no_studio, monke
         assert not fake.calls_to("DeleteObjects") and "delete=True" in repr(listed)
         gone = account.stored_objects("alice", bucket="event-bucket", boto_session=fake.boto_session, delete=True)
         assert gone.deleted and sorted(fake.objects["event-bucket"]) == ["alice-smith/x", "bob/y"]
-        monkeypatch.setattr(account.getpass, "getuser", lambda: "sagemaker-user")  # Studio's login, no attendee
+        monkeypatch.setattr(settings.getpass, "getuser", lambda: "sagemaker-user")  # Studio's login, no attendee
         with pytest.raises(setup_errors.AwsSetupError, match="shared login"):
             account.stored_objects(bucket="event-bucket", boto_session=fake.boto_session)
     assert not attempts

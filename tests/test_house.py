@@ -156,3 +156,42 @@ def test_make_in_studio_points_to_make_studio_and_builds_no_venv(tmp_path):
     )
     assert done.returncode != 0 and "make studio" in done.stdout and "make PY=python3" in done.stdout, done.stdout
     assert not venv.exists()
+
+
+ROUND_5_BASE = "255b283"  # the last commit before the commit-message rule (docs/extending.md, "Commits")
+
+
+def _commit_msg():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("commit_msg", REPO / "tools" / "commit_msg.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_commit_message_check_refuses_what_the_rule_forbids():
+    check = _commit_msg()
+    assert check.problems("Stop the job before tagging it\n\nSageMaker refuses a 51st tag.\n") == []
+    assert "characters" in check.problems("Add " + "a" * 80)[0]
+    assert any("imperative" in p for p in check.problems("Moved the stand-in out of helpers"))
+    assert any("full stop" in p for p in check.problems("Add the trace test."))
+    assert any("blank" in p for p in check.problems("Add the trace test\nno blank line\n"))
+    assert check.problems("Merge branch 'issue-53'") == []
+
+
+def test_every_commit_since_the_rule_has_a_short_imperative_subject():
+    """``git log --oneline`` reads as a list of what each commit does (the history before the rule is left as it is)."""
+    git = ["git", "-C", str(REPO)]
+    if subprocess.run([*git, "cat-file", "-e", f"{ROUND_5_BASE}^{{commit}}"], capture_output=True).returncode:
+        pytest.skip(f"this clone's history does not reach {ROUND_5_BASE} (a shallow clone)")
+    log = subprocess.run(
+        [*git, "log", "--format=%H%x00%B%x01", f"{ROUND_5_BASE}..HEAD"], capture_output=True, text=True, check=True
+    ).stdout
+    check = _commit_msg()
+    bad = {
+        sha[:7]: found
+        for sha, _, message in (c.strip().partition("\0") for c in log.split("\1") if c.strip())
+        if (found := check.problems(message))
+    }
+    assert not bad, f"commits whose message breaks docs/extending.md's rule: {bad}"

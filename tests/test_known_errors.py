@@ -20,7 +20,7 @@ CATALOG = jobs.catalog_channels(jobs.DATA_DIR / "catalog")
 def _shared_login(monkeypatch):
     monkeypatch.setattr(settings, "STUDIO_METADATA", REPO / "no-such-metadata.json")
     monkeypatch.delenv(settings.ATTENDEE_ENV, raising=False)
-    monkeypatch.setattr(account.getpass, "getuser", lambda: "sagemaker-user")
+    monkeypatch.setattr(settings.getpass, "getuser", lambda: "sagemaker-user")
     account.stored_objects(bucket="event-bucket")
 
 

@@ -763,7 +763,7 @@ def test_a_quota_too_low_refuses_before_anything_is_written(fake_aws, data):
 
 
 def test_a_shared_login_name_cannot_launch(fake_aws, data, monkeypatch):
-    monkeypatch.setattr(aws.getpass, "getuser", lambda: "sagemaker-user")
+    monkeypatch.setattr(settings.getpass, "getuser", lambda: "sagemaker-user")
     with pytest.raises(setup_errors.AwsSetupError, match="WORKSHOP_ATTENDEE"):
         jobs.run_job(
             Job("lab-x", {}, data), resolve("ml.g5.2xlarge"), launch=True, budget_usd=10, session=fake_aws.boto_session
