@@ -11,6 +11,7 @@ that shows the stand-in at work (lab 05) imports its modules by name.
 from pathlib import Path
 
 from sagemaker_standin import container_init
+from sagemaker_standin.errors import StandInError
 from sagemaker_standin.offline_account import (
     ApiCall,
     OfflineAWS,
@@ -32,6 +33,7 @@ __all__ = [
     "ApiCall",
     "JobInputs",
     "OfflineAWS",
+    "StandInError",
     "active",
     "config_validated_once",
     "free_port",

@@ -28,7 +28,6 @@ import weakref
 from collections.abc import Iterable
 from pathlib import Path
 
-from helpers import folders
 from sagemaker_standin.children import DIE_WITH_PARENT
 from sagemaker_standin.ports import free_ports
 from sagemaker_standin.s3_profile import S3Profile, Throttle
@@ -139,7 +138,11 @@ class ObjectStore:
         profile: S3Profile | None = None,
     ):
         self.root, self.keep, self.start_timeout_s, self.echo = Path(root), keep, start_timeout_s, echo
-        folders.refuse_released(self.root)
+        if not self.root.parent.is_dir():  # its folder removed (a lab's clean-up cell ran): make nothing anew there
+            raise ObjectStoreError(
+                f"{self.root.parent} does not exist, so the store has nowhere to keep its data: give it a folder "
+                f"that exists (a lab's set-up cell makes its own; after its clean-up cell, run the set-up cell again)."
+            )
         self.profile = profile
         self.throttle: Throttle | None = None
         self._throttle_finalizer: weakref.finalize | None = None

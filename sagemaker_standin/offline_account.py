@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from helpers.errors import WorkshopError
 from sagemaker_standin.api_answers import BuiltInAnswers, ClientErrorAnswer, ScriptedJob
+from sagemaker_standin.errors import StandInError
 from sagemaker_standin.sandbox import (
     ACCOUNT,
     BUCKET,
@@ -35,7 +35,7 @@ OFFLINE_ENV_FLAG = "WORKSHOP_AWS_OFFLINE"
 BODY_LIMIT = 1 << 20  # uploads up to this size are kept, so tests can read back what the SDK staged
 
 
-class OfflineCallUnanswered(WorkshopError, RuntimeError):
+class OfflineCallUnanswered(StandInError, RuntimeError):
     """An AWS API call the offline session has no answer for: script one with ``OfflineAWS.respond``."""
 
 

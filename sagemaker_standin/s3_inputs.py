@@ -19,9 +19,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from helpers import input_mode
-from helpers.errors import JobCheckError
 from sagemaker_standin import streamed_open
+from sagemaker_standin.errors import StandInError
 from sagemaker_standin.fastfile import FastFileServer
 from sagemaker_standin.store_client import (
     ObjectStoreError,
@@ -40,10 +39,11 @@ from sagemaker_standin.store_client import (
 # 50 GB data set in 100 MB shards at about 5 minutes, 170 MB/s: two S3 connections' worth (s3_profile.AWS_S3).
 # FSx's first read (Lustre importing from its linked bucket) copies as many as the file servers take; 8 here.
 FILE_MODE_CONNECTIONS = 2
+FILE_SYSTEMS = {"FSx"}  # the modes whose channel is a directory of a file system, not S3 objects
 FSX_IMPORT_CONNECTIONS = 8
 
 
-class InputModeError(JobCheckError):
+class InputModeError(StandInError, ValueError):
     """An s3:// channel that cannot be presented: store unreachable, bucket/prefix/object missing, channel empty."""
 
 
@@ -116,8 +116,8 @@ def _check_each(job, wanted: dict[str, str], endpoint: str) -> dict[str, Channel
     checked = {}
     for name, uri in wanted.items():
         mode = job.mode_of(name)
-        if problem := input_mode.unknown(mode):
-            raise InputModeError(f"channel {name!r}: {problem}")
+        if mode not in STAND_INS:
+            raise InputModeError(f"channel {name!r}: no input mode {mode!r}; the modes are {', '.join(STAND_INS)}.")
         try:
             where = S3Uri.parse(uri, directory=False)
         except ValueError as err:
@@ -137,7 +137,7 @@ def _locate(client, name: str, mode: str, where: S3Uri) -> ChannelSource:
     """A URI ending in ``/`` is a prefix; one without names an object if such a key exists, else a prefix."""
     if where.prefix and not where.prefix.endswith("/"):
         exact = [o for o in list_objects(client, where) if o.key == where.prefix]
-        if exact and not input_mode.reads_s3(mode):
+        if exact and mode in FILE_SYSTEMS:
             raise InputModeError(
                 f"channel {name!r}: an FSx channel is a directory of the file system; give the "
                 f"prefix that holds {where} (s3://{where.bucket}/{where.prefix.rpartition('/')[0]}/)."

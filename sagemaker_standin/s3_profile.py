@@ -22,8 +22,8 @@ import sys
 import time
 from dataclasses import dataclass
 
-from helpers.errors import WorkshopError
 from sagemaker_standin.children import DIE_WITH_PARENT
+from sagemaker_standin.errors import StandInError
 from sagemaker_standin.ports import free_port
 
 _CHUNK = 256 << 10  # bytes forwarded at a time: 3 ms of one connection at 85 MB/s
@@ -58,7 +58,7 @@ AWS_S3 = S3Profile(
 )
 
 
-class S3ProfileError(WorkshopError, RuntimeError):
+class S3ProfileError(StandInError, RuntimeError):
     """The throttling proxy cannot start or stopped; the message says what to do."""
 
 

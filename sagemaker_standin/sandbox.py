@@ -14,7 +14,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from helpers.errors import WorkshopError
+from sagemaker_standin.errors import StandInError
 
 # placeholders that are obviously not a real account: the documentation account id AWS itself uses
 ACCOUNT = "111122223333"
@@ -29,7 +29,7 @@ SDK_CONFIG = {"SchemaVersion": "1.0", "SageMaker": {"PythonSDK": {"Modules": {"T
 _SDK_CONFIG_YAML = "SchemaVersion: '1.0'\nSageMaker:\n  PythonSDK:\n    Modules:\n      TelemetryOptOut: true\n"
 
 
-class NetworkBlocked(WorkshopError, ConnectionError):
+class NetworkBlocked(StandInError, ConnectionError):
     """Something tried to open a network connection inside an offline block."""
 
 

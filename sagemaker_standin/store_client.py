@@ -14,14 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-from helpers.errors import WorkshopError
+from sagemaker_standin.errors import StandInError
 
 ACCESS_KEY, SECRET_KEY = "workshop", "workshop-local-store"  # the store accepts any key pair; boto3 needs one
 STORE_REGION = "us-east-1"
 _CHUNK = 1 << 20
 
 
-class ObjectStoreError(WorkshopError, RuntimeError):
+class ObjectStoreError(StandInError, RuntimeError):
     """The store cannot start, stopped, or cannot be reached; the message says what to do."""
 
 
@@ -166,7 +166,7 @@ def fetch_object(client, bucket: str, key: str, dest: Path, modified: float, scr
     return got
 
 
-class ShortRead(WorkshopError, OSError):
+class ShortRead(StandInError, OSError):
     """An object arrived with fewer (or more) bytes than the store listed for it."""
 
 

@@ -19,6 +19,7 @@ from helpers import jobs
 from helpers.aws import mode_comparison
 from helpers.aws.mode_comparison import fsx_preflight, sagemaker_jobs_per_mode
 from helpers.checks import findings
+from helpers.checks.findings import ChannelError
 from helpers.errors import JobCheckError
 from helpers.input_mode import MODES
 from helpers.job_spec import Job
@@ -26,7 +27,6 @@ from helpers.jobs import on_sagemaker
 from helpers.local.containers import LocalJob
 from helpers.targets import Target, resolve
 from sagemaker_standin import fastfile, objectstore, ports, s3_inputs, streamed_open
-from sagemaker_standin.s3_inputs import InputModeError
 
 pytestmark = pytest.mark.slow  # every test here starts a store, a job or a training run
 
@@ -257,7 +257,7 @@ def test_fastfile_job_stays_on_loopback_under_the_network_guard(data, runner, pr
 )
 def test_missing_bucket_prefix_or_object_is_named_before_anything_is_written(data, runner, probe_dir, uri, match):
     store, _ = data
-    with pytest.raises(InputModeError, match=match):
+    with pytest.raises(ChannelError, match=match):
         runner.prepare(probe_job(store, "File", probe_dir, uri=uri), CPU)
     assert not runner.runs_dir.exists()
 
@@ -265,7 +265,7 @@ def test_missing_bucket_prefix_or_object_is_named_before_anything_is_written(dat
 def test_an_empty_channel_is_refused(data, runner, probe_dir):
     store, _ = data
     store.client().put_object(Bucket=BUCKET, Key="empty/zero.csv", Body=b"")
-    with pytest.raises(InputModeError, match="only empty objects"):
+    with pytest.raises(ChannelError, match="only empty objects"):
         runner.prepare(probe_job(store, "FastFile", probe_dir, uri=f"s3://{BUCKET}/empty/"), CPU)
 
 
@@ -273,14 +273,14 @@ def test_one_object_can_be_a_channel_but_not_an_fsx_one(data, runner, probe_dir)
     store, shards = data
     result = runner.run(probe_job(store, "FastFile", probe_dir, uri=f"s3://{BUCKET}/shards/train/labels.json"), CPU)
     assert seen(result)["digests"] == {"labels.json": sha(shards / "train" / "labels.json")}
-    with pytest.raises(InputModeError, match="an FSx channel is a directory"):
+    with pytest.raises(ChannelError, match="an FSx channel is a directory"):
         runner.prepare(probe_job(store, "FSx", probe_dir, uri=f"s3://{BUCKET}/shards/train/labels.json"), CPU)
 
 
 def test_unreachable_or_unset_endpoint_is_refused(data, runner, probe_dir):
     store, _ = data
     dead = f"http://127.0.0.1:{ports.free_ports(1)[0]}"
-    with pytest.raises(InputModeError, match=f"cannot reach the object store at {dead}"):
+    with pytest.raises(ChannelError, match=f"cannot reach the object store at {dead}"):
         runner.prepare(
             Job(
                 "x",
@@ -292,11 +292,11 @@ def test_unreachable_or_unset_endpoint_is_refused(data, runner, probe_dir):
             ),
             CPU,
         )
-    with pytest.raises(InputModeError, match="Job.s3_endpoint is not set"):
+    with pytest.raises(ChannelError, match="Job.s3_endpoint is not set"):
         runner.prepare(
             Job("x", {}, {"train": f"s3://{BUCKET}/shards/train/"}, entry_point="probe.py", source_dir=probe_dir), CPU
         )
-    with pytest.raises(InputModeError, match="not a local object store endpoint"):
+    with pytest.raises(ChannelError, match="not a local object store endpoint"):
         runner.prepare(
             Job(
                 "x",

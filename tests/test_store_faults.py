@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from helpers.checks.findings import ChannelError
 from helpers.job_spec import Job
 from helpers.local.containers import LocalJob
 from helpers.targets import Target
 from sagemaker_standin.objectstore import ObjectStore
-from sagemaker_standin.s3_inputs import InputModeError
 from sagemaker_standin.s3_profile import S3Profile
 
 pytestmark = pytest.mark.slow  # every test here starts a store, a job or a training run
@@ -193,7 +193,7 @@ def test_file_mode_store_dead_fails_before_the_script_and_leaves_nothing(store, 
     s, _ = store
     spec = job(s, "File", probe_dir)
     kill(s)
-    with pytest.raises(InputModeError, match="cannot read channel.*'train'.*lost the object store"):
+    with pytest.raises(ChannelError, match="cannot read channel.*'train'.*lost the object store"):
         runner.prepare(spec, CPU)
     assert not runner.runs_dir.exists() or not any(runner.runs_dir.iterdir())
 
@@ -209,7 +209,7 @@ def test_file_mode_store_dies_while_staging(store, runner, probe_dir):
         )
     )
     killer.start()
-    with pytest.raises(InputModeError, match="lost the object store") as raised:
+    with pytest.raises(ChannelError, match="lost the object store") as raised:
         runner.prepare(spec, CPU)
     killer.join()
     assert "channel 'train'" in str(raised.value)

@@ -27,7 +27,7 @@ from helpers.job_spec import Job, runs_root
 from helpers.local.containers import GRACE_S, PORT_TAKEN, STALL_S, Clock, LocalJob, Prepared
 from helpers.results import JobResult
 from helpers.targets import Target
-from sagemaker_standin import JobInputs, free_port, s3_channels
+from sagemaker_standin import JobInputs, StandInError, free_port, s3_channels
 
 # All a job takes from the notebook's environment: where programs and libraries are, the user, the locale, the
 # temporary directory and the GPUs it may use. A SageMaker container starts from its image's environment, so
@@ -169,16 +169,19 @@ class LocalRunner:
         where = findings.Where.local(job, target)  # the processes per host and the launcher, decided once
         checks.run_rules(job, where)
         run_dir = self.runs_dir / (self.job_name or run_name(job.name))
-        # s3:// channels come from the stand-in's object store, each in its input mode; a local folder is copied
-        inputs = JobInputs(job, self.runs_dir.parent / "fsx", run_dir) if s3_channels(job) else None
         if run_dir.exists():
             raise JobCheckError(f"{run_dir} exists already: give the job another name.")
+        inputs = None
         try:
+            # s3:// channels come from the stand-in's object store, each in its input mode; a local folder is copied
+            inputs = JobInputs(job, self.runs_dir.parent / "fsx", run_dir) if s3_channels(job) else None
             return Prepared(run_dir, self._build(job, target, where, run_dir, inputs), inputs, where.processes)
-        except BaseException:
+        except BaseException as err:
             if inputs is not None:
                 inputs.close()
             shutil.rmtree(run_dir, ignore_errors=True)  # nothing half-staged stays for anyone to trust
+            if isinstance(err, StandInError):  # the store could not present a channel: the learner's error kind
+                raise findings.ChannelError(str(err)) from err
             raise
 
     def _build(self, job: Job, target: Target, where: findings.Where, run_dir: Path, inputs: JobInputs | None) -> list:
