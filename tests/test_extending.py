@@ -261,7 +261,7 @@ def follow_the_lab_recipe(root: Path) -> None:
     assert guide.returncode == 0, guide.stdout + guide.stderr
 
 
-@pytest.mark.long  # a copy of the tree and the per-lab checks run in it (about 12 s): make long-check
+@pytest.mark.long  # a copy of the tree, the per-lab checks and the lab itself run in it (about 25 s): make long-check
 def test_the_lab_recipe_followed_whole_adds_a_lab_touching_only_the_files_it_names(tmp_path):
     root = tracked_copy(tmp_path / "repo")
     before = digests(root)
@@ -297,3 +297,10 @@ def test_the_lab_recipe_followed_whole_adds_a_lab_touching_only_the_files_it_nam
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     lab_09 = re.findall(rf"::(\w+)\[{STEM}\] PASSED", done.stdout)
     assert len(lab_09) >= 10, f"lab 09's own checks did not all run: {lab_09}"
+    # and the lab runs, as `make` runs it: headless in a fresh kernel, its answer filled in, its claim held
+    out = tmp_path / "runs"
+    ran = run_in(root, "-m", "course.run_labs", "--labs", "09", "--solutions", "--streams", "1", "--out", str(out))
+    assert ran.returncode == 0, ran.stdout[-4000:] + ran.stderr[-2000:]
+    executed = json.loads((out / f"{STEM}.ipynb").read_text(encoding="utf-8"))
+    said = "".join("".join(o.get("text", "")) for c in executed["cells"] for o in c.get("outputs", []))
+    assert "nine: one entry each in course/manifest.py" in said, "lab 09's exercise check did not run in the kernel"
