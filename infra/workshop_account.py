@@ -1,18 +1,20 @@
-"""The generated blocks of infra/workshop-account.yaml: each attendee's job role and Studio profile, the policies, the
-enforcer of what IAM cannot express, and the spaces' sizing.
+"""The generated blocks of infra/workshop-account.yaml: each attendee's job role, Studio profile and private space,
+the policies, the enforcer of what IAM cannot express (infra/enforcer.py), and the spaces' sizing; and what the
+facilitator guide says an attendee who tries can do (attendee_limits: each statement names the tests that hold it)
+and what one attendee can cost at most, in $/h.
 
-CloudFormation has no loops, so the template holds MAX_ATTENDEES job roles (and, with Studio, user profiles) in groups
-of ATTENDEE_STEP, each group behind a condition that holds when the Attendees parameter reaches it. (Groups, not one
-condition per count: cfn-lint's time grows steeply with the number of values one parameter is compared with: 2.7 s
-for 8, 15 s for 20, over 3 minutes for 40.) The spaces' default storage and instance type are computed here from
-measured figures (update the constants, then rewrite the template):
+CloudFormation has no loops, so the template holds MAX_ATTENDEES job roles (and, with Studio, user profiles and
+spaces) in groups of ATTENDEE_STEP, each group behind a condition that holds when the Attendees parameter reaches it.
+(Groups, not one condition per count: cfn-lint's time grows steeply with the number of values one parameter is
+compared with: 2.7 s for 8, 15 s for 20, over 3 minutes for 40.) The spaces' default storage and instance type are
+computed here from measured figures (update the constants, then rewrite the template):
 
     python infra/workshop_account.py --write    # rewrite the generated blocks of workshop-account.yaml
     python infra/workshop_account.py --check    # exit 1 if they differ from what this writes (the tests check too)
 
 The attendees' IAM policy is written here too, from helpers/guardrails.py (the training types and the longest
-runtime): once into the template (the attendee role) and once into the Workshop Studio packaging (contentspec.yaml and
-static/, whose participant role gets the same policy and whose static/ holds a copy of the template).
+runtime), into the template (the attendee role); the Workshop Studio packaging (contentspec.yaml, content/ and
+static/) carries a copy of the template, and its participant role a policy of its own.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ if str(REPO) not in sys.path:  # run as a script from infra/: the guardrails' on
 from course import generated  # noqa: E402
 from course.manifest import LABS  # noqa: E402
 from helpers import guardrails  # noqa: E402
+from helpers.planning import instances  # noqa: E402
 
 TEMPLATE = Path(__file__).resolve().with_name("workshop-account.yaml")
 CONTENTSPEC = REPO / "contentspec.yaml"
@@ -43,6 +46,7 @@ MAX_ATTENDEES = 40
 ATTENDEE_STEP = 5  # Attendees takes multiples of this; spare roles and profiles cost nothing
 DEFAULT_ATTENDEES = 10
 PROFILE_NAME = "attendee-{:02d}"  # the attendee prefix of their jobs and S3 keys (helpers.aws.account)
+SPACE_NAME = "{}-labs"  # each attendee's one private JupyterLab space, made by the template (course.spaces starts it)
 ATTENDEE_TAG = "workshop-attendee"  # the tag of an attendee's jobs and of their job role
 JOB_ROLE_PATH = "/workshop-jobs/${AWS::StackName}/"  # then the attendee: <path><attendee>/<role name>
 SHARED_PREFIX = "shared"  # the bucket's read-only data for everyone (the facilitator writes it)
@@ -110,12 +114,12 @@ class JupyterLabType:
     burstable: bool = False  # t3: full speed only while CPU credits last (a t3.large's baseline is 30% of a vCPU)
 
 
-# Cheapest first, among the Studio JupyterLab types the template offers
+# Cheapest first, among the Studio JupyterLab types the template offers: those a space's DefaultResourceSpec takes in
+# CloudFormation (AWS::SageMaker::Space's schema has no m6i type)
 JUPYTERLAB_TYPES = (
     JupyterLabType("ml.t3.large", 2, 1, 8, burstable=True),
     JupyterLabType("ml.m5.large", 2, 1, 8),
     JupyterLabType("ml.m5.xlarge", 4, 2, 16),
-    JupyterLabType("ml.m6i.xlarge", 4, 2, 16),
     JupyterLabType("ml.m5.2xlarge", 8, 4, 32),
 )
 
@@ -211,8 +215,11 @@ def studio_attendee_conditions() -> str:
 
 
 def studio_attendee_profiles() -> str:
+    """Each attendee's user profile and their one private JupyterLab space (they may create no other)."""
+    image = studio_image_spec()  # the domain's pinned image, at the same depth
     blocks = []
     for n in range(1, MAX_ATTENDEES + 1):
+        who = PROFILE_NAME.format(n)
         blocks.append(
             f"""\
   StudioAttendee{n:02d}:
@@ -220,7 +227,26 @@ def studio_attendee_profiles() -> str:
     Condition: {_profile_condition(n)}
     Properties:
       DomainId: !GetAtt StudioDomain.DomainId
-      UserProfileName: {PROFILE_NAME.format(n)}
+      UserProfileName: {who}
+      Tags: [{{Key: workshop, Value: !Ref AWS::StackName}}]
+
+  StudioSpace{n:02d}:
+    Type: AWS::SageMaker::Space
+    Condition: {_profile_condition(n)}
+    DependsOn: StudioAttendee{n:02d}
+    Properties:
+      DomainId: !GetAtt StudioDomain.DomainId
+      SpaceName: {SPACE_NAME.format(who)}
+      SpaceDisplayName: {SPACE_NAME.format(who)}
+      OwnershipSettings: {{OwnerUserProfileName: {who}}}
+      SpaceSharingSettings: {{SharingType: Private}}
+      SpaceSettings:
+        AppType: JupyterLab
+        SpaceStorageSettings: {{EbsStorageSettings: {{EbsVolumeSizeInGb: !Ref StudioStorageGb}}}}
+        JupyterLabAppSettings:
+          DefaultResourceSpec:
+            InstanceType: !Ref StudioInstanceType
+{image}\
       Tags: [{{Key: workshop, Value: !Ref AWS::StackName}}]
 """
         )
@@ -328,6 +354,20 @@ JOB = f"${{!aws:PrincipalTag/{ATTENDEE_TAG}}}"  # a job's attendee: its job role
 READ = ["s3:GetObject"]
 WRITE = ["s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"]
 FSX_DIRECTORY = {"Fn::If": ["CreateFsx", {"Fn::Sub": "/${FileSystem.LustreMountName}/${!aws:SourceIdentity}/*"}, ""]}
+FSX_ID = {"Fn::If": ["CreateFsx", {"Ref": "FileSystem"}, ""]}
+# A job in the VPC: only in the attendees' jobs' security group, which has no rule among its members (no job reaches
+# another's hosts); without WithFsx no VPC job at all (no group is named "none")
+JOBS_SECURITY_GROUPS = {"Fn::If": ["CreateFsx", [{"Ref": "JobsSecurityGroup"}], ["none"]]}
+# The tags an attendee's job may carry: the helpers' two (helpers.aws.build), and the ones Studio adds to what a space
+# launches. A request with any other key is refused, so a job holds at most these five and the enforcer's tag fits
+# under SageMaker's 50.
+JOB_TAG_KEYS = [
+    ATTENDEE_TAG,
+    "workshop-lab",
+    "sagemaker:domain-arn",
+    "sagemaker:user-profile-arn",
+    "sagemaker:space-arn",
+]
 
 
 def job_role_arn(who: str = ME) -> dict | str:
@@ -360,21 +400,27 @@ def attendee_statements() -> list[dict]:
             sub(f"{SM}:training-job/{ME}-*"),
             {
                 "StringEquals": {f"aws:RequestTag/{ATTENDEE_TAG}": sub(ME)},
-                "ForAllValues:StringEquals": {"sagemaker:InstanceTypes": list(guardrails.TRAINING_INSTANCE_TYPES)},
+                "ForAllValues:StringEquals": {
+                    "sagemaker:InstanceTypes": list(guardrails.TRAINING_INSTANCE_TYPES),
+                    "aws:TagKeys": JOB_TAG_KEYS,
+                    "sagemaker:VpcSecurityGroupIds": JOBS_SECURITY_GROUPS,
+                },
                 "Null": {"sagemaker:InstanceTypes": "false", "sagemaker:MaxRuntimeInSeconds": "false"},
                 "NumericLessThanEquals": {"sagemaker:MaxRuntimeInSeconds": str(guardrails.EVENT_MAX_RUNTIME_S)},
                 # a warm pool bills after the job, outside MaxRuntime: lab 08's, and no longer
                 "NumericLessThanEqualsIfExists": {"sagemaker:KeepAlivePeriod": str(MAX_WARM_POOL_S)},
-                # an FSx channel: read-only, and only the attendee's own directory of the template's file system
-                "StringEqualsIfExists": {"sagemaker:FileSystemAccessMode": "ro"},
+                # an FSx channel: read-only, only the attendee's own directory of the template's file system, and no
+                # way out of it (the key holds one channel's path: the enforcer checks every channel)
+                "StringEqualsIfExists": {"sagemaker:FileSystemAccessMode": "ro", "sagemaker:FileSystemId": FSX_ID},
                 "StringLikeIfExists": {"sagemaker:FileSystemDirectoryPath": FSX_DIRECTORY},
+                "StringNotLikeIfExists": {"sagemaker:FileSystemDirectoryPath": "*..*"},
             },
         ),
         statement(
             "TagOwnJobsOnCreate",
             ["sagemaker:AddTags"],
             sub(f"{SM}:training-job/{ME}-*"),
-            {"Null": {"sagemaker:TaggingAction": "false"}},
+            {"Null": {"sagemaker:TaggingAction": "false"}, "ForAllValues:StringEquals": {"aws:TagKeys": JOB_TAG_KEYS}},
         ),
         statement(
             "FollowAndStopOwnJobs",
@@ -382,8 +428,23 @@ def attendee_statements() -> list[dict]:
             sub(f"{SM}:training-job/*"),
             mine,
         ),
+        # account.release_warm_pools(): a keep-alive period of 0 ends the attendee's own warm pool, and nothing else
+        statement(
+            "ReleaseOwnWarmPools",
+            ["sagemaker:UpdateTrainingJob"],
+            sub(f"{SM}:training-job/*"),
+            mine
+            | {
+                "NumericEquals": {"sagemaker:KeepAlivePeriod": "0"},
+                "Null": {
+                    "sagemaker:KeepAlivePeriod": "false",
+                    "sagemaker:InstanceTypes": "true",
+                    "sagemaker:EnableRemoteDebug": "true",
+                },
+            },
+        ),
         statement("ListJobs", ["sagemaker:ListTrainingJobs"], "*"),
-        statement("JobTags", ["sagemaker:ListTags"], sub(f"{SM}:training-job/*")),
+        statement("OwnJobTags", ["sagemaker:ListTags"], sub(f"{SM}:training-job/{ME}-*")),
         statement(
             "PassOnlyTheirOwnJobRole",
             ["iam:PassRole"],
@@ -429,11 +490,13 @@ def job_statements() -> list[dict]:
             ["logs:CreateLogStream", "logs:PutLogEvents"],
             sub(f"{LOG_GROUP}:log-stream:{JOB}-*"),
         ),
+        # SageMaker publishes a job's instance metrics as its role, into this namespace (lab 07 reads them);
+        # CloudWatch has no condition key for a metric's dimensions
         statement(
             "JobMetrics",
             ["cloudwatch:PutMetricData"],
             "*",
-            {"StringLike": {"cloudwatch:namespace": "/aws/sagemaker/*"}},
+            {"StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/TrainingJobs"}},
         ),
         *vpc_statements(),
     ]
@@ -442,7 +505,8 @@ def job_statements() -> list[dict]:
 def vpc_statements() -> list[dict]:
     """With WithFsx, a job's interfaces in the template's VPC, and the file system's description (fsx:Describe*
     takes no resource: "*")."""
-    vpc = sub(f"{ARN}:ec2:${{AWS::Region}}:${{AWS::AccountId}}:vpc/${{Vpc}}")
+    ec2 = f"{ARN}:ec2:${{AWS::Region}}:${{AWS::AccountId}}"
+    vpc = sub(f"{ec2}:vpc/${{Vpc}}")
     parts = [
         statement(
             "JobsDescribeTheVpc",
@@ -458,13 +522,24 @@ def vpc_statements() -> list[dict]:
         statement(
             "JobsInTheVpc",
             [
-                "ec2:CreateNetworkInterface",
                 "ec2:CreateNetworkInterfacePermission",
                 "ec2:DeleteNetworkInterface",
                 "ec2:DeleteNetworkInterfacePermission",
             ],
             "*",
             {"ArnEquals": {"ec2:Vpc": vpc}},
+        ),
+        # a job's interface: in a subnet of the template's VPC, and only in the jobs' security group (the interface
+        # being made carries no ec2:Vpc key, hence IfExists: the subnet and the group carry it)
+        statement(
+            "JobInterfaces",
+            ["ec2:CreateNetworkInterface"],
+            [
+                sub(f"{ec2}:network-interface/*"),
+                sub(f"{ec2}:subnet/*"),
+                sub(f"{ec2}:security-group/${{JobsSecurityGroup}}"),
+            ],
+            {"ArnEqualsIfExists": {"ec2:Vpc": vpc}},
         ),
         statement("FsxChannel", ["fsx:DescribeFileSystems"], "*"),
     ]
@@ -541,14 +616,15 @@ def studio_reading() -> list[dict]:
 
 
 def studio_statements() -> list[dict]:
-    """What Studio needs to let each attendee run their own private space (AWS's policy for private spaces), limited
-    to the space's owner by the session's source identity (the user profile's name), to JupyterLab apps, and to the
-    JupyterLab types the template offers, which CreateApp must name."""
-    types = {"ForAllValues:StringEquals": {"sagemaker:InstanceTypes": [t.name for t in JUPYTERLAB_TYPES]}}
+    """What Studio needs to let each attendee run the one private space the template made them (AWS's policy for
+    private spaces, less CreateSpace and DeleteSpace): that space only (its name and its owner, the session's source
+    identity, which is the user profile's name), JupyterLab apps only, on the spaces' type only (StudioInstanceType),
+    which CreateApp must name."""
+    types = {"ForAllValues:StringEquals": {"sagemaker:InstanceTypes": [{"Ref": "StudioInstanceType"}]}}
     named = {"Null": {"sagemaker:InstanceTypes": "false"}}
-    owner = sub(f"{SM}:user-profile/*/{ME}")
+    space = SPACE_NAME.format(ME)
     own = {
-        "ArnLike": {"sagemaker:OwnerUserProfileArn": owner},
+        "ArnLike": {"sagemaker:OwnerUserProfileArn": sub(f"{SM}:user-profile/*/{ME}")},
         "StringEquals": {"sagemaker:SpaceSharingType": "Private"},
     }
     return [
@@ -559,28 +635,18 @@ def studio_statements() -> list[dict]:
             sub(f"{SM}:*/*"),
             {"Null": {"sagemaker:TaggingAction": "false"}},
         ),
-        # an app of the attendee's own profile (not in a space): the profile's name is in the app's ARN
+        statement("StudioOwnSpaceSettings", ["sagemaker:UpdateSpace"], sub(f"{SM}:space/*/{space}"), own | types),
         statement(
-            "StudioOwnProfileApps",
+            "StudioOwnSpaceApps",
             ["sagemaker:CreateApp"],
-            sub(f"{SM}:app/*/{ME}/jupyterlab/*"),
-            {"Null": {"sagemaker:OwnerUserProfileArn": "true", **named["Null"]}} | types,
-        ),
-        statement(
-            "StudioOwnPrivateSpaces",
-            ["sagemaker:CreateSpace", "sagemaker:UpdateSpace"],
-            sub(f"{SM}:space/*/*"),
-            own | types,
-        ),
-        statement("StudioDeleteOwnPrivateSpaces", ["sagemaker:DeleteSpace"], sub(f"{SM}:space/*/*"), own),
-        statement(
-            "StudioOwnPrivateSpaceApps",
-            ["sagemaker:CreateApp"],
-            sub(f"{SM}:app/*/*/jupyterlab/*"),
+            sub(f"{SM}:app/*/{space}/jupyterlab/*"),
             own | types | named,
         ),
-        statement("StudioDeleteOwnProfileApps", ["sagemaker:DeleteApp"], sub(f"{SM}:app/*/{ME}/*")),
-        statement("StudioDeleteOwnSpaceApps", ["sagemaker:DeleteApp"], sub(f"{SM}:app/*/*/*"), own),
+        statement(
+            "StudioDeleteOwnApps",
+            ["sagemaker:DeleteApp"],
+            [sub(f"{SM}:app/*/{space}/*"), sub(f"{SM}:app/*/{ME}/*")],
+        ),
     ]
 
 
@@ -616,7 +682,8 @@ def job_roles() -> str:
     )
     trust = (
         '{Version: "2012-10-17", Statement: [{Effect: Allow, Principal: {Service: sagemaker.amazonaws.com}, '
-        "Action: [sts:AssumeRole, sts:SetSourceIdentity]}]}"
+        "Action: [sts:AssumeRole, sts:SetSourceIdentity], "
+        "Condition: {StringEquals: {aws:SourceAccount: !Ref AWS::AccountId}}}]}"
     )
     for n in range(1, MAX_ATTENDEES + 1):
         who, condition = PROFILE_NAME.format(n), _condition(n)
@@ -638,49 +705,244 @@ def bucket_policy() -> str:
 
 
 ENFORCER = Path(__file__).resolve().with_name("enforcer.py")
-ZIPFILE_LIMIT = 4096  # CloudFormation's limit on a function's inline code
+# AWS's resource schema for a function's inline code (ZipFile) gives 4 MB zipped (cfn-lint's copy of it); guides from
+# before said 4096 characters. The guard keeps the enforcer one short read, well inside the schema's figure.
+ZIPFILE_LIMIT = 16_384
+SWEEP_MINUTES = 5  # how often every running job is judged again: how long a lost event can leave a job running
 
 
 def enforcer() -> str:
     code = ENFORCER.read_text(encoding="utf-8")
     if len(code.encode()) > ZIPFILE_LIMIT:
-        raise ValueError(f"{ENFORCER.name} is {len(code.encode())} bytes: inline code takes {ZIPFILE_LIMIT} at most")
+        raise ValueError(f"{ENFORCER.name} is {len(code.encode())} bytes: the guard is {ZIPFILE_LIMIT}")
     body = "".join(f"          {line}\n" if line else "\n" for line in code.splitlines())
+    types = ",".join(guardrails.TRAINING_INSTANCE_TYPES)
     return f"""\
   JobLimits:
     Type: AWS::Lambda::Function
     Metadata:
       checkov:
         skip:
-          - id: CKV_AWS_115
-            comment: >-
-              No reserved concurrency. A new account's Lambda concurrency can be 10, all of which must stay
-              unreserved; one job start is one short call.
-          - id: CKV_AWS_116
-            comment: >-
-              No dead-letter queue. EventBridge retries a failed call for 24 hours, each job start comes as several
-              state changes, and the budget action is the backstop.
           - id: CKV_AWS_117
             comment: >-
               Not in a VPC. It calls only SageMaker's public API; in the VPC it would need a NAT gateway or an
               interface endpoint, for nothing it reads.
           - id: CKV_AWS_173
             comment: >-
-              The environment holds two limits (numbers), no secret; the default encryption at rest by AWS's key
-              applies.
+              The environment holds the limits (numbers, instance types) and the job roles' path, no secret; the
+              default encryption at rest by AWS's key applies.
     Properties:
-      Description: Stops a training job above the room's instance limits (infra/enforcer.py), tagging it with why
+      Description: Stops a training job above the room's limits (infra/enforcer.py), then tags it with why
       Runtime: python3.12
       Handler: index.handler
-      Timeout: 60
+      Timeout: 300  # a sweep describes every running job, backing off when SageMaker throttles it
       Role: !GetAtt JobLimitsRole.Arn
+      # a call that fails after Lambda's two retries lands here, and JobLimitsFailed mails the facilitator
+      DeadLetterConfig: {{TargetArn: !GetAtt JobLimitsDeadLetters.Arn}}
+      ReservedConcurrentExecutions: !If [ReserveJobLimits, !Ref JobLimitsConcurrency, !Ref AWS::NoValue]
       Environment:
         Variables:
           MAX_INSTANCES_PER_JOB: "{MAX_INSTANCES_PER_JOB}"
           MAX_INSTANCES_PER_ATTENDEE: "{MAX_INSTANCES_PER_ATTENDEE}"
+          INSTANCE_TYPES: "{types}"
+          JOB_ROLE_PATH: !Sub "{JOB_ROLE_PATH}"
       Code:
         ZipFile: |
-{body}"""
+{body}
+  JobSweep:
+    Type: AWS::Events::Rule
+    Properties:
+      Description: Every running job and warm pool, judged again (JobLimits), so that a lost event is caught
+      ScheduleExpression: rate({SWEEP_MINUTES} minutes)
+      Targets:
+        - Arn: !GetAtt JobLimits.Arn
+          Id: job-limits-sweep
+          DeadLetterConfig: {{Arn: !GetAtt JobLimitsDeadLetters.Arn}}
+"""
+
+
+# --- What an attendee who tries can and cannot do, and what it costs at most -----------------------------------------
+@dataclass(frozen=True)
+class Limit:
+    """One statement the guide makes about an attendee who tries: what they try, what refuses it ("IAM", "the
+    enforcer", or "nothing": it stays possible), and the tests that hold it: rows of the IAM engine's tables
+    (tests/test_event_account_policies.py) or the enforcer's tests (tests/test_event_account_enforcer.py)."""
+
+    attempt: str
+    refused_by: str
+    tests: tuple[str, ...]
+
+
+def attendee_limits() -> tuple[Limit, ...]:
+    types = " and ".join(guardrails.TRAINING_INSTANCE_TYPES)
+    hours, minutes = guardrails.EVENT_MAX_RUNTIME_S // 3600, MAX_WARM_POOL_S // 60
+    space = jupyterlab_instance().name
+    return (
+        Limit(f"launch a job on a type other than {types}", "IAM", ("A launches on ml.p4d.24xlarge",)),
+        Limit(f"launch a job for more than {hours} hours", "IAM", ("A launches for 3 h",)),
+        Limit(
+            f"keep a warm pool more than {minutes} minutes, at launch or after",
+            "IAM",
+            ("A launches with a warm pool of 3600 s", "A keeps their warm pool longer (UpdateTrainingJob)"),
+        ),
+        Limit(
+            "launch a job named or tagged as another attendee's, or with more tags than the labs' (a 51-tag job)",
+            "IAM",
+            ("A launches a job named as B's", "A launches a job tagged B", "A launches with 51 tags"),
+        ),
+        Limit(
+            "pass another attendee's job role or the facilitator's",
+            "IAM",
+            ("A passes B's job role", "A passes the facilitator's job role"),
+        ),
+        Limit(
+            "read, write or list another attendee's prefix, from their session or their job, or write the shared data",
+            "IAM",
+            ("A reads B's object from their session", "A's job reads B's input data", "A's job writes the shared data"),
+        ),
+        Limit(
+            "describe, stop or read the log or tags of another attendee's job, or release its warm pool",
+            "IAM",
+            (
+                "A describes B's job",
+                "A stops B's job",
+                "A reads B's job log",
+                "A reads B's job tags",
+                "A releases B's warm pool",
+            ),
+        ),
+        Limit(
+            "mount another attendee's FSx directory, climb out of their own (..), mount read-write or another file "
+            "system",
+            "IAM",
+            (
+                "A's FSx channel mounts B's directory",
+                "A's FSx channel climbs out of their directory (..)",
+                "A's FSx channel mounts read-write",
+                "A's FSx channel mounts another file system",
+            ),
+        ),
+        Limit(
+            "run a job in another security group, whose hosts other jobs could reach (the jobs' group has no rule "
+            "among its members)",
+            "IAM",
+            ("A launches in another security group", "A's job makes its interface in another security group"),
+        ),
+        Limit(
+            "write metrics outside the training jobs' namespace",
+            "IAM",
+            ("A's job writes metrics outside the training jobs' namespace",),
+        ),
+        Limit(
+            "create a second Studio space, or delete theirs to make another",
+            "IAM",
+            ("A creates a second private space", "A deletes their space, to make another"),
+        ),
+        Limit(
+            f"run an app, or set their space, on a type other than the spaces' ({space})",
+            "IAM",
+            (
+                "A creates an app on a larger type (ml.m5.2xlarge)",
+                "A updates their space to a larger type (ml.m5.2xlarge)",
+            ),
+        ),
+        Limit(
+            "run an app outside their space, in another's, or other than JupyterLab",
+            "IAM",
+            (
+                "A creates a JupyterLab app under their profile, outside their space",
+                "A creates an app in B's space",
+                "A creates a CodeEditor app (no idle shutdown)",
+            ),
+        ),
+        Limit(
+            "start a job or an app, or change their space, once the budget is spent",
+            "IAM",
+            (
+                "A launches after the budget is spent (BudgetSpentDeny attached)",
+                "A starts a space's app after the budget is spent",
+                "A changes their space after the budget is spent",
+            ),
+        ),
+        Limit(
+            f"run more than {MAX_INSTANCES_PER_JOB} instances in one job, counted as InstanceCount, InstanceGroups, "
+            "the largest of InstancePreferences, and one a debugger or profiler rule evaluator",
+            "the enforcer",
+            (
+                "test_an_instance_groups_job_and_the_same_attendee_s_later_plain_job_are_each_stopped",
+                "test_instance_preferences_and_rule_evaluators_are_counted",
+            ),
+        ),
+        Limit(
+            f"hold more than {MAX_INSTANCES_PER_ATTENDEE} instances at once, running, stopping or in warm pools",
+            "the enforcer",
+            (
+                "test_lab_08_s_warm_pool_counts_until_released",
+                "test_a_warm_pool_over_the_limit_is_released_by_the_sweep",
+            ),
+        ),
+        Limit(
+            "keep a job over the limits running by making its stop tag fail (50 tags), by a shape the enforcer cannot "
+            "count, or because its start's event was lost",
+            "the enforcer",
+            (
+                "test_a_ten_instance_job_with_50_tags_is_stopped_though_no_tag_fits",
+                "test_a_job_that_cannot_be_counted_is_stopped",
+                "test_an_earlier_job_that_cannot_be_described_stops_the_new_one",
+                "test_a_lost_event_is_caught_by_the_next_sweep",
+            ),
+        ),
+        Limit(
+            "mount a second FSx channel, another attendee's (IAM's FSx keys are single-valued)",
+            "the enforcer",
+            (
+                "test_an_fsx_channel_mounts_only_the_attendee_s_own_directory_once",
+                "A launches a second FSx channel, B's",
+            ),
+        ),
+        Limit(
+            "see every job's name and every log stream's name (ListTrainingJobs and DescribeLogStreams take no "
+            "narrower resource or condition)",
+            "nothing",
+            ("A lists every job's name", "A lists every job's log stream names"),
+        ),
+        Limit(
+            "write metrics under another job's Host dimension, misleading lab 07's graph of it (CloudWatch has no "
+            "condition key for a dimension)",
+            "nothing",
+            ("A's job writes metrics under B's job's Host dimension",),
+        ),
+    )
+
+
+def attendee_limits_markdown() -> str:
+    rows = [f"| {x.attempt} | {x.refused_by} | {'; '.join(f'`{t}`' for t in x.tests)} |" for x in attendee_limits()]
+    return "\n".join(["| An attendee who tries to ... | is refused by | held by |", "|---|---|---|", *rows])
+
+
+def hourly(name: str) -> float:
+    return instances.lookup(name).price_per_hour
+
+
+def attendee_ceiling_usd_per_h() -> float:
+    """The most one attendee holds an hour on demand, once the enforcer has acted: MAX_INSTANCES_PER_ATTENDEE instances
+    of the dearest type they may launch (their running, stopping and warm-pooled jobs and rule evaluators together),
+    and their one space's app on the spaces' type."""
+    dearest = max(guardrails.TRAINING_INSTANCE_TYPES, key=hourly)
+    return MAX_INSTANCES_PER_ATTENDEE * hourly(dearest) + hourly(jupyterlab_instance().name)
+
+
+def attendee_ceiling_sentence() -> str:
+    dearest = max(guardrails.TRAINING_INSTANCE_TYPES, key=hourly)
+    space = jupyterlab_instance().name
+    return (
+        f"One attendee's ceiling: {MAX_INSTANCES_PER_ATTENDEE} instances x ${hourly(dearest):.2f}/h ({dearest}, the "
+        f"dearest they may launch; their running, stopping and warm-pooled jobs and rule evaluators together) + 1 "
+        f"JupyterLab app x ${hourly(space):.2f}/h ({space}, in their one space) = "
+        f"${attendee_ceiling_usd_per_h():.2f}/h on demand (spot bills less). A job above the limits runs until the "
+        f"enforcer stops it: seconds after it starts, or at the next sweep (every {SWEEP_MINUTES} minutes) if its "
+        f"start's event is lost, and SageMaker then takes up to 2 minutes to stop it."
+    )
 
 
 # --- AWS Workshop Studio: the same account, provisioned per participant ---------------------------------------------
@@ -698,7 +960,28 @@ WS_NAMES = {
     "${ExecutionRole.Arn}": "arn:aws:iam::*:role/*-ExecutionRole-*",
     "${AWS::StackName}": "*",
 }
-WS_PARAMETERS = {"WithStudio": "true", "Attendees": "5", "WithFsx": "false"}
+WS_DAY_H = 8  # a full day's agenda: the participant's space runs that long
+# A participant's budget: the labs' real jobs for one attendee, on demand, and their space for the day, twice over
+# (a retry of each), rounded up to $10
+WS_BUDGET_USD = (
+    math.ceil(
+        2
+        * (
+            sum(t.count * hourly(t.instance_type) * t.minutes / 60 for lab in LABS for t in lab.targets if t.launch)
+            + WS_DAY_H * hourly(jupyterlab_instance().name)
+        )
+        / 10
+    )
+    * 10
+)
+WS_PARAMETERS = {
+    "WithStudio": "true",
+    "Attendees": "5",
+    "WithFsx": "false",
+    "BudgetUsd": str(WS_BUDGET_USD),
+    # a participant's new account may have a Lambda concurrency of 10, which must all stay unreserved
+    "JobLimitsConcurrency": "0",
+}
 WS_REGION = "us-east-1"
 
 
@@ -791,16 +1074,20 @@ SageMaker Studio domain whose profiles are the attendees of the labs, a bucket, 
 1. **Open Studio as a profile.** In the console: SageMaker AI, Domains, the stack's domain, User profiles,
    `{PROFILE_NAME.format(1)}`, Launch, Studio. You now work as that attendee: your S3 prefix, your jobs and your
    logs are `{PROFILE_NAME.format(1)}`'s, and your jobs run as `{PROFILE_NAME.format(1)}`'s own job role.
-2. **Make a JupyterLab space** (any name, private) and run it: its type and storage are already chosen. Its set-up
-   runs in the background and logs to `~/workshop-setup.log`.
+2. **Run your space.** JupyterLab, `{SPACE_NAME.format(PROFILE_NAME.format(1))}` (the stack made it, private: one
+   space each), Run space: its type and storage are already chosen. Its set-up runs in the background and logs to
+   `~/workshop-setup.log`.
 3. **Get the workshop.** The event's stack has no repository to clone: in the space's terminal, clone the workshop
    repository your facilitator gives you into your home directory, then `cd` into it and run `make studio` (it adds
    only what the image lacks). Open `labs/` and the first notebook with the Python 3 kernel.
-4. **What the account allows**, enforced by AWS: training jobs on {types}, for at most
-   {guardrails.EVENT_MAX_RUNTIME_S // 3600} hours, a warm pool of at most {guardrails.EVENT_MAX_WARM_POOL_S // 60}
-   minutes, at most {MAX_INSTANCES_PER_JOB} instances a job and {MAX_INSTANCES_PER_ATTENDEE} at once (a job above
-   them is stopped and tagged with why); JupyterLab apps on the template's types only. Each lab's last core cell
-   stops your running jobs; `account.release_warm_pools()` ends a warm pool early.
+4. **What the account allows.** IAM refuses a training job on other types than {types}, longer than
+   {guardrails.EVENT_MAX_RUNTIME_S // 3600} hours, with a warm pool longer than {MAX_WARM_POOL_S // 60} minutes, or
+   with tags other than the labs'; and a JupyterLab app outside your space or on another type than
+   {jupyterlab_instance().name}. The stack's enforcer stops, seconds after it starts (or within
+   {SWEEP_MINUTES} minutes), a job of more than {MAX_INSTANCES_PER_JOB} instances, or one that takes you over
+   {MAX_INSTANCES_PER_ATTENDEE} at once (running, stopping and warm-pooled jobs count), and tags it with why. The
+   account's budget (${WS_BUDGET_USD}) stops new jobs and apps when it is spent. Each lab's last core cell lists your
+   running jobs (`account.cleanup()` stops them); `account.release_warm_pools()` ends your warm pool early.
 
 The console role you signed in with only opens Studio and follows jobs and logs: it creates no job itself.
 """

@@ -211,9 +211,21 @@ def test_the_nat_path_is_off_by_default_and_says_what_it_costs():
 # ---- Studio
 
 
-def test_the_defaults_create_only_the_roles_the_bucket_and_the_limits():
+def test_the_defaults_create_only_the_roles_the_bucket_the_limits_and_the_budget():
     jobs = {f"JobRole{n:02d}" for n in range(1, 11)}  # Attendees defaults to 10: a job role each
-    limits = {"JobLimits", "JobLimitsRole", "JobStarts", "JobStartsInvokeJobLimits"}
+    limits = {
+        "JobLimits",
+        "JobLimitsRole",
+        "JobStarts",
+        "JobStartsInvokeJobLimits",
+        "JobSweep",
+        "JobSweepInvokesJobLimits",
+        "JobLimitsDeadLetters",
+        "JobLimitsDeadLettersWriters",
+        "JobLimitsFailed",
+        "JobLimitsSilent",
+    }
+    budget = {"EventBudget", "BudgetSpentDeny", "BudgetActionRole", "BudgetStopsNewWork", "Alerts", "AlertsPublishers"}
     assert set(Stack().resources) == {
         "WorkshopBucket",
         "WorkshopBucketPolicy",
@@ -222,14 +234,25 @@ def test_the_defaults_create_only_the_roles_the_bucket_and_the_limits():
         "AttendeeJobPolicy",
         *jobs,
         *limits,
+        *budget,
     }
 
 
 @pytest.mark.parametrize("users", [5, 10, 40])
-def test_attendees_makes_that_many_job_roles_and_studio_profiles(users):
+def test_attendees_makes_that_many_job_roles_studio_profiles_and_private_spaces(users):
     stack = Stack(WithStudio="true", Attendees=str(users), RepositoryUrl=REPOSITORY)
     names = sorted(stack.prop(k, "UserProfileName") for k in stack.of_type("AWS::SageMaker::UserProfile"))
     assert names == [f"attendee-{n:02d}" for n in range(1, users + 1)]
+    # one private JupyterLab space each, owned by their profile (the attendee policy lets them create none)
+    spaces = {stack.prop(k, "SpaceName"): stack.resources[k] for k in stack.of_type("AWS::SageMaker::Space")}
+    assert sorted(spaces) == [f"{n}-labs" for n in names]
+    for name, space in spaces.items():
+        p = space["Properties"]
+        assert p["OwnershipSettings"] == {"OwnerUserProfileName": name.removesuffix("-labs")}
+        assert p["SpaceSharingSettings"] == {"SharingType": "Private"} and p["SpaceSettings"]["AppType"] == "JupyterLab"
+        assert f"StudioAttendee{name[9:11]}" in _depends_on(space)  # the profile exists first
+        spec = p["SpaceSettings"]["JupyterLabAppSettings"]["DefaultResourceSpec"]
+        assert spec["InstanceType"] == {"Ref": "StudioInstanceType"}
     roles = {k: v for k, v in stack.of_type("AWS::IAM::Role").items() if k.startswith("JobRole")}
     tags = sorted(
         t["Value"] for r in roles.values() for t in r["Properties"]["Tags"] if t["Key"] == "workshop-attendee"
@@ -284,9 +307,10 @@ def test_the_domain_s_spaces_set_themselves_up_with_the_workshop_s_role():
         "sagemaker:CreateTrainingJob",
         "sagemaker:StopTrainingJob",
         "iam:PassRole",
-        "sagemaker:CreateSpace",
+        "sagemaker:CreateApp",
     } <= granted
-    assert "sagemaker:CreatePresignedDomainUrl" not in granted
+    # the template makes each attendee's one private space: they create none and delete none
+    assert not {"sagemaker:CreatePresignedDomainUrl", "sagemaker:CreateSpace", "sagemaker:DeleteSpace"} & granted
     assert "StudioAttendeePolicy" in _depends_on(stack.resources["StudioDomain"])
 
 
@@ -349,12 +373,23 @@ def test_bad_input_is_refused_by_the_template_s_rules():
 def test_the_bucket_takes_only_tls_and_the_budget_alerts_by_email():
     tls = Stack().prop("WorkshopBucketPolicy", "PolicyDocument")["Statement"][0]
     assert tls["Effect"] == "Deny" and tls["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
-    assert "EventBudget" not in Stack().resources  # no address, no budget
-    budget = Stack(BudgetEmail="facilitator@example.com").resources["EventBudget"]["Properties"]
+    # every deploy has the budget (Workshop Studio's too); an address subscribes to its alerts
+    assert "EventBudget" in Stack().resources and "AlertsByEmail" not in Stack().resources
+    stack = Stack(BudgetEmail="facilitator@example.com")
+    assert stack.prop("AlertsByEmail", "Endpoint") == "facilitator@example.com"
+    assert stack.prop("AlertsByEmail", "TopicArn") == ("Ref", "Alerts")
+    budget = stack.resources["EventBudget"]["Properties"]
     thresholds = sorted(n["Notification"]["Threshold"] for n in budget["NotificationsWithSubscribers"])
     assert thresholds == [50, 80, 100, 100]
-    # at 100% the budget stops new work: it attaches a deny of new jobs and apps to the attendees' role
-    stack = Stack(BudgetEmail="facilitator@example.com")
+    assert all(
+        n["Subscribers"] == [{"SubscriptionType": "SNS", "Address": {"Ref": "Alerts"}}]
+        for n in budget["NotificationsWithSubscribers"]
+    )
+    # the topic takes the budget's and the alarms' messages, from this account only
+    publishers = stack.prop("AlertsPublishers", "PolicyDocument")["Statement"]
+    assert publishers[0]["Principal"] == {"Service": ["budgets.amazonaws.com", "cloudwatch.amazonaws.com"]}
+    assert publishers[0]["Condition"] == {"StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}}
+    # at 100% the budget stops new work: it attaches a deny of new jobs, spaces and apps to the attendees' role
     action = stack.prop("BudgetStopsNewWork", "Definition")["IamActionDefinition"]
     assert stack.prop("BudgetStopsNewWork", "ActionThreshold") == {"Type": "PERCENTAGE", "Value": 100}
     assert action["Roles"] == [{"Ref": "AttendeeRole"}] and action["PolicyArn"] == {"Ref": "BudgetSpentDeny"}
@@ -363,12 +398,18 @@ def test_the_bucket_takes_only_tls_and_the_budget_alerts_by_email():
         {
             "Sid": "BudgetSpent",
             "Effect": "Deny",
-            "Action": ["sagemaker:CreateTrainingJob", "sagemaker:CreateApp"],
+            "Action": [
+                "sagemaker:CreateTrainingJob",
+                "sagemaker:CreateApp",
+                "sagemaker:CreateSpace",
+                "sagemaker:UpdateSpace",
+            ],
             "Resource": "*",
         }
     ]
-    valid = botocore.session.get_session().get_service_model("budgets").shape_for("ActionType").enum
-    assert stack.prop("BudgetStopsNewWork", "ActionType") in valid
+    budgets = botocore.session.get_session().get_service_model("budgets")
+    assert stack.prop("BudgetStopsNewWork", "ActionType") in budgets.shape_for("ActionType").enum
+    assert {"SNS", "EMAIL"} <= set(budgets.shape_for("SubscriptionType").enum)
 
 
 def test_the_template_fits_cloudformation_s_limit_through_s3():
@@ -515,3 +556,16 @@ def test_a_space_s_set_up_names_the_attendee_and_says_what_failed(tmp_path, work
     _start_space(broken, _lifecycle_script(broken, f"file://{workshop_repository}"))
     text = _wait_for(broken / "workshop-setup.log", "== set-up FAILED")
     assert "make studio exited 2" in text and f"to retry: cd {broken / 'workshop'} && make studio" in text
+
+
+def test_workshop_studio_deploys_with_a_budget_and_its_own_account_s_concurrency():
+    spec = cfn_yaml.loads((REPO / "contentspec.yaml").read_text(encoding="utf-8"))
+    template = spec["infrastructure"]["cloudformationTemplates"][0]
+    given = {p["templateParameter"]: p["defaultValue"] for p in template["parameters"]}
+    stack = Stack(**given)
+    assert {"EventBudget", "BudgetStopsNewWork", "BudgetSpentDeny", "JobLimitsFailed"} <= set(stack.resources)
+    amount = stack.value(stack.prop("EventBudget", "Budget")["BudgetLimit"]["Amount"])
+    assert amount == str(account_template.WS_BUDGET_USD)
+    assert stack.prop("JobLimits", "ReservedConcurrentExecutions") == ("Ref", "AWS::NoValue")  # a new account's 10
+    page = (REPO / "content" / "index.en.md").read_text(encoding="utf-8")
+    assert f"budget (${account_template.WS_BUDGET_USD})" in page and "release_warm_pools()" in page

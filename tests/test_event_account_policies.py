@@ -60,7 +60,10 @@ VALUES = {
     "ExecutionRole.Arn": FACILITATOR_JOB_ROLE,
     "AttendeeRole.Arn": ATTENDEE_ROLE,
     "Vpc": "vpc-0abc",
-    "FileSystem": "fs-0abc",
+    "FileSystem": "fs-0123456789abcdef0",
+    "JobsSecurityGroup": "sg-0a1b2c3d",
+    "JobLimitsDeadLetters.Arn": f"arn:aws:sqs:{REGION}:{ACCOUNT}:event-JobLimitsDeadLetters-x",
+    "StudioInstanceType": "ml.m5.xlarge",
     "FileSystem.LustreMountName": MOUNT,
     "BudgetSpentDeny": f"arn:aws:iam::{ACCOUNT}:policy/event-BudgetSpentDeny-x",
 }
@@ -193,12 +196,24 @@ def create_job(request: dict) -> tuple[str, dict]:
         context["sagemaker:VpcSecurityGroupIds"] = request["VpcConfig"]["SecurityGroupIds"]
     for channel in request.get("InputDataConfig", []):
         fs = channel["DataSource"].get("FileSystemDataSource")
-        if fs:
+        # each key holds one value: with two FSx channels, which one SageMaker sends is undocumented (here the first)
+        if fs and "sagemaker:FileSystemId" not in context:
             context["sagemaker:FileSystemId"] = fs["FileSystemId"]
             context["sagemaker:FileSystemAccessMode"] = fs["FileSystemAccessMode"]
             context["sagemaker:FileSystemDirectoryPath"] = fs["DirectoryPath"]
             context["sagemaker:FileSystemType"] = fs["FileSystemType"]
     return f"{SM}:training-job/{request['TrainingJobName']}", context
+
+
+EC2 = f"arn:aws:ec2:{REGION}:{ACCOUNT}"
+VPC = f"{EC2}:vpc/{VALUES['Vpc']}"
+
+
+def release(who: str, owner: str, keep_alive_s: int, **context) -> Question:
+    """``who``'s UpdateTrainingJob on ``owner``'s job, setting its warm pool's keep-alive period."""
+    job = f"{SM}:training-job/{owner}-lab08-x"
+    keys = {"aws:ResourceTag/workshop-attendee": owner, "sagemaker:KeepAlivePeriod": str(keep_alive_s)}
+    return as_attendee(who, "sagemaker:UpdateTrainingJob", job, **keys, **context)
 
 
 def launches(who: str, request: dict) -> Question:
@@ -313,11 +328,11 @@ def _table() -> dict[str, tuple[Question, Question]]:
             ask(
                 session(A),
                 "sagemaker:CreateApp",
-                f"{SM}:app/d-1/{A}-space/jupyterlab/default",
+                f"{SM}:app/d-1/{A}-labs/jupyterlab/default",
                 (*ATTENDEE_POLICIES, BUDGET_DENY),
                 **studio_context(A, ["ml.m5.xlarge"]),
             ),
-            studio(A, "sagemaker:CreateApp", f"{SM}:app/d-1/{A}-space/jupyterlab/default", A, ["ml.m5.xlarge"]),
+            studio(A, "sagemaker:CreateApp", f"{SM}:app/d-1/{A}-labs/jupyterlab/default", A, ["ml.m5.xlarge"]),
         ),
         "A passes their job role to EC2": (
             as_attendee(A, "iam:PassRole", job_role(A), **{"iam:PassedToService": "ec2.amazonaws.com"}),
@@ -351,6 +366,65 @@ def _table() -> dict[str, tuple[Question, Question]]:
             ),
             launches(A, fsx),
         ),
+        "A launches with 51 tags": (
+            launches(A, lab01 | {"Tags": lab01["Tags"] + [{"Key": f"pad-{i}", "Value": "x"} for i in range(49)]}),
+            launches(A, lab01),
+        ),
+        "A's FSx channel climbs out of their directory (..)": (
+            launches(A, json.loads(json.dumps(fsx).replace(f"/{A}/", f"/{A}/../{B}/"))),
+            launches(A, fsx),
+        ),
+        "A's FSx channel mounts another file system": (
+            launches(A, json.loads(json.dumps(fsx).replace(VALUES["FileSystem"], "fs-0fedcba9876543210"))),
+            launches(A, fsx),
+        ),
+        "A launches in another security group": (
+            launches(A, fsx | {"VpcConfig": fsx["VpcConfig"] | {"SecurityGroupIds": ["sg-0other"]}}),
+            launches(A, fsx),
+        ),
+        "A's job makes its interface in another security group": (
+            as_job(A, "ec2:CreateNetworkInterface", f"{EC2}:security-group/sg-0other", **{"ec2:Vpc": VPC}),
+            as_job(
+                A,
+                "ec2:CreateNetworkInterface",
+                f"{EC2}:security-group/{VALUES['JobsSecurityGroup']}",
+                **{"ec2:Vpc": VPC},
+            ),
+        ),
+        "A's job makes its interface in another VPC's subnet": (
+            as_job(
+                A, "ec2:CreateNetworkInterface", f"{EC2}:subnet/subnet-0other", **{"ec2:Vpc": f"{EC2}:vpc/vpc-0other"}
+            ),
+            as_job(A, "ec2:CreateNetworkInterface", f"{EC2}:subnet/subnet-0a1b2c3d", **{"ec2:Vpc": VPC}),
+        ),
+        "A's job writes metrics outside the training jobs' namespace": (
+            as_job(A, "cloudwatch:PutMetricData", "*", **{"cloudwatch:namespace": "/aws/sagemaker/Endpoints"}),
+            as_job(A, "cloudwatch:PutMetricData", "*", **{"cloudwatch:namespace": "/aws/sagemaker/TrainingJobs"}),
+        ),
+        "A describes B's job": (
+            as_attendee(
+                A,
+                "sagemaker:DescribeTrainingJob",
+                create_job(lab01)[0].replace(A, B),
+                **{"aws:ResourceTag/workshop-attendee": B},
+            ),
+            as_attendee(
+                A, "sagemaker:DescribeTrainingJob", create_job(lab01)[0], **{"aws:ResourceTag/workshop-attendee": A}
+            ),
+        ),
+        "A reads B's job tags": (
+            as_attendee(A, "sagemaker:ListTags", create_job(lab01)[0].replace(A, B)),
+            as_attendee(A, "sagemaker:ListTags", create_job(lab01)[0]),
+        ),
+        "A releases B's warm pool": (
+            release(A, B, 0),
+            release(A, A, 0),
+        ),
+        "A keeps their warm pool longer (UpdateTrainingJob)": (release(A, A, 3600), release(A, A, 0)),
+        "A adds rule evaluators to their running job (UpdateTrainingJob)": (
+            release(A, A, 0, **{"sagemaker:InstanceTypes": ["ml.g6.xlarge"]}),
+            release(A, A, 0),
+        ),
         "A stops B's job": (
             as_attendee(
                 A,
@@ -379,36 +453,70 @@ def _table() -> dict[str, tuple[Question, Question]]:
             as_attendee(A, "s3:GetObject", object_arn(s3_uri(lab01, "train"))),
         ),
         "A creates an app without a ResourceSpec": (
-            studio(A, "sagemaker:CreateApp", f"{SM}:app/d-1/{A}-space/jupyterlab/default", A, None),
-            studio(A, "sagemaker:CreateApp", f"{SM}:app/d-1/{A}-space/jupyterlab/default", A, ["ml.m5.xlarge"]),
+            studio(A, "sagemaker:CreateApp", f"{SM}:app/d-1/{A}-labs/jupyterlab/default", A, None),
+            studio(A, "sagemaker:CreateApp", f"{SM}:app/d-1/{A}-labs/jupyterlab/default", A, ["ml.m5.xlarge"]),
         ),
         "A creates an app on ml.g5.48xlarge": (
-            studio(A, "sagemaker:CreateApp", f"{SM}:app/d-1/{A}-space/jupyterlab/default", A, ["ml.g5.48xlarge"]),
-            studio(A, "sagemaker:CreateApp", f"{SM}:app/d-1/{A}-space/jupyterlab/default", A, ["ml.m5.xlarge"]),
+            studio(A, "sagemaker:CreateApp", f"{SM}:app/d-1/{A}-labs/jupyterlab/default", A, ["ml.g5.48xlarge"]),
+            studio(A, "sagemaker:CreateApp", f"{SM}:app/d-1/{A}-labs/jupyterlab/default", A, ["ml.m5.xlarge"]),
         ),
-        "A creates a space with ml.p5.48xlarge as default": (
-            studio(A, "sagemaker:CreateSpace", f"{SM}:space/d-1/{A}-space", A, ["ml.p5.48xlarge"]),
-            studio(A, "sagemaker:CreateSpace", f"{SM}:space/d-1/{A}-space", A, ["ml.m5.xlarge"]),
+        "A creates a second private space": (
+            studio(A, "sagemaker:CreateSpace", f"{SM}:space/d-1/{A}-second", A, ["ml.m5.xlarge"]),
+            studio(A, "sagemaker:UpdateSpace", f"{SM}:space/d-1/{A}-labs", A, ["ml.m5.xlarge"]),
+        ),
+        "A creates a private space with no default type": (
+            studio(A, "sagemaker:CreateSpace", f"{SM}:space/d-1/{A}-second", A, None),
+            studio(A, "sagemaker:UpdateSpace", f"{SM}:space/d-1/{A}-labs", A, None),
+        ),
+        "A deletes their space, to make another": (
+            studio(A, "sagemaker:DeleteSpace", f"{SM}:space/d-1/{A}-labs", A, None),
+            studio(A, "sagemaker:DeleteApp", f"{SM}:app/d-1/{A}-labs/jupyterlab/default", A, None),
         ),
         "A updates their space to ml.p5.48xlarge": (
-            studio(A, "sagemaker:UpdateSpace", f"{SM}:space/d-1/{A}-space", A, ["ml.p5.48xlarge"]),
-            studio(A, "sagemaker:UpdateSpace", f"{SM}:space/d-1/{A}-space", A, ["ml.m5.large"]),
+            studio(A, "sagemaker:UpdateSpace", f"{SM}:space/d-1/{A}-labs", A, ["ml.p5.48xlarge"]),
+            studio(A, "sagemaker:UpdateSpace", f"{SM}:space/d-1/{A}-labs", A, ["ml.m5.xlarge"]),
+        ),
+        "A updates their space to a larger type (ml.m5.2xlarge)": (
+            studio(A, "sagemaker:UpdateSpace", f"{SM}:space/d-1/{A}-labs", A, ["ml.m5.2xlarge"]),
+            studio(A, "sagemaker:UpdateSpace", f"{SM}:space/d-1/{A}-labs", A, ["ml.m5.xlarge"]),
+        ),
+        "A creates an app on a larger type (ml.m5.2xlarge)": (
+            studio(A, "sagemaker:CreateApp", f"{SM}:app/d-1/{A}-labs/jupyterlab/default", A, ["ml.m5.2xlarge"]),
+            studio(A, "sagemaker:CreateApp", f"{SM}:app/d-1/{A}-labs/jupyterlab/default", A, ["ml.m5.xlarge"]),
+        ),
+        "A creates an app in a second space of their own": (
+            studio(A, "sagemaker:CreateApp", f"{SM}:app/d-1/{A}-second/jupyterlab/default", A, ["ml.m5.xlarge"]),
+            studio(A, "sagemaker:CreateApp", f"{SM}:app/d-1/{A}-labs/jupyterlab/default", A, ["ml.m5.xlarge"]),
+        ),
+        "A creates a JupyterLab app under their profile, outside their space": (
+            studio(A, "sagemaker:CreateApp", f"{SM}:app/d-1/{A}/jupyterlab/default", None, ["ml.m5.xlarge"]),
+            studio(A, "sagemaker:CreateApp", f"{SM}:app/d-1/{A}-labs/jupyterlab/default", A, ["ml.m5.xlarge"]),
         ),
         "A creates an app under B's profile": (
             studio(A, "sagemaker:CreateApp", f"{SM}:app/d-1/{B}/jupyterlab/default", None, ["ml.m5.xlarge"]),
-            studio(A, "sagemaker:CreateApp", f"{SM}:app/d-1/{A}/jupyterlab/default", None, ["ml.m5.xlarge"]),
+            studio(A, "sagemaker:CreateApp", f"{SM}:app/d-1/{A}-labs/jupyterlab/default", A, ["ml.m5.xlarge"]),
+        ),
+        "A changes their space after the budget is spent": (
+            ask(
+                session(A),
+                "sagemaker:UpdateSpace",
+                f"{SM}:space/d-1/{A}-labs",
+                (*ATTENDEE_POLICIES, BUDGET_DENY),
+                **studio_context(A, ["ml.m5.xlarge"]),
+            ),
+            studio(A, "sagemaker:UpdateSpace", f"{SM}:space/d-1/{A}-labs", A, ["ml.m5.xlarge"]),
         ),
         "A deletes an app under B's profile": (
             studio(A, "sagemaker:DeleteApp", f"{SM}:app/d-1/{B}/jupyterlab/default", None, None),
             studio(A, "sagemaker:DeleteApp", f"{SM}:app/d-1/{A}/jupyterlab/default", None, None),
         ),
         "A creates an app in B's space": (
-            studio(A, "sagemaker:CreateApp", f"{SM}:app/d-1/{B}-space/jupyterlab/default", B, ["ml.m5.xlarge"]),
-            studio(A, "sagemaker:CreateApp", f"{SM}:app/d-1/{A}-space/jupyterlab/default", A, ["ml.m5.xlarge"]),
+            studio(A, "sagemaker:CreateApp", f"{SM}:app/d-1/{B}-labs/jupyterlab/default", B, ["ml.m5.xlarge"]),
+            studio(A, "sagemaker:CreateApp", f"{SM}:app/d-1/{A}-labs/jupyterlab/default", A, ["ml.m5.xlarge"]),
         ),
         "A creates a CodeEditor app (no idle shutdown)": (
-            studio(A, "sagemaker:CreateApp", f"{SM}:app/d-1/{A}-space/codeeditor/default", A, ["ml.m5.xlarge"]),
-            studio(A, "sagemaker:CreateApp", f"{SM}:app/d-1/{A}-space/jupyterlab/default", A, ["ml.m5.xlarge"]),
+            studio(A, "sagemaker:CreateApp", f"{SM}:app/d-1/{A}-labs/codeeditor/default", A, ["ml.m5.xlarge"]),
+            studio(A, "sagemaker:CreateApp", f"{SM}:app/d-1/{A}-labs/jupyterlab/default", A, ["ml.m5.xlarge"]),
         ),
     }
     return rows
@@ -445,6 +553,18 @@ ROWS = [
     "A launches a job named as B's",
     "A's FSx channel mounts B's directory",
     "A's FSx channel mounts read-write",
+    "A launches with 51 tags",
+    "A's FSx channel climbs out of their directory (..)",
+    "A's FSx channel mounts another file system",
+    "A launches in another security group",
+    "A's job makes its interface in another security group",
+    "A's job makes its interface in another VPC's subnet",
+    "A's job writes metrics outside the training jobs' namespace",
+    "A describes B's job",
+    "A reads B's job tags",
+    "A releases B's warm pool",
+    "A keeps their warm pool longer (UpdateTrainingJob)",
+    "A adds rule evaluators to their running job (UpdateTrainingJob)",
     "A stops B's job",
     "A reads B's job log",
     "A reads B's object from their session",
@@ -452,9 +572,16 @@ ROWS = [
     "a session without a source identity reads an attendee's object",
     "A creates an app without a ResourceSpec",
     "A creates an app on ml.g5.48xlarge",
-    "A creates a space with ml.p5.48xlarge as default",
+    "A creates a second private space",
+    "A creates a private space with no default type",
+    "A deletes their space, to make another",
     "A updates their space to ml.p5.48xlarge",
+    "A updates their space to a larger type (ml.m5.2xlarge)",
+    "A creates an app on a larger type (ml.m5.2xlarge)",
+    "A creates an app in a second space of their own",
+    "A creates a JupyterLab app under their profile, outside their space",
     "A creates an app under B's profile",
+    "A changes their space after the budget is spent",
     "A deletes an app under B's profile",
     "A creates an app in B's space",
     "A creates a CodeEditor app (no idle shutdown)",
@@ -474,6 +601,72 @@ def test_each_attack_is_refused_and_its_twin_allowed(row):
     assert twin.decision == "allowed", f"{row}: the legitimate twin is {twin.decision}"
     # every key the request carries applies to its action: no condition rests on a key AWS never sends
     assert not attack.ignored and not twin.ignored, (attack.ignored, twin.ignored)
+
+
+# ---- what IAM cannot refuse: each is allowed, and the guide says so, with what holds it instead (or nothing)
+
+
+def _open_table() -> dict[str, Question]:
+    d = dry_requests()
+    fsx = d["lab05-fsx"]
+    theirs = as_b(fsx, "InputDataConfig")["InputDataConfig"][0] | {"ChannelName": "theirs"}
+    host = {"cloudwatch:namespace": "/aws/sagemaker/TrainingJobs", "cloudwatch:dimension/Host": f"{B}-lab01-x/algo-1"}
+    return {
+        # the key holds one channel's path (here the first, A's own): the enforcer reads every channel
+        "A launches a second FSx channel, B's": launches(
+            A, fsx | {"InputDataConfig": [*fsx["InputDataConfig"], theirs]}
+        ),
+        "A lists every job's name": as_attendee(A, "sagemaker:ListTrainingJobs", "*"),
+        "A lists every job's log stream names": as_attendee(A, "logs:DescribeLogStreams", f"{LOGS}:*"),
+        "A's job writes metrics under B's job's Host dimension": as_job(A, "cloudwatch:PutMetricData", "*", **host),
+    }
+
+
+@cache
+def open_table() -> dict[str, iam_engine.Answer]:
+    rows = _open_table()
+    return dict(zip(rows, iam_engine.decide_all(list(rows.values())), strict=True))
+
+
+@needs_engine
+def test_what_iam_cannot_refuse_is_allowed_and_no_key_would_refuse_it():
+    got = open_table()
+    assert {name: a.decision for name, a in got.items()} == dict.fromkeys(got, "allowed")
+    # a metric's dimension is no condition key: the engine reports the one the request carried as not applying
+    assert got["A's job writes metrics under B's job's Host dimension"].ignored == ("cloudwatch:dimension/Host",)
+    assert not [a.ignored for name, a in got.items() if "dimension" not in name and a.ignored]
+
+
+def test_every_statement_of_the_guide_about_an_attendee_is_held_by_a_test():
+    """The guide's and the Workshop Studio page's table of what an attendee who tries can do (the template's
+    generator writes it): what IAM refuses names rows of the attack table, what nothing refuses rows of the open
+    table, and what the enforcer refuses its tests (tests/test_event_account_enforcer.py checks those names)."""
+    from test_event_account import account_template
+
+    limits = account_template.attendee_limits()
+    for limit in limits:
+        rows = [t for t in limit.tests if not t.startswith("test_")]
+        if limit.refused_by == "IAM":
+            assert rows == list(limit.tests) and set(rows) <= set(ROWS), limit
+        elif limit.refused_by == "nothing":
+            assert rows == list(limit.tests) and set(rows) <= set(_OPEN_ROWS), limit
+        else:
+            assert limit.refused_by == "the enforcer" and set(rows) <= set(_OPEN_ROWS), limit
+    said = (REPO / "docs" / "facilitator.md").read_text(encoding="utf-8")
+    assert account_template.attendee_limits_markdown() in said
+
+
+_OPEN_ROWS = [
+    "A launches a second FSx channel, B's",
+    "A lists every job's name",
+    "A lists every job's log stream names",
+    "A's job writes metrics under B's job's Host dimension",
+]
+
+
+@needs_engine
+def test_the_open_table_names_every_row():
+    assert list(open_table()) == _OPEN_ROWS
 
 
 @needs_engine
@@ -507,20 +700,43 @@ def test_the_bucket_policy_alone_holds_jobs_and_sessions_to_their_prefix():
 @needs_engine
 def test_each_attendee_s_job_role_trusts_sagemaker_with_their_source_identity():
     """A job launched from a session with a source identity: SageMaker assumes the job role and carries the source
-    identity, which the trust policy must allow (sts:SetSourceIdentity) or the launch fails."""
+    identity, which the trust policy must allow (sts:SetSourceIdentity) or the launch fails. SageMaker acting for
+    another account (aws:SourceAccount, the confused deputy) is refused."""
     roles = {k: v["Properties"] for k, v in R.items() if k.startswith("JobRole")}
     assert len(roles) == 40
     trust = resolve(roles["JobRole01"]["AssumeRolePolicyDocument"])
-    sagemaker = ("sagemaker.amazonaws.com", {})
+    mine, theirs = {"aws:SourceAccount": ACCOUNT}, {"aws:SourceAccount": "444455556666"}
     questions = [
-        Question(Request(sagemaker[0], "sts:AssumeRole", job_role(A), {}), (), trust),
-        Question(Request(sagemaker[0], "sts:SetSourceIdentity", job_role(A), {"sts:SourceIdentity": A}), (), trust),
-        Question(Request("ec2.amazonaws.com", "sts:AssumeRole", job_role(A), {}), (), trust),
+        Question(Request("sagemaker.amazonaws.com", "sts:AssumeRole", job_role(A), mine), (), trust),
+        Question(
+            Request("sagemaker.amazonaws.com", "sts:SetSourceIdentity", job_role(A), mine | {"sts:SourceIdentity": A}),
+            (),
+            trust,
+        ),
+        Question(Request("sagemaker.amazonaws.com", "sts:AssumeRole", job_role(A), theirs), (), trust),
+        Question(Request("ec2.amazonaws.com", "sts:AssumeRole", job_role(A), mine), (), trust),
         Question(Request(session(A)[0], "sts:AssumeRole", job_role(A), session(A)[1]), (), trust),
     ]
     got = [a.decision for a in iam_engine.decide_all(questions)]
-    assert got == ["allowed", "allowed", "implicitly denied", "implicitly denied"]
+    assert got == ["allowed", "allowed", "implicitly denied", "implicitly denied", "implicitly denied"]
     assert all(resolve(p["AssumeRolePolicyDocument"]) == trust for p in roles.values())
+
+
+@needs_engine
+def test_every_role_sagemaker_assumes_refuses_another_account_s_sagemaker():
+    trusts = {
+        name: resolve(R[name]["Properties"]["AssumeRolePolicyDocument"])
+        for name in ("ExecutionRole", "AttendeeRole", "JobRole01")
+    }
+    questions = [
+        Question(Request("sagemaker.amazonaws.com", "sts:AssumeRole", arn, {"aws:SourceAccount": account}), (), trust)
+        for trust, arn in zip(trusts.values(), (FACILITATOR_JOB_ROLE, ATTENDEE_ROLE, job_role(A)), strict=True)
+        for account in (ACCOUNT, "444455556666")
+    ]
+    got = [a.decision for a in iam_engine.decide_all(questions)]
+    assert got == ["allowed", "implicitly denied"] * len(trusts)
+    statements = [s for t in trusts.values() for s in t["Statement"] if s["Principal"].get("Service")]
+    assert all(s["Condition"]["StringEquals"]["aws:SourceAccount"] == ACCOUNT for s in statements)
 
 
 def test_jobs_run_as_roles_that_create_nothing():
@@ -648,3 +864,57 @@ def test_a_console_participant_without_a_source_identity_gets_nothing_from_the_a
     create, read = launches(None, lab01), as_attendee(None, "s3:GetObject", object_arn(s3_uri(lab01, "train")))
     got = [a.decision for a in iam_engine.decide_all([create, read, launches(A, lab01)])]
     assert got[0] == "implicitly denied" and got[1] != "allowed" and got[2] == "allowed"
+
+
+def test_one_attendee_s_ceiling_in_the_guide_is_the_template_s_limits_priced():
+    """From the template as deployed: the enforcer's instances at once, the dearest type the attendee policy lets a
+    job run on, and one app (the one space each, on the one type CreateApp may name), at the helpers' prices."""
+    variables = R["JobLimits"]["Properties"]["Environment"]["Variables"]
+    at_once = int(variables["MAX_INSTANCES_PER_ATTENDEE"])
+    create = next(s for s in ATTENDEE_POLICIES[0]["Statement"] if s["Sid"] == "CreateOwnJobsWithinTheGuardrails")
+    job_types = create["Condition"]["ForAllValues:StringEquals"]["sagemaker:InstanceTypes"]
+    assert variables["INSTANCE_TYPES"].split(",") == job_types  # the enforcer holds rule evaluators to them too
+    app = next(s for s in ATTENDEE_POLICIES[1]["Statement"] if s["Sid"] == "StudioOwnSpaceApps")
+    (space_type,) = app["Condition"]["ForAllValues:StringEquals"]["sagemaker:InstanceTypes"]
+    assert space_type == TEMPLATE_DOC["Parameters"]["StudioInstanceType"]["Default"]
+    spaces = [r for r in R.values() if r["Type"] == "AWS::SageMaker::Space"]
+    profiles = [r for r in R.values() if r["Type"] == "AWS::SageMaker::UserProfile"]
+    assert len(spaces) == len(profiles)  # one space each, and the attendee policy creates none
+    price = {t: instances.lookup(t).price_per_hour for t in [*job_types, space_type]}
+    ceiling = at_once * max(price[t] for t in job_types) + price[space_type]
+    guide = (REPO / "docs" / "facilitator.md").read_text(encoding="utf-8")
+    assert f"= ${ceiling:.2f}/h on demand" in guide
+    assert round(ceiling, 2) == 17.49  # 3 x ml.g6.12xlarge ($5.752) + ml.m5.xlarge ($0.23), as of the price list
+
+
+def test_the_attendee_role_s_inline_policies_fit_iam_s_limits():
+    """IAM's quotas (whitespace not counted): a role's inline policies 10,240 characters together, a managed policy
+    6,144; as deployed with every option on."""
+
+    def size(document) -> int:
+        return len(json.dumps(document, separators=(",", ":")))
+
+    assert sum(size(p) for p in ATTENDEE_POLICIES) <= 10_240, [size(p) for p in ATTENDEE_POLICIES]
+    assert size(JOB_POLICIES[0]) <= 6_144 and size(BUDGET_DENY) <= 6_144
+
+
+@needs_engine
+def test_an_fsx_job_makes_its_interface_as_its_role_for_attendees_and_the_facilitator():
+    """CreateNetworkInterface authorizes the interface being made (which carries no ec2:Vpc key), its subnet and its
+    security group: each is allowed for lab 05's FSx job, run as A's job role or the facilitator's."""
+    facilitator = (
+        f"arn:aws:sts::{ACCOUNT}:assumed-role/event-ExecutionRole-x/SageMaker",
+        {"aws:PrincipalArn": FACILITATOR_JOB_ROLE},
+    )
+    parts = [
+        (f"{EC2}:network-interface/*", {}),
+        (f"{EC2}:subnet/subnet-0a1b2c3d", {"ec2:Vpc": VPC}),
+        (f"{EC2}:security-group/{VALUES['JobsSecurityGroup']}", {"ec2:Vpc": VPC}),
+    ]
+    questions = [as_job(A, "ec2:CreateNetworkInterface", arn, **keys) for arn, keys in parts]
+    questions += [
+        ask(facilitator, "ec2:CreateNetworkInterface", arn, FACILITATOR_JOB_POLICIES, **keys) for arn, keys in parts
+    ]
+    answers = iam_engine.decide_all(questions)
+    assert [a.decision for a in answers] == ["allowed"] * len(questions)
+    assert not [a.ignored for a in answers if a.ignored]

@@ -113,7 +113,12 @@ def test_the_template_makes_what_the_labs_need():
     assert {(988, 988), (1018, 1023)} <= ports  # Lustre
     assert r["S3Endpoint"]["Properties"]["VpcEndpointType"] == "Gateway"
     always = ("WorkshopBucket", "WorkshopBucketPolicy", "ExecutionRole", "AttendeeRole", "AttendeeJobPolicy")
-    limits = ("JobLimits", "JobLimitsRole", "JobStarts", "JobStartsInvokeJobLimits")  # the room's instance limits
+    # the room's limits: the enforcer, its sweep, its failures' queue and alarms; the budget and its alerts
+    limits = tuple(
+        "JobLimits JobLimitsRole JobStarts JobStartsInvokeJobLimits JobSweep JobSweepInvokesJobLimits JobLimitsFailed"
+        " JobLimitsDeadLetters JobLimitsDeadLettersWriters JobLimitsSilent EventBudget BudgetSpentDeny BudgetActionRole"
+        " BudgetStopsNewWork Alerts AlertsPublishers".split()
+    )
     first_attendees = tuple(f"JobRole{n:02d}" for n in range(1, 6))  # Attendees takes at least 5
     assert all("Condition" in v for k, v in r.items() if k not in always + limits + first_attendees)  # options
     assert set(t["Outputs"]) == set(stack.STACK_OUTPUTS)

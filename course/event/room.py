@@ -5,47 +5,18 @@ training log groups deleted. It lists first; it acts only when told::
     python -m course.event.room --domain d-xxxxxxxx          # what it would stop, release and delete
     python -m course.event.room --domain d-xxxxxxxx --done   # then do it
 
-An attendee's own clean-up is :func:`helpers.aws.account.cleanup`; :func:`release_warm_pools` ends warm pools.
+An attendee's own clean-up is :func:`helpers.aws.account.cleanup` and :func:`helpers.aws.account.release_warm_pools`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from helpers.aws.account import ATTENDEE_TAG
-from helpers.aws.settings import sanitize_attendee
+from helpers.aws.account import ATTENDEE_TAG, release_warm_pools
 from helpers.aws.setup_errors import client_error_code
 
 STUDIO_LOG_GROUP = "/aws/sagemaker/studio"  # the spaces' lifecycle-script logs
 JOBS_LOG_GROUP = "/aws/sagemaker/TrainingJobs"
-
-
-def release_warm_pools(
-    attendee: str | None = None, boto_session=None, region: str | None = None, release: bool = True
-) -> list[str]:
-    """The training jobs whose warm pool still holds (and bills) instances, released: a warm pool outlives its job by
-    its KeepAlivePeriodInSeconds, and only UpdateTrainingJob with 0 ends it early. ``attendee``: only that
-    attendee's jobs (named and tagged theirs); None: every job of the account (the facilitator's clean-up)."""
-    import boto3
-
-    session = boto_session or boto3.Session(region_name=region)
-    client = session.client("sagemaker", region_name=region or session.region_name)
-    prefix = f"{sanitize_attendee(attendee)}-" if attendee else ""
-    filters = {"WarmPoolStatusEquals": "Available"} | ({"NameContains": prefix} if prefix else {})
-    names = []
-    for page in client.get_paginator("list_training_jobs").paginate(**filters):
-        for job in page["TrainingJobSummaries"]:
-            if prefix and not job["TrainingJobName"].startswith(prefix):
-                continue
-            if prefix:
-                tags = client.list_tags(ResourceArn=job["TrainingJobArn"]).get("Tags", [])
-                if {"Key": ATTENDEE_TAG, "Value": prefix[:-1]} not in tags:
-                    continue
-            names.append(job["TrainingJobName"])
-    if release:
-        for name in names:
-            client.update_training_job(TrainingJobName=name, ResourceConfig={"KeepAlivePeriodInSeconds": 0})
-    return names
 
 
 @dataclass(frozen=True)

@@ -463,6 +463,8 @@ BLOCKS = {
     "answers": answers_markdown,
     "lab-time": lab_time_markdown,
     "studio-sizing": studio_sizing_markdown,
+    "attendee-limits": lambda: account_generator().attendee_limits_markdown(),  # what one who tries can do
+    "attendee-ceiling": lambda: account_generator().attendee_ceiling_sentence(),
     "studio-twin": studio_twin_markdown,
 }
 

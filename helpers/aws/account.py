@@ -1,7 +1,7 @@
 """Who and where on AWS: credentials, region, execution role, bucket and attendee, in Studio or on a laptop.
 
 Importing it calls nothing; :func:`discover` makes a few read-only calls and says what to fix, never printing
-credentials. :func:`cleanup` stops this attendee's jobs and
+credentials. :func:`cleanup` stops this attendee's jobs, :func:`release_warm_pools` their warm pools,
 :func:`check_quota` compares quotas with a job's ask. Every job is named and tagged with the attendee's prefix
 (``attendee=``, ``WORKSHOP_ATTENDEE``, the Studio profile, then the login name).
 """
@@ -29,6 +29,7 @@ from helpers.aws.settings import (
     require_bucket_name,
     require_role_arn,
     resolve_attendee,
+    sanitize_attendee,
     studio_metadata,
     trusts_sagemaker,
 )
@@ -358,3 +359,31 @@ def stored_objects(
                 Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys[i : i + 1000]], "Quiet": True}
             )
     return Stored(bucket, prefix, keys, sum(s for _, s in found), deleted=delete and bool(keys))
+
+
+def release_warm_pools(
+    attendee: str | None = None, boto_session=None, region: str | None = None, release: bool = True
+) -> list[str]:
+    """The training jobs whose warm pool still holds (and bills) instances, released: a warm pool outlives its job by
+    its KeepAlivePeriodInSeconds, and only UpdateTrainingJob with 0 ends it early. ``attendee``: only that
+    attendee's jobs (named and tagged theirs); None: every job of the account (the facilitator's clean-up)."""
+    import boto3
+
+    session = boto_session or boto3.Session(region_name=region)
+    client = session.client("sagemaker", region_name=region or session.region_name)
+    prefix = f"{sanitize_attendee(attendee)}-" if attendee else ""
+    filters = {"WarmPoolStatusEquals": "Available"} | ({"NameContains": prefix} if prefix else {})
+    names = []
+    for page in client.get_paginator("list_training_jobs").paginate(**filters):
+        for job in page["TrainingJobSummaries"]:
+            if prefix and not job["TrainingJobName"].startswith(prefix):
+                continue
+            if prefix:
+                tags = client.list_tags(ResourceArn=job["TrainingJobArn"]).get("Tags", [])
+                if {"Key": ATTENDEE_TAG, "Value": prefix[:-1]} not in tags:
+                    continue
+            names.append(job["TrainingJobName"])
+    if release:
+        for name in names:
+            client.update_training_job(TrainingJobName=name, ResourceConfig={"KeepAlivePeriodInSeconds": 0})
+    return names
