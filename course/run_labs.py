@@ -29,13 +29,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from course import lessons
+from course.kernels import ENGINE, kernel_config, quiet_shutdown_kernel_manager, register_engine, trace_dead_kernel
 from course.lab import LABS_DIR, LabError, declared_parameters, numbered_notebooks, with_solutions
+from helpers import lab_parameters
 from helpers.aws.dry_run import REQUESTS_ENV
 from helpers.errors import TargetError
 from helpers.job_spec import RUNS_DIR
 from helpers.local import monitor
 from helpers.report import FIGURES_ENV, RESULT
 from helpers.targets import SAGEMAKER, local_cpu_count, resolve
+from sagemaker_standin import MemoryWatch
 from sagemaker_standin.children import DIE_WITH_PARENT
 from sagemaker_standin.offline_account import OFFLINE_ENV_FLAG
 
@@ -66,32 +69,16 @@ class LabRun:
         return f"{self.status} ({self.seconds:.0f} s)  {headline(self)}{error}{untaught}"
 
 
-def kernel_config(socket_dir: Path | str):
-    """Talk to the kernel over Unix sockets (IPC) instead of TCP on loopback: no ports, no network at all."""
-    from traitlets.config import Config
-
-    cfg = Config()
-    cfg.KernelManager.transport = "ipc"
-    # absolute: the kernel runs in the notebook's folder, and a relative socket path would point elsewhere there
-    cfg.KernelManager.ip = str((Path(socket_dir) / "kernel").resolve())
-    return cfg
-
-
-def quiet_shutdown_kernel_manager():
-    """jupyter_client's kernel manager, minus the SIGINT it sends before every shutdown (to stop a busy kernel): a
-    lab's kernel is idle by then, and a SIGINT that lands inside a message handler only makes the kernel log
-    "ERROR | KeyboardInterrupt caught in kernel" into a run that passed."""
-    from jupyter_client import AsyncKernelManager
-
-    class QuietShutdown(AsyncKernelManager):
-        async def _async_interrupt_kernel(self) -> None:
-            if not self.shutting_down:
-                await super()._async_interrupt_kernel()
-
-    return QuietShutdown
-
-
-def run_lab(notebook: Path, out_dir: Path, parameters: dict, verbose: bool = False, solutions: bool = False) -> LabRun:
+def run_lab(
+    notebook: Path,
+    out_dir: Path,
+    parameters: dict,
+    verbose: bool = False,
+    solutions: bool = False,
+    hold_fd: int | None = None,
+) -> LabRun:
+    """One lab in a fresh kernel (holding ``hold_fd``, the run folder's lock, while it lives); a kernel that dies
+    is traced to the cell that was running, and the executed notebook keeps what ran until then."""
     import papermill as pm
 
     out_dir = Path(out_dir).resolve()  # the kernel runs in the notebook's folder: hand it absolute paths only
@@ -108,7 +95,7 @@ def run_lab(notebook: Path, out_dir: Path, parameters: dict, verbose: bool = Fal
     for old in requests_dir.glob("*.json"):
         old.unlink()
     os.environ[REQUESTS_ENV] = str(requests_dir)  # helpers.aws.dry_run saves each dry run's request there
-    start = time.perf_counter()
+    start, memory, engine = time.perf_counter(), MemoryWatch(), register_engine()
     # a Unix socket path holds ~100 bytes at most: a deep clone would fail every lab, so the sockets live in the
     # run's temporary folder (run_folder_temp), a short path
     sockets = tempfile.TemporaryDirectory(prefix="kernel-")
@@ -127,7 +114,8 @@ def run_lab(notebook: Path, out_dir: Path, parameters: dict, verbose: bool = Fal
             log_output=verbose,
             request_save_on_cell_execute=False,
             config=kernel_config(sockets.name),
-            kernel_manager_class=quiet_shutdown_kernel_manager(),
+            kernel_manager_class=quiet_shutdown_kernel_manager(hold_fd),
+            engine_name=ENGINE,
         )
         status, error = "ok", ""
     except pm.PapermillExecutionError as e:
@@ -135,6 +123,9 @@ def run_lab(notebook: Path, out_dir: Path, parameters: dict, verbose: bool = Fal
         error = f"cell {e.cell_index} (execution count {e.exec_count}): {e.ename}: {e.evalue}"
     except Exception as e:  # noqa: BLE001 - a kernel that dies or will not start is a failed lab, not a crash
         status, error = "failed", f"{type(e).__name__}: {e}"
+        if engine.notebook is not None:  # it died mid-run: which cell, and the notebook of what ran until then
+            oom_where = memory.limit()[1] if memory.killed_a_process() else ""
+            error = trace_dead_kernel(engine.notebook, executed, e, oom_where)
     finally:
         sockets.cleanup()
         os.environ.pop(FIGURES_ENV, None)
@@ -207,6 +198,10 @@ def refuse_bad(ap: argparse.ArgumentParser, a: argparse.Namespace, labs: list[Pa
                 f"-p {name}: no chosen lab has that parameter"
                 + (f"; did you mean {close[0]!r}?" if close else f"; they have {', '.join(sorted(declared))}")
             )
+    given = {name: parse_value(value) for name, value in a.parameter}
+    wrong = {said for nb in labs for said in lab_parameters.problems(given, nb)}  # as each set-up cell checks them
+    if wrong:
+        ap.error("bad -p value: " + "; ".join(sorted(wrong)) + ". papermill's spellings: -p smoke true, -p epochs 3")
     if a.out.exists() and not a.out.is_dir():
         ap.error(f"--out {a.out} is a file: give a directory for the executed notebooks")
     if a.streams is not None and a.streams < 1:
@@ -234,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine with 2 cores or more, else 1)",
     )
     ap.add_argument("--stream-record", type=Path, help=argparse.SUPPRESS)  # a stream's own run: its result goes there
+    ap.add_argument("--hold-fd", type=int, help=argparse.SUPPRESS)  # a stream's: the folder's lock, for its kernel
     a = ap.parse_args(argv)
 
     parameters = {"target": a.target, "smoke": a.smoke, **{k: parse_value(v) for k, v in a.parameter}}
@@ -258,10 +254,17 @@ def _run(ap: argparse.ArgumentParser, a: argparse.Namespace, parameters: dict) -
 
 
 def run_all(a: argparse.Namespace, labs: list[Path], parameters: dict) -> int:
-    a.out.mkdir(parents=True, exist_ok=True)
+    try:
+        a.out.mkdir(parents=True, exist_ok=True)
+        (a.out / ".run_labs.lock").touch()
+    except OSError as e:  # a read-only checkout (runs/ is inside it), a full disk, another user's folder
+        raise SystemExit(
+            f"error: cannot write the executed notebooks to {a.out} ({e.strerror}): give a folder you can write, "
+            f"e.g. --out ~/lab-runs (make: LAB_ARGS='--out ~/lab-runs')"
+        ) from None
     if a.stream_record:  # one lab of a parent's streams: it holds the folder's lock with the parent (an inherited
-        # descriptor of the same open file) and the parent writes the summary
-        run = run_lab(labs[0], a.out, parameters, a.verbose, solutions=a.solutions)
+        # descriptor of the same open file, ``--hold-fd``, which its kernel holds too) and the parent writes the summary
+        run = run_lab(labs[0], a.out, parameters, a.verbose, solutions=a.solutions, hold_fd=a.hold_fd)
         run.cores = sorted(os.sched_getaffinity(0))
         a.stream_record.write_text(json.dumps(asdict(run), ensure_ascii=False))
         return 0 if run.passed else 1
@@ -277,7 +280,7 @@ def run_all(a: argparse.Namespace, labs: list[Path], parameters: dict) -> int:
             streams = a.streams or default_streams(str(parameters["target"]), len(labs))
             if streams > 1 and len(labs) > 1:
                 return _run_streams(a, labs, parameters, streams, lock.fileno())
-            return _run_each(a, labs, parameters)
+            return _run_each(a, labs, parameters, lock.fileno())
 
 
 @contextmanager
@@ -337,14 +340,14 @@ def longest_first(labs: list[Path], out: Path) -> list[Path]:
     return sorted(labs, key=lambda nb: -seconds.get(nb.stem, longest))
 
 
-def _stream_command(a: argparse.Namespace, notebook: Path, record: Path) -> list[str]:
+def _stream_command(a: argparse.Namespace, notebook: Path, record: Path, lock_fd: int) -> list[str]:
     """The command that runs one lab as a stream of this run: the same options, that lab only."""
     command = [sys.executable, "-m", "course.run_labs", "--labs-dir", str(a.labs_dir), "--labs", notebook.stem]
     command += ["--target", a.target, "--smoke" if a.smoke else "--full", "--out", str(a.out)]
     declared = declared_parameters(notebook)  # the parent checked every -p against all its labs
     command += [arg for name, value in a.parameter if name in declared for arg in ("-p", name, value)]
     command += ["--solutions"] * a.solutions + ["--verbose"] * a.verbose
-    return [*command, "--streams", "1", "--stream-record", str(record)]
+    return [*command, "--streams", "1", "--stream-record", str(record), "--hold-fd", str(lock_fd)]
 
 
 def _run_streams(a: argparse.Namespace, labs: list[Path], parameters: dict, streams: int, lock_fd: int) -> int:
@@ -417,7 +420,7 @@ def _one_stream(a: argparse.Namespace, notebook: Path, share: list[int], lock_fd
 
     with open(log, "w", encoding="utf-8") as sink:
         child = subprocess.Popen(
-            _stream_command(a, notebook, record),
+            _stream_command(a, notebook, record, lock_fd),
             stdout=sink,
             stderr=subprocess.STDOUT,
             preexec_fn=in_child,
@@ -437,7 +440,7 @@ def _cores(share: list[int]) -> str:
     return ",".join(map(str, share))
 
 
-def _run_each(a: argparse.Namespace, labs: list[Path], parameters: dict) -> int:
+def _run_each(a: argparse.Namespace, labs: list[Path], parameters: dict, lock_fd: int | None = None) -> int:
     for old in ("summary.json", "summary.md"):  # this run's summary, or none: never an earlier run's
         (a.out / old).unlink(missing_ok=True)
     print(f"running {len(labs)} lab(s) headless: {json.dumps(parameters)} -> {a.out}", flush=True)
@@ -445,7 +448,7 @@ def _run_each(a: argparse.Namespace, labs: list[Path], parameters: dict) -> int:
     for i, nb in enumerate(labs, 1):
         print(f"[{i}/{len(labs)}] {nb.stem} ...", end=" ", flush=True)
         try:
-            run = run_lab(nb, a.out, parameters, a.verbose, solutions=a.solutions)
+            run = run_lab(nb, a.out, parameters, a.verbose, solutions=a.solutions, hold_fd=lock_fd)
         except KeyboardInterrupt:  # the summary says where the run stopped, and nothing after it
             stopped = LabRun(nb.stem, "interrupted", 0.0, "", error="interrupted (Ctrl-C): its files are partial")
             write_summary([*runs, stopped], a.out, parameters)

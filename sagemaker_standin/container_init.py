@@ -142,12 +142,19 @@ def main(argv: list[str]) -> int:
     sys.stdout.flush()
     if os.WIFSIGNALED(status):  # end the same way, so the launcher reads -N as it would for the command itself
         sig = os.WTERMSIG(status)
-        signal.signal(sig, signal.SIG_DFL)
+        if sig != signal.SIGKILL:  # SIGKILL (the OOM killer's) has no handler to reset: signal.signal refuses it
+            signal.signal(sig, signal.SIG_DFL)
         os.kill(os.getpid(), sig)
     return os.waitstatus_to_exitcode(status)
 
 
 if __name__ == "__main__":
-    code = main(sys.argv[1:])
+    try:
+        code = main(sys.argv[1:])
+    except BaseException:  # noqa: BLE001 - said, then left as below: a traceback at shutdown would abort (SIGABRT)
+        import traceback
+
+        traceback.print_exc()
+        code = 1
     sys.stdout.flush()
     os._exit(code)  # not sys.exit: the thread blocked reading stdin would stall the interpreter's shutdown

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+import shutil
 import subprocess
 import sys
 
@@ -138,19 +139,28 @@ BROKEN_LABELS = {
 
 @pytest.mark.parametrize("case", BROKEN_LABELS)
 def test_broken_labels_json_names_the_file_and_the_rebuild(tmp_path, case):
+    """In a catalogue, labels.json no longer matches its manifest's record (the notebook side refuses it by name
+    with the command that rebuilds it); on the container's side, and in a channel outside a catalogue, its
+    content is what is wrong."""
     text, problem = BROKEN_LABELS[case]
     train = make_channel(tmp_path / "cat" / "train")
-    (tmp_path / "cat" / "manifest.json").write_text('{"source": "generator"}')
+    files = {f"train/{p.name}": catalog_files.file_record(p) for p in train.iterdir()}
+    (tmp_path / "cat" / "manifest.json").write_text(json.dumps({"source": "generator", "files": files}))
     labels = train / "labels.json"
     labels.unlink() if text is None else labels.write_text(text, encoding="utf-8")
     expected = rf"{re.escape(str(labels))}: {problem}.*python -m catalog_generator build"
-    with pytest.raises(CatalogError, match=expected):
+    in_catalogue = rf"{re.escape(str(labels))} (is missing|is \d+ bytes with another SHA-256).*Rebuild it: python -m"
+    with pytest.raises(CatalogError, match=in_catalogue):
         catalog_files.load_split(tmp_path / "cat")
+    with pytest.raises(CatalogError, match=in_catalogue):
+        catalog_files.check_channel(train)
     with pytest.raises(DataError, match=expected):
         read_labels(train)
-    if text is not None:  # without labels.json a channel is checked as a validation channel
-        with pytest.raises(CatalogError, match=expected):
-            catalog_files.check_channel(train)
+    if text is not None:  # outside a catalogue; without labels.json a channel is checked as a validation channel
+        alone = tmp_path / "alone"
+        shutil.copytree(train, alone)
+        with pytest.raises(CatalogError, match=rf"{re.escape(str(alone / 'labels.json'))}: {problem}"):
+            catalog_files.check_channel(alone)
 
 
 def test_a_category_listed_twice_is_refused(tmp_path):

@@ -38,7 +38,17 @@ def edit(path: Path, old: str, new: str) -> None:
 
 def copy_of_the_repository(root: Path) -> Path:
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints")
-    for part in ("helpers", "course", "labs", "tests", "benchmarks", "data/catalog", "docs"):
+    for part in (
+        "helpers",
+        "sagemaker_standin",
+        "catalog_generator",
+        "course",
+        "labs",
+        "tests",
+        "benchmarks",
+        "data/catalog",
+        "docs",
+    ):
         shutil.copytree(REPO / part, root / part, ignore=ignore)
     for name in ("README.md", "pyproject.toml"):
         shutil.copy(REPO / name, root / name)

@@ -12,7 +12,7 @@ import nbformat
 import pytest
 from botocore.validate import validate_parameters
 
-from course import lab, lab_time, lessons, manifest, run_labs
+from course import kernels, lab, lab_time, lessons, manifest, run_labs
 from helpers import report
 
 LABS = [one.notebook for one in manifest.LABS]  # every registered lab (tests/test_registries.py)
@@ -258,7 +258,7 @@ def test_a_finished_lab_s_kernel_is_shut_down_without_an_interrupt(monkeypatch):
         sent.append("SIGINT")
 
     monkeypatch.setattr(AsyncKernelManager, "_async_interrupt_kernel", interrupt)
-    manager = run_labs.quiet_shutdown_kernel_manager()()
+    manager = kernels.quiet_shutdown_kernel_manager()()
     manager.shutting_down = True  # what jupyter_client's shutdown sets before it interrupts
     asyncio.run(manager._async_interrupt_kernel())
     manager.shutting_down = False

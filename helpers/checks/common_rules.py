@@ -189,11 +189,21 @@ def channel_sources(job: Job, where: Where) -> Iterator[Finding]:
             if not _S3_URI.match(text):
                 yield fail(f"channel {name!r}: {text!r} is not a valid S3 URI (s3://bucket/prefix).", ChannelError)
         elif not Path(source).is_dir() or not any(Path(source).iterdir()):
-            yield fail(
-                f"channel {name!r}: {source} is missing or empty. Build the data first (`python -m "
-                f"catalog_generator.catalog build --out data/catalog`) or give an s3:// URI.",
-                ChannelError,
-            )
+            yield fail(f"channel {name!r}: {_missing(Path(source))}", ChannelError)
+
+
+def _missing(source: Path) -> str:
+    """Why a local channel is missing or empty: its catalogue's own account where it is a catalogue's folder (the
+    part its manifest lists, and the command that rebuilds it)."""
+    if (source.parent / "manifest.json").is_file():
+        try:
+            catalog_files.verify_catalogue(source.parent, only=f"{source.name}/")
+        except catalog_files.CatalogError as e:
+            return str(e)
+    return (
+        f"{source} is missing or empty. Build the data first (`python -m catalog_generator.catalog build --out "
+        f"data/catalog`) or give an s3:// URI."
+    )
 
 
 def channel_data(job: Job, where: Where) -> Iterator[Finding]:

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import codecs
 import csv
+import hashlib
 import io
 import json
 import os
+import shlex
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -150,9 +152,9 @@ def _read_json(path: Path, fix: str):
 
 
 def load_split(catalog_dir: str | os.PathLike) -> tuple[list[Row], list[Row], list[str]]:
-    """(train rows, validation rows, labels) of a catalogue directory, every file validated."""
+    """(train rows, validation rows, labels) of a catalogue directory, every file verified and validated."""
     root = Path(catalog_dir)
-    load_manifest(root)
+    verify_catalogue(root)
     labels = load_labels(root / "train" / "labels.json")
     train = [r for p in sorted((root / "train").glob("*.csv")) for r in read_rows(p, labels)]
     val = [r for p in sorted((root / "validation").glob("*.csv")) for r in read_rows(p, labels)]
@@ -191,6 +193,82 @@ def check_part(path: Path, known: set[str] | None, head_bytes: int) -> int:
     return len(rows)
 
 
+# ---------------------------------------------------------------------------------------------------- verified
+def file_record(path: Path, rows: int | None = None) -> dict:
+    """What the manifest records of a file it lists: its size, SHA-256 and (a CSV part) its rows."""
+    record = {"bytes": path.stat().st_size, "sha256": _sha256(path)}
+    return record if rows is None else {**record, "rows": rows}
+
+
+_HASHED: dict[tuple[str, int, int], str] = {}  # (path, size, mtime): a lab and each of its jobs verify once
+
+
+def _sha256(path: Path) -> str:
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    if key not in _HASHED:
+        digest = hashlib.sha256()
+        with open(path, "rb") as f:
+            while block := f.read(1 << 20):
+                digest.update(block)
+        _HASHED[key] = digest.hexdigest()
+    return _HASHED[key]
+
+
+def rebuild_command(catalog_dir: str | os.PathLike, manifest: dict | None = None) -> str:
+    """The one command that writes this catalogue again, as its manifest says it was made (the shipped
+    catalogue's where the manifest cannot say)."""
+    made = (manifest or {}).get("made_by") or ["build", "--rows", "30000"]
+    return shlex.join(["python", "-m", "catalog_generator", *map(str, made), "--out", str(catalog_dir)])
+
+
+def verify_catalogue(catalog_dir: str | os.PathLike, only: str = "") -> dict:
+    """The catalogue's manifest, once every file it lists (under ``only``, e.g. ``train/``) is there with the size,
+    SHA-256 and rows it was written with, and no CSV part it does not list sits beside them. A damaged or partial
+    catalogue is refused, naming the file, what is wrong and the command that rebuilds it."""
+    root = Path(catalog_dir)
+    fix = f"Rebuild it: {rebuild_command(root)}"
+    if not (root / "manifest.json").is_file():
+        raise CatalogError(f"{root}: not a catalogue directory (no manifest.json). {fix}")
+    manifest = _read_json(root / "manifest.json", fix)
+    fix = f"Rebuild it: {rebuild_command(root, manifest if isinstance(manifest, dict) else None)}"
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    if not isinstance(files, dict) or not files:
+        raise CatalogError(f"{root / 'manifest.json'}: lists no files with their checksums (an older catalogue). {fix}")
+    fix = f"The labs refuse a damaged catalogue rather than train on part of it. {fix}"
+    for name, record in sorted(files.items()):
+        if name.startswith(only) and (wrong := _damage(root / name, record)):
+            raise CatalogError(f"{root / name} {wrong}. {fix}")
+    for folder in {name.split("/")[0] for name in files if name.startswith(only)}:
+        extra = sorted(p for p in (root / folder).glob("*.csv") if f"{folder}/{p.name}" not in files)
+        if extra:
+            raise CatalogError(f"{extra[0]} is not in the catalogue's manifest (a part of another catalogue?). {fix}")
+    return manifest
+
+
+def _damage(path: Path, record: dict) -> str:
+    """What is wrong with one file the manifest lists ("" when nothing is)."""
+    rows = record.get("rows")
+    holds = f" (the manifest records {rows:,} rows there)" if rows is not None else ""
+    if not path.is_file():
+        return f"is missing{holds}"
+    if path.stat().st_size == record.get("bytes") and _sha256(path) == record.get("sha256"):
+        return ""
+    if rows is not None:
+        try:
+            with open(path, newline="", encoding="utf-8-sig") as f:
+                found = sum(1 for _ in csv.reader(f)) - 1
+        except UnicodeDecodeError:  # re-encoded (cp949 from Excel): where, rather than only that it changed
+            return "changed since it was built: " + _not_utf8(path).split(": ", 1)[1]
+        except csv.Error:
+            found = None
+        if found is not None and found != rows:
+            return f"holds {max(found, 0):,} of the {rows:,} rows its manifest records: cut short or changed"
+    return (
+        f"is {path.stat().st_size:,} bytes with another SHA-256 than the manifest records: changed since it was built"
+    )
+
+
 def check_channel(path: str | os.PathLike, labels: Iterable[str] | None = None) -> None:
     """Check a local channel directory before a job is launched on it, cheaply (the first ``CHECK_BYTES`` of each
     CSV): what the training container would refuse only after start-up, raised here as a :class:`CatalogError`.
@@ -200,6 +278,8 @@ def check_channel(path: str | os.PathLike, labels: Iterable[str] | None = None) 
     directory with neither labels.json nor CSV parts holds other data and is left alone.
     """
     root = Path(path)
+    if (root.parent / "manifest.json").is_file():  # a catalogue's folder: every file as its manifest lists it
+        verify_catalogue(root.parent, only=f"{root.name}/")
     if not root.is_dir():
         raise CatalogError(
             f"{root}: not a directory. Build the catalogue with "

@@ -25,7 +25,7 @@ from helpers.job_spec import Job, parse_metric_line
 from helpers.local.stall_report import stall_report
 from helpers.results import JobResult
 from helpers.targets import Target
-from sagemaker_standin import CONTAINER_INIT, JobInputs
+from sagemaker_standin import CONTAINER_INIT, JobInputs, MemoryWatch, killed_by_sigkill, process_limit_reason
 
 PORT_TAKEN = "torchrun's rendezvous port was taken"  # how a failure reason starts when another process had the port
 GRACE_S = 120.0  # SageMaker's: SIGTERM, then SIGKILL 120 s later (StoppingCondition's documentation)
@@ -113,6 +113,7 @@ class LocalJob:
         self._last_line = time.monotonic()  # when a host last printed a line (the pumps set it, read or not)
         self._stall_reported = 0.0
         self._said = threading.Lock()  # the log's tail and echo: written by wait() and by the clock's watcher
+        self.memory = MemoryWatch()  # the OOM killer's count from before the first process starts
         init = [sys.executable, str(CONTAINER_INIT), *(["--forward-sigterm"] if forward_sigterm else []), "--"]
         for host, cmd, env, cwd in commands:
             # stdin stays open while this process lives: the container ends everything when it closes
@@ -143,8 +144,9 @@ class LocalJob:
         """Keep the job's clock until every host has ended: wake at the next thing due (the limit, the kill after
         the grace, a stall report), whatever the log does and whether or not :meth:`wait` runs."""
         while self._hosts(None):
-            time.sleep(min(self._next_check(), 1.0))
+            time.sleep(min(self._next_check(), 0.5))
             self._keep_time()
+            self.memory.sample(self.processes())  # the job's peak, for an out-of-memory failure's reason
 
     def _hosts(self, host: str | None) -> list[subprocess.Popen]:
         return [p for h, p in self.procs.items() if (host is None or h == host) and p.poll() is None]
@@ -283,8 +285,8 @@ class LocalJob:
         failure = ""
         for host in codes:
             f = Layout(self.run_dir / host).failure
-            if f.is_file() and f.read_text(errors="replace").strip():
-                failure = f.read_text(errors="replace").strip()
+            if f.is_file() and f.read_text(errors="replace").strip():  # each rank may write the same reason
+                failure = "\n".join(dict.fromkeys(f.read_text(errors="replace").strip().splitlines()))
                 break
         lost = self.inputs.errors() if self.inputs is not None else []
         if lost and not all(e in failure for e in lost):  # a channel's bytes never arrived: say which, and why
@@ -294,12 +296,20 @@ class LocalJob:
                 f"{PORT_TAKEN} by another process before torchrun could bind it (EADDRINUSE, in the log): launch "
                 f"the job again, and the runner picks another free port"
             )
+        # the OOM killer's SIGKILL: a failure, as on SageMaker, whatever the processes left behind said after it
+        oom = bool(code) and not (self.interrupted or self.timed_out) and killed_by_sigkill(code, self.tail)
+        oom = oom and self.memory.killed_a_process()
+        if oom:
+            failure = self.memory.reason(failure)
+        if code and not oom:  # a fork or thread refused (EAGAIN) is the process limit, whatever a rank wrote
+            failure = process_limit_reason([*self.tail, failure]) or failure
         if code and not failure:
             failure = f"exit code {code}" + (f" (killed by signal {-code})" if code < 0 else "")
         finals = [h for h in self.history if h["kind"] == "final"]
         metrics = {k: v for k, v in (finals[-1] if finals else {}).items() if k not in ("kind", "host", "t")}
         stopped = (-signal.SIGTERM, -signal.SIGKILL, 128 + signal.SIGTERM)  # 143: saved a checkpoint on SIGTERM, left
         status = "Completed" if code == 0 else ("Stopped" if code in stopped or self.interrupted else "Failed")
+        status = "Failed" if oom else status
         if code == 0 and lost:
             status = "Failed"  # the script carried on past a channel that never arrived: not a completed job
         if self.timed_out:

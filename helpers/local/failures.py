@@ -177,7 +177,7 @@ def hang_drill(
     waiter.start()
     hp = job.hyperparameters
     try:
-        last = _wait_for_silence(live, lines, waiter, silence_s, limit_s)
+        last = _wait_for_silence(live, lines, waiter, silence_s, limit_s, box)
         trained = [m for _, _, l in lines if l.startswith("[train]") and (m := parse_metric_line(l))]
         d = HangDrill(
             job.name,
@@ -200,13 +200,19 @@ def hang_drill(
     return d
 
 
-def _wait_for_silence(live: LocalJob, lines: list, waiter: threading.Thread, silence_s: float, limit_s: float) -> float:
+def _wait_for_silence(
+    live: LocalJob, lines: list, waiter: threading.Thread, silence_s: float, limit_s: float, box: dict
+) -> float:
     """The time of the last line, once the log has been silent for ``silence_s`` after the first training step."""
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
         if not waiter.is_alive():
             tail = "\n".join(l for _, _, l in lines[-15:])
-            raise DrillFailed(f"the job ended before it went silent: the fault did not hang it. Its log ends:\n{tail}")
+            ended = box.get("result")  # a job that failed on its own (a process limit, memory) says why first
+            why = (
+                f"it failed: {ended.failure_reason}" if ended and ended.failure_reason else "the fault did not hang it"
+            )
+            raise DrillFailed(f"the job ended before it went silent: {why}. Its log ends:\n{tail}")
         if any(l.startswith("[train]") for _, _, l in lines) and time.monotonic() - lines[-1][0] >= silence_s:
             return lines[-1][0]
         time.sleep(0.02)

@@ -217,26 +217,91 @@ def average_gradients(model: torch.nn.Module, loss: torch.Tensor, d: Dist) -> tu
 # ---------------------------------------------------------------------------------------------------- checkpoints
 def save(args, d: Dist, model, optimizer, meta: dict) -> None:
     """A DCP checkpoint of the model and optimizer (each tensor once, spread over the ranks' files), its settings and
-    position in ``meta.json``; written under a temporary name and renamed when every rank has finished."""
+    position in ``meta.json``; written under a temporary name and renamed when every rank has finished. A disk
+    without room for it stops the job before anything is written; a write that fails anyway (the disk filled up
+    meanwhile) removes the partial copy. Either way the checkpoints saved before it stay, and the job says so."""
     import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.api import CheckpointException  # a BaseException, not an Exception
 
     final = os.path.join(args.checkpoint_dir, f"step-{meta['step']:06d}")
     partial = os.path.join(args.checkpoint_dir, f".partial-step-{meta['step']:06d}")
-    dcp.save({"model": model.state_dict(), "optim": optimizer.state_dict()}, checkpoint_id=partial)
+    state = {"model": model.state_dict(), "optim": optimizer.state_dict()}
+    os.makedirs(args.checkpoint_dir, exist_ok=True)
+    needed = sum(t.numel() * t.element_size() for part in state.values() for t in part.values()) + (1 << 16)
+    free = shutil.disk_usage(args.checkpoint_dir).free
+    no_room = f"no room for it: it needs about {mb(needed)} and its disk has {mb(free)} free, so nothing was written"
+    if problem := agreed(d, no_room if free < needed else ""):
+        raise SystemExit(save_failed(args.checkpoint_dir, meta["step"], problem))
+    failed = ""
+    try:
+        dcp.save(state, checkpoint_id=partial)
+    except (Exception, CheckpointException) as err:  # noqa: BLE001 - DCP raises on every rank when one rank fails
+        failed = short_error(err)
     if d.enabled:
-        dist.barrier()  # every rank's shards written
-    if d.master:  # meta.json last, whole or not at all: a checkpoint without it is incomplete
-        written = os.path.join(partial, META + ".tmp")
-        with open(written, "w", encoding="utf-8") as f:
-            json.dump({**meta, "files": file_records(partial)}, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(written, os.path.join(partial, META))
-        shutil.rmtree(final, ignore_errors=True)
-        os.replace(partial, final)
+        dist.barrier()  # every rank's shards written (or every rank failed)
+    if d.master and not failed:  # meta.json last, whole or not at all: a checkpoint without it is incomplete
+        try:
+            written = os.path.join(partial, META + ".tmp")
+            with open(written, "w", encoding="utf-8") as f:
+                json.dump({**meta, "files": file_records(partial)}, f, indent=1)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(written, os.path.join(partial, META))
+            shutil.rmtree(final, ignore_errors=True)
+            os.replace(partial, final)
+        except OSError as err:
+            failed = short_error(err)
+    if failed := agreed(d, failed):
+        if d.master:
+            shutil.rmtree(partial, ignore_errors=True)  # never trusted, and it holds the space the next try needs
+        if d.enabled:
+            dist.barrier()  # removed before any rank leaves: torchrun stops the others once one has
+        full = "Errno 28" in failed or "No space left" in failed or shutil.disk_usage(args.checkpoint_dir).free < needed
+        why = f"the disk filled up ({failed}): it needs about {mb(needed)}" if full else f"the write failed ({failed})"
+        free = mb(shutil.disk_usage(args.checkpoint_dir).free)
+        raise SystemExit(
+            save_failed(args.checkpoint_dir, meta["step"], f"{why}; its partial copy is removed ({free} free)")
+        )
+    if d.master:
         say(f"[checkpoint] step={meta['step']} world_size={d.world} files={len(os.listdir(final))}")
     if d.enabled:
         dist.barrier()
+
+
+def agreed(d: Dist, problem: str) -> str:
+    """The first rank's problem ("" if no rank has one), the same on every rank: they stop together or not at all."""
+    if not d.enabled:
+        return problem
+    seen: list = [None] * d.world
+    dist.all_gather_object(seen, problem)
+    return next((p for p in seen if p), "")
+
+
+def save_failed(checkpoint_dir: str, step: int, what: str) -> str:
+    """Why the checkpoint of ``step`` is not saved, what is kept, and what to do."""
+    before = newest(checkpoint_dir)
+    kept = (
+        f"The checkpoints saved before it are intact: launched again, the job resumes from {os.path.basename(before)}"
+        if before
+        else "No checkpoint was saved before it: launched again, the job starts from step 0"
+    )
+    return (
+        f"the checkpoint of step {step} was not saved in {checkpoint_dir}: {what}. {kept}. "
+        f"Free space there, or give the job a checkpoint directory on a disk with room, then launch it again"
+    )
+
+
+def short_error(err: BaseException) -> str:
+    """An exception in one line: the disk-full one where it is in there (DCP wraps each rank's failure)."""
+    text = f"{type(err).__name__}: {err}"
+    if "No space left on device" in text:
+        return "OSError: [Errno 28] No space left on device"
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1][:200] if lines else type(err).__name__
+
+
+def mb(size: int) -> str:
+    return f"{size / 2**20:.1f} MB"
 
 
 def file_records(path: str) -> dict:
@@ -311,7 +376,15 @@ def differences(saved: dict, now: dict) -> list[str]:
 
 
 def resume(args, d: Dist, model, optimizer, meta: dict, accumulation: int) -> int:
-    """Load the newest checkpoint, if there is one, on this world size; the step it reached (0 without one)."""
+    """Load the newest checkpoint, if there is one, on this world size; the step it reached (0 without one). A
+    partial one (the job was killed while writing it) is removed first: never trusted, it would only hold space."""
+    if d.local_rank == 0 and os.path.isdir(args.checkpoint_dir):
+        for name in sorted(os.listdir(args.checkpoint_dir)):
+            if name.startswith(".partial-step-"):
+                d.print(f"[checkpoint] removing {name}: the job stopped while writing it")
+                shutil.rmtree(os.path.join(args.checkpoint_dir, name), ignore_errors=True)
+    if d.enabled:
+        dist.barrier()
     path = newest(args.checkpoint_dir)
     if d.enabled:  # every rank must resume the same step, or their collectives would not match (a hang)
         seen: list = [None] * d.world

@@ -442,11 +442,24 @@ def failure(doing: str, done: subprocess.CompletedProcess, changed: bool = False
         )
     if any(sign in output for sign in NETWORK_SIGNS):
         return StudioError(
-            f"pip could not get the packages from the package index while {doing} ({said}). {state} Check the "
-            f"network: a Studio space without internet access needs a route to PyPI or a mirror "
+            f"pip could not get the packages from the package index ({index_urls()}) while {doing} ({said}). "
+            f"{state} Check the network: a Studio space without internet access needs a route to PyPI or a mirror "
             f"(pip config set global.index-url <your mirror>), then run make studio again."
         )
     return StudioError(f"pip failed while {doing} ({said}). {state}")
+
+
+def index_urls() -> str:
+    """The indexes pip asks, as its settings give them (``pip config list``: the environment's PIP_INDEX_URL, the
+    user's and the machine's files), where each is set; PyPI when none is."""
+    done = pip("config", "list")
+    found = re.findall(r"^(\S*?)\.((?:extra-)?index-url)='(.*)'$", done.stdout or "", re.M)
+    said = [
+        f"{url} ({'PIP_' + key.upper().replace('-', '_') if where == ':env:' else where + '.' + key})"
+        for where, key, urls in found
+        for url in urls.split()
+    ]
+    return ", ".join(said) or "https://pypi.org/simple, pip's default"
 
 
 def plan(requirements: list[str], constraint_file: Path, target: Target) -> list[Wanted]:
