@@ -19,7 +19,7 @@ TRAINING_INSTANCE_TYPES = ("ml.g6.xlarge", "ml.g6.12xlarge")
 # The jobs' default stopping condition (helpers.job_spec.Job.max_runtime_s): every lab's job fits in it.
 EVENT_MAX_RUNTIME_S: int = next(f.default for f in fields(Job) if f.name == "max_runtime_s")  # type: ignore[assignment]
 # The longest warm pool an attendee may keep (sagemaker:KeepAlivePeriod): lab 08's (warm_pool_s=1800). A warm pool
-# bills after its job, outside MaxRuntime, until it expires or is released (helpers.aws.account.release_warm_pools).
+# bills after its job, outside MaxRuntime, until it expires or is released (helpers.aws.leftovers.release_warm_pools).
 EVENT_MAX_WARM_POOL_S = 1800
 
 

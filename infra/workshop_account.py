@@ -428,7 +428,7 @@ def attendee_statements() -> list[dict]:
             sub(f"{SM}:training-job/*"),
             mine,
         ),
-        # account.release_warm_pools(): a keep-alive period of 0 ends the attendee's own warm pool, and nothing else
+        # leftovers.release_warm_pools(): a keep-alive period of 0 ends the attendee's own warm pool, and nothing else
         statement(
             "ReleaseOwnWarmPools",
             ["sagemaker:UpdateTrainingJob"],
@@ -1087,7 +1087,7 @@ SageMaker Studio domain whose profiles are the attendees of the labs, a bucket, 
    {SWEEP_MINUTES} minutes), a job of more than {MAX_INSTANCES_PER_JOB} instances, or one that takes you over
    {MAX_INSTANCES_PER_ATTENDEE} at once (running, stopping and warm-pooled jobs count), and tags it with why. The
    account's budget (${WS_BUDGET_USD}) stops new jobs and apps when it is spent. Each lab's last core cell lists your
-   running jobs (`account.cleanup()` stops them); `account.release_warm_pools()` ends your warm pool early.
+   running jobs (`leftovers.cleanup()` stops them); `leftovers.release_warm_pools()` ends your warm pool early.
 
 The console role you signed in with only opens Studio and follows jobs and logs: it creates no job itself.
 """

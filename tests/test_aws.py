@@ -15,7 +15,7 @@ import pytest
 
 from course.event import studio_apps
 from helpers.aws import account as aws
-from helpers.aws import quotas, settings, setup_errors
+from helpers.aws import leftovers, quotas, settings, setup_errors
 from helpers.job_spec import Job
 from helpers.jobs import run_job
 from helpers.targets import resolve
@@ -513,7 +513,7 @@ def test_instances_held_by_running_jobs_count_against_the_quota(fake_aws):
     assert (
         f"quota '{P4D}' is 4, 3 of them held by running training jobs in this account, and this job asks for 2." in msg
     )
-    assert "at least 5" in msg and codes[P4D] in msg and "helpers.aws.account.cleanup()" in msg
+    assert "at least 5" in msg and codes[P4D] in msg and "helpers.aws.leftovers.cleanup()" in msg
     assert fake_aws.request("ListTrainingJobs") == {"StatusEquals": "InProgress", "MaxResults": 100}
     assert {c.params["TrainingJobName"] for c in fake_aws.calls_to("DescribeTrainingJob")} == {
         "bob-lab02-ddp",
@@ -634,7 +634,7 @@ def test_cleanup_stops_only_this_attendees_running_jobs(fake_aws):
     fake_aws.script_job(ScriptedJob(statuses=[("Completed", "Completed")]), "alice-lab01-done")
     _create(fake_aws.boto_session, "alice-lab01-done")
 
-    listed = aws.cleanup("alice", boto_session=fake_aws.boto_session, stop=False)
+    listed = leftovers.cleanup("alice", boto_session=fake_aws.boto_session, stop=False)
     # "malice-" contains "alice-", "alice-smith-" starts with it, an untagged job may be anyone's: none are alice's
     assert listed == ["alice-lab02-a", "alice-lab03-b"]
     assert not fake_aws.calls_to("StopTrainingJob")
@@ -645,11 +645,11 @@ def test_cleanup_stops_only_this_attendees_running_jobs(fake_aws):
         "alice-manual-x",
     }  # only names that could be hers
 
-    stopped = aws.cleanup("alice", boto_session=fake_aws.boto_session)
+    stopped = leftovers.cleanup("alice", boto_session=fake_aws.boto_session)
     assert stopped == listed
     assert [c.params["TrainingJobName"] for c in fake_aws.calls_to("StopTrainingJob")] == listed
     assert fake_aws.request("ListTrainingJobs") == {"NameContains": "alice-", "StatusEquals": "InProgress"}
-    assert aws.cleanup("alice", boto_session=fake_aws.boto_session) == []  # stopped jobs are left alone
+    assert leftovers.cleanup("alice", boto_session=fake_aws.boto_session) == []  # stopped jobs are left alone
 
 
 def test_cleanup_stops_nothing_when_owners_cannot_be_confirmed(fake_aws):
@@ -660,12 +660,12 @@ def test_cleanup_stops_nothing_when_owners_cannot_be_confirmed(fake_aws):
         setup_errors.AwsSetupError,
         match="cannot read the tags of alice-lab02-a.*nothing was stopped.*sagemaker:ListTags",
     ):
-        aws.cleanup("alice", boto_session=fake_aws.boto_session)
+        leftovers.cleanup("alice", boto_session=fake_aws.boto_session)
     assert not fake_aws.calls_to("StopTrainingJob")
 
 
 def test_cleanup_refuses_a_shared_login_name(fake_aws, monkeypatch):
     monkeypatch.setattr(settings.getpass, "getuser", lambda: "sagemaker-user")
     with pytest.raises(setup_errors.AwsSetupError, match="attendee='yourname'"):
-        aws.cleanup(boto_session=fake_aws.boto_session)
+        leftovers.cleanup(boto_session=fake_aws.boto_session)
     assert fake_aws.calls == []

@@ -12,7 +12,7 @@ from botocore.exceptions import ClientError
 from botocore.validate import validate_parameters
 
 from course.event import room, stack
-from helpers.aws import account
+from helpers.aws import leftovers
 from helpers.aws.setup_errors import RoleError
 
 MODELS = botocore.session.get_session()
@@ -102,7 +102,7 @@ ANSWERS = {
 
 def test_an_attendee_s_warm_pools_are_released_with_a_keep_alive_of_zero():
     session = Session(ANSWERS)
-    released = account.release_warm_pools("attendee-01", boto_session=session)
+    released = leftovers.release_warm_pools("attendee-01", boto_session=session)
     assert released == ["attendee-01-lab08-x"]  # not attendee-011's, whose name merely contains the prefix
     updates = [p for op, p in session.calls if op == "UpdateTrainingJob"]
     assert updates == [{"TrainingJobName": "attendee-01-lab08-x", "ResourceConfig": {"KeepAlivePeriodInSeconds": 0}}]

@@ -179,7 +179,7 @@ def test_lab_08_s_warm_pool_counts_until_released(room):
     s.end("attendee-01-lab01")
     why = enforcer.handle(s.create(request("attendee-01-lab02", 2, BIG)), sm)
     assert why == "attendee-01 would hold 4 instances at once: the room allows 3"
-    # account.release_warm_pools() (its own UpdateTrainingJob, with 0), and the stopped job gone: the same job runs
+    # leftovers.release_warm_pools() (its own UpdateTrainingJob, with 0), and the stopped job gone: the same job runs
     s.end("attendee-01-lab02")
     sm.update_training_job(TrainingJobName="attendee-01-lab08", ResourceConfig={"KeepAlivePeriodInSeconds": 0})
     assert enforcer.handle(s.create(request("attendee-01-lab02-again", 2, BIG)), sm) is None

@@ -18,7 +18,7 @@ from course.event import stack
 from course.facilitator import lab_targets, studio_sizing, workshop
 from course.facilitator.tables import money
 from course.manifest import registered
-from helpers.aws import account, settings, setup_errors
+from helpers.aws import leftovers, settings, setup_errors
 from helpers.planning import instances
 from sagemaker_standin import offline_account as aws_offline
 from sagemaker_standin import sandbox
@@ -224,12 +224,12 @@ def test_stored_objects_lists_then_deletes_only_this_attendee_s(no_studio, monke
         fake = aws_offline.OfflineAWS()
         for key in ("alice/source/a.tar.gz", "alice/lab02/output/model.tar.gz", "alice-smith/x", "bob/y"):
             fake._put("event-bucket", key, 1000)
-        listed = account.stored_objects("alice", bucket="event-bucket", boto_session=fake.boto_session)
+        listed = leftovers.stored_objects("alice", bucket="event-bucket", boto_session=fake.boto_session)
         assert listed.keys == ("alice/lab02/output/model.tar.gz", "alice/source/a.tar.gz") and listed.bytes == 2000
         assert not fake.calls_to("DeleteObjects") and "delete=True" in repr(listed)
-        gone = account.stored_objects("alice", bucket="event-bucket", boto_session=fake.boto_session, delete=True)
+        gone = leftovers.stored_objects("alice", bucket="event-bucket", boto_session=fake.boto_session, delete=True)
         assert gone.deleted and sorted(fake.objects["event-bucket"]) == ["alice-smith/x", "bob/y"]
         monkeypatch.setattr(settings.getpass, "getuser", lambda: "sagemaker-user")  # Studio's login, no attendee
         with pytest.raises(setup_errors.AwsSetupError, match="shared login"):
-            account.stored_objects(bucket="event-bucket", boto_session=fake.boto_session)
+            leftovers.stored_objects(bucket="event-bucket", boto_session=fake.boto_session)
     assert not attempts

@@ -9,7 +9,7 @@ import pytest
 from conftest import REPO
 
 from helpers import jobs, targets
-from helpers.aws import account, settings
+from helpers.aws import leftovers, settings
 from helpers.planning import cost
 from helpers.targets import resolve
 
@@ -21,7 +21,7 @@ def _shared_login(monkeypatch):
     monkeypatch.setattr(settings, "STUDIO_METADATA", REPO / "no-such-metadata.json")
     monkeypatch.delenv(settings.ATTENDEE_ENV, raising=False)
     monkeypatch.setattr(settings.getpass, "getuser", lambda: "sagemaker-user")
-    account.stored_objects(bucket="event-bucket")
+    leftovers.stored_objects(bucket="event-bucket")
 
 
 TRIGGERS = {  # a distinctive part of the row's message -> what produces it

@@ -23,6 +23,7 @@ from helpers.aws import account as aws
 from helpers.aws import (
     images,
     launch,
+    leftovers,
     local_container,
     preflight,
     settings,
@@ -880,7 +881,7 @@ def test_launch_without_waiting_then_stop(fake_aws, data):
     assert fake_aws.request("StopTrainingJob") == {"TrainingJobName": launched.name}
     result = launched.wait(check=False)
     assert result.status == "Stopped"
-    assert aws.cleanup("alice", boto_session=fake_aws.boto_session) == []
+    assert leftovers.cleanup("alice", boto_session=fake_aws.boto_session) == []
 
 
 @pytest.mark.slow
@@ -932,7 +933,7 @@ def test_cleanup_after_launches_stops_only_running_jobs_of_this_attendee(fake_aw
         ).name
         for i, who in ((1, "alice"), (2, "alice"), (3, "bob"))
     ]
-    assert aws.cleanup("alice", boto_session=fake_aws.boto_session) == names[:2]
+    assert leftovers.cleanup("alice", boto_session=fake_aws.boto_session) == names[:2]
     assert [c.params["TrainingJobName"] for c in fake_aws.calls_to("StopTrainingJob")] == names[:2]
 
 

@@ -5,14 +5,15 @@ training log groups deleted. It lists first; it acts only when told::
     python -m course.event.room --domain d-xxxxxxxx          # what it would stop, release and delete
     python -m course.event.room --domain d-xxxxxxxx --done   # then do it
 
-An attendee's own clean-up is :func:`helpers.aws.account.cleanup` and :func:`helpers.aws.account.release_warm_pools`.
+An attendee's own clean-up is :mod:`helpers.aws.leftovers` (their running jobs, warm pools and objects).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from helpers.aws.account import ATTENDEE_TAG, release_warm_pools
+from helpers.aws.account import ATTENDEE_TAG
+from helpers.aws.leftovers import release_warm_pools
 from helpers.aws.setup_errors import client_error_code
 
 STUDIO_LOG_GROUP = "/aws/sagemaker/studio"  # the spaces' lifecycle-script logs

@@ -189,7 +189,7 @@ class LaunchedJob:
         """Follow status and logs until the job ends; ``check`` raises :class:`TrainingJobFailed` unless Completed.
 
         Interrupting the notebook stops following, not the job: stop it with ``.stop()`` or
-        ``helpers.aws.account.cleanup()``.
+        ``helpers.aws.leftovers.cleanup()``.
         """
         self._say(f"following {self.name}: {self.console_url}")
         last = None
@@ -207,7 +207,7 @@ class LaunchedJob:
         except KeyboardInterrupt:
             self._say(
                 f"stopped following; {self.name} is still running. Stop it with job.stop() or "
-                f"helpers.aws.account.cleanup()."
+                f"helpers.aws.leftovers.cleanup()."
             )
             raise
         return self._result(desc, check)

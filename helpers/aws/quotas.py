@@ -117,7 +117,7 @@ def quota_message(check: QuotaCheck) -> str:
     )
     code = f", code {check.quota_code}" if check.quota_code else ""
     wait = (
-        " wait for running jobs to finish (helpers.aws.account.cleanup() stops yours; ask the others about theirs),"
+        " wait for running jobs to finish (helpers.aws.leftovers.cleanup() stops yours; ask the others about theirs),"
         if check.in_use
         else ""
     )
