@@ -28,10 +28,9 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from course import lessons
+from course import lab_parameters, lessons
 from course.kernels import ENGINE, kernel_config, quiet_shutdown_kernel_manager, register_engine, trace_dead_kernel
 from course.lab import LABS_DIR, LabError, declared_parameters, numbered_notebooks, with_solutions
-from helpers import lab_parameters
 from helpers.aws.dry_run import REQUESTS_ENV
 from helpers.errors import TargetError
 from helpers.job_spec import RUNS_DIR

@@ -24,8 +24,7 @@ from unittest import mock
 import psutil
 import pytest
 
-from course import run_labs
-from helpers import lab_parameters
+from course import lab_parameters, run_labs
 from helpers.data import catalog_files
 from helpers.data.catalog_files import CatalogError
 from helpers.errors import JobCheckError
