@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
@@ -86,16 +87,28 @@ def _remove_if_abandoned(folder: Path) -> None:
         os.close(fd)
 
 
-def build_once(dest: str | os.PathLike, build: Callable[[Path], object]) -> Path:
-    """``dest``, built by ``build(path)`` unless it exists: ``build`` writes a folder at ``path`` (beside ``dest``,
-    not there yet), which is then renamed to ``dest`` in one step. When another process has put its copy in place
-    meanwhile, that copy is kept and this one dropped."""
+def build_once(
+    dest: str | os.PathLike, build: Callable[[Path], object], check: Callable[[Path], object] | None = None
+) -> Path:
+    """``dest``, built by ``build(path)`` unless it exists (and, with ``check``, passes it: a copy ``check`` refuses
+    with a :class:`WorkshopError`, made by an older version or damaged, is built again): ``build`` writes a folder at
+    ``path`` (beside ``dest``, not there yet), which is then renamed to ``dest`` in one step. When another process
+    has put its copy in place meanwhile, that copy is kept and this one dropped."""
     dest = Path(dest)
+    stale = False
     if dest.is_dir():
-        return dest
+        try:
+            if check is not None:
+                check(dest)
+            return dest
+        except WorkshopError:
+            stale = True
     work = own_folder(dest.parent, prefix=f".{dest.name}.building-")  # a killed build's leftovers go next time
     try:
         build(work / dest.name)
+        if stale:  # the refused copy goes with this build's folder when it is released
+            with contextlib.suppress(FileNotFoundError):
+                os.rename(dest, work / "refused")
         try:
             os.rename(work / dest.name, dest)  # atomic; refused when a non-empty dest is already there
         except OSError as err:

@@ -299,3 +299,12 @@ def test_a_channel_of_headers_only_is_refused_on_both_sides(tmp_path):
         catalog_files.check_channels({"train": make_channel(tmp_path / "train"), "validation": channel})
     with pytest.raises(DataError, match=r"validation: its .csv files hold a header and no rows"):
         read_channel(str(channel), LABELS)
+
+
+def test_the_rebuild_command_of_an_older_manifest_is_the_one_that_made_it():
+    """A manifest from before the checksums has no ``made_by``: its rows and shards say how it was made."""
+    assert catalog_files.rebuild_command("big", {"rows": 2000, "shards": 3}).startswith(
+        "python -m catalog_generator shards --rows 2000 --shards 3 --out big"
+    )
+    assert "from-csv mine.csv" in catalog_files.rebuild_command("mine", {"source": "mine.csv", "shards": 1})
+    assert "build --rows 30000" in catalog_files.rebuild_command("data/catalog", {"source": "generator"})

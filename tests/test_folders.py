@@ -152,3 +152,26 @@ def test_cells_run_again_after_the_clean_up_are_refused_instead_of_leaving_a_fol
         ObjectStore(lab / "store")
     assert not lab.exists()
     LocalRunner(runs_dir=folders.own_folder(tmp_path, prefix="lab05-") / "jobs", echo=False)  # a new folder: fine
+
+
+def test_a_copy_the_check_refuses_is_built_again_and_a_good_one_kept(tmp_path):
+    """Lab 05's generated catalogue is shared between runs; one an older version made (its manifest lists no
+    checksums) or a damaged one is built again, not trusted and not refused forever."""
+    from helpers.errors import WorkshopError
+
+    dest, built = tmp_path / "data", []
+
+    def build(path):
+        built.append(path)
+        path.mkdir()
+        (path / "version").write_text("new")
+
+    def check(path):
+        if (path / "version").read_text() != "new":
+            raise WorkshopError("made by an older version")
+
+    dest.mkdir()
+    (dest / "version").write_text("old")
+    assert folders.build_once(dest, build, check=check) == dest and (dest / "version").read_text() == "new"
+    assert folders.build_once(dest, build, check=check) == dest and len(built) == 1  # the good copy is kept
+    assert [p.name for p in tmp_path.iterdir()] == ["data"]  # the refused copy went with the build's folder

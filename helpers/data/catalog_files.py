@@ -218,7 +218,13 @@ def _sha256(path: Path) -> str:
 def rebuild_command(catalog_dir: str | os.PathLike, manifest: dict | None = None) -> str:
     """The one command that writes this catalogue again, as its manifest says it was made (the shipped
     catalogue's where the manifest cannot say)."""
-    made = (manifest or {}).get("made_by") or ["build", "--rows", "30000"]
+    manifest = manifest or {}
+    made = manifest.get("made_by")
+    if not made and manifest.get("shards", 1) > 1:  # an older manifest: how it was made, from what it says
+        made = ["shards", "--rows", manifest.get("rows", 30000), "--shards", manifest["shards"]]
+    elif not made and manifest.get("source") not in (None, "generator"):
+        made = ["from-csv", manifest["source"]]
+    made = made or ["build", "--rows", manifest.get("rows", 30000)]
     return shlex.join(["python", "-m", "catalog_generator", *map(str, made), "--out", str(catalog_dir)])
 
 
