@@ -77,12 +77,15 @@ labs: setup data
 test: setup data lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# Every lab at make's size with its reference answers, each on one core while the others are kept busy (a
-# learner's laptop doing something else), and every lesson its prose states checked against its own run
-# (tests/test_notebooks.py, course/lessons.py). CI's step after `make test`; 6 to 11 minutes on 2 cores. The labs
-# go out longest first, one at a time to whichever worker is free (--dist load).
+# Every lab at make's size with its reference answers under the budgets learners have, every lesson its prose states
+# checked against its own run (course/lessons.py): first each lab on one core while the others are kept busy (a
+# learner's laptop doing something else; tests/test_notebooks.py), the labs longest first, one at a time to whichever
+# worker is free (--dist load); then, alone on the machine, the labs whose lessons need more cores on make's budget,
+# and every lab on a 4-vCPU Studio space's where the machine has 4 cores (tests/test_lab_budgets.py). CI's step
+# after `make` and `make test`.
 labs-check: setup data
 	$(PY) -m pytest -m labs --dist load $(PYTEST_ARGS)
+	$(PY) -m pytest -m budgets -n 0 $(PYTEST_ARGS)
 
 # The long checks the suite leaves out to stay within its 8 minutes: the interruption drills (two ranks killed three
 # times, a forwarded SIGTERM, SIGTERM and SIGKILL at random steps; each resumed bit-identically) and the fast path's

@@ -27,7 +27,52 @@ EXERCISE_LINE = re.compile(r"^# Your turn (\d\d\.\d+):")  # the first line of an
 SOLUTION_LINE = re.compile(r"^# %% (\d\d\.\d+)\s*$", re.M)  # a section of labs/solutions/NN_name.py
 
 
-Claims = dict[str, Callable[[dict], bool]]  # a claim in the prose's words -> a predicate on the run's figures
+Check = Callable[[dict], bool]  # a predicate on a run's figures
+Claims = dict[str, Check | tuple[Check, ...]]  # a claim in the prose's words -> its check (a tuple: all must hold)
+
+
+@dataclass(frozen=True)
+class Margin:
+    """A claim on measured figures, which move from run to run: the run's ``name`` figure (or ``of(figures)``, a
+    figure derived from several) at least ``at_least`` or at most ``at_most``. The runs in ``course/margins.json``
+    record how far each one moves at every budget; tests/test_lesson_margins.py fails a bound that sits closer to
+    the runs than their own spread, and a plain claim that reads a timing."""
+
+    name: str
+    at_least: float | None = None
+    at_most: float | None = None
+    of: Callable[[dict], float] | None = field(default=None, compare=False)
+
+    def value(self, figures: dict) -> float:
+        return float(self.of(figures) if self.of else figures[self.name])
+
+    def __call__(self, figures: dict) -> bool:
+        v = self.value(figures)
+        return (self.at_least is None or v >= self.at_least) and (self.at_most is None or v <= self.at_most)
+
+    @property
+    def bound(self) -> str:
+        return " and ".join(
+            f"{word} {limit:g}"
+            for word, limit in (("at least", self.at_least), ("at most", self.at_most))
+            if limit is not None
+        )
+
+
+def exact(check: Callable[[dict], bool]) -> Callable[[dict], bool]:
+    """Mark a claim that reads measured figures only for bookkeeping that holds exactly in every run (parts adding up
+    to their whole, the pair shown being the first), never to compare two measurements: a :class:`Margin` does that."""
+    check.exact = True  # type: ignore[attr-defined]
+    return check
+
+
+def margins(claims: Claims) -> dict[str, Margin]:
+    """The claims that are margins on measured figures, by claim."""
+    found = {}
+    for claim, check in claims.items():
+        parts = check if isinstance(check, tuple) else (check,)
+        found.update({f"{claim} [{m.name}]": m for m in parts if isinstance(m, Margin)})
+    return found
 
 
 @dataclass(frozen=True)
@@ -58,6 +103,11 @@ class Lab:
     claims: Claims = field(default_factory=dict, compare=False)
     requests: Callable[[list[dict]], None] | None = field(default=None, compare=False)  # asserts on its dry run
     targets: tuple[RealTarget, ...] = field(default=(), compare=False)
+    # the cores its lessons need (a core per rank...), and why: the lab runner gives it as many where the machine
+    # has them; with fewer, the lab says which lesson it cannot show there (``budget_claims`` are then not checked)
+    cores: int = field(default=1, compare=False)
+    cores_why: str = field(default="", compare=False)
+    budget_claims: Claims = field(default_factory=dict, compare=False)  # held where the lab had ``cores`` cores
     peak_mb: int | None = field(default=None, compare=False)  # its smoke run's peak memory (course.manifest)
     processes: int | None = field(default=None, compare=False)  # training processes it runs at once
     slides: tuple[str, ...] = field(default=(), compare=False)  # sections shown on slides in a short session

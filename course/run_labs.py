@@ -3,9 +3,9 @@
     python -m course.run_labs --labs 01 03 --full        # some labs, full size (default: all, smoke size)
     python -m course.run_labs --target ml.p4d.24xlarge   # dry-run the real jobs (prints the requests)
 
-On idle cores two labs run at once, each on half of them. Results land in ``--out``; temporary files in the run's
-own folder, removed at the end or by the next run. Exits non-zero if a lab fails (the summary names the cell) or
-does not show a lesson its prose claims.
+On idle cores two labs run at once, each on half of them; a lab whose lessons need more (its ``cores``) runs alone
+first. Results land in ``--out``. Exits non-zero if a lab fails or does not show a lesson its prose claims; a lesson
+too few cores cannot show is listed.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from pathlib import Path
 from course import lab_parameters, lessons
 from course.kernels import ENGINE, kernel_config, quiet_shutdown_kernel_manager, register_engine, trace_dead_kernel
 from course.lab import LABS_DIR, LabError, declared_parameters, numbered_notebooks, with_solutions
+from course.manifest import listing
 from helpers.aws.dry_run import REQUESTS_ENV
 from helpers.errors import TargetError
 from helpers.job_spec import RUNS_DIR
@@ -55,6 +56,7 @@ class LabRun:
     requests: list[str] = field(default_factory=list)  # JSON files of the SageMaker requests its dry runs built
     cores: list[int] = field(default_factory=list)  # the cores it ran on, where it ran in a stream of its own
     lessons_not_held: list[str] = field(default_factory=list)  # its prose's claims this run did not bear out
+    lessons_not_shown: list[str] = field(default_factory=list)  # lessons these cores were too few for (the lab said so)
 
     @property
     def passed(self) -> bool:
@@ -65,7 +67,8 @@ class LabRun:
         """Its line in the runner's output: status, time, result, and what went wrong, if anything."""
         error = f"\n    {self.error}" if self.error else ""
         untaught = "".join(f"\n    LESSON NOT HELD: {claim}" for claim in self.lessons_not_held)
-        return f"{self.status} ({self.seconds:.0f} s)  {headline(self)}{error}{untaught}"
+        unshown = "".join(f"\n    not shown on these cores: {claim}" for claim in self.lessons_not_shown)
+        return f"{self.status} ({self.seconds:.0f} s)  {headline(self)}{error}{untaught}{unshown}"
 
 
 def run_lab(
@@ -133,8 +136,11 @@ def run_lab(
     requests = [str(p) for p in sorted(requests_dir.glob("*.json"))]
     measured = not real_jobs(str(parameters.get("target", "local")))  # a dry run of real jobs measures nothing
     untaught = lessons.wrong(notebook.stem, figures) if status == "ok" and measured else []
+    unshown = lessons.not_shown(notebook.stem, figures) if status == "ok" and measured else []
     seconds = round(time.perf_counter() - start, 1)
-    return LabRun(notebook.stem, status, seconds, str(executed), figures, error, requests, lessons_not_held=untaught)
+    return LabRun(
+        notebook.stem, status, seconds, str(executed), figures, error, requests, [], untaught, lessons_not_shown=unshown
+    )
 
 
 def write_summary(runs: list[LabRun], out_dir: Path, parameters: dict) -> None:
@@ -146,6 +152,7 @@ def write_summary(runs: list[LabRun], out_dir: Path, parameters: dict) -> None:
         figs = ", ".join(f"{k}={v}" for k, v in r.figures.items() if k != RESULT) or ""
         status = f"{r.status}{': ' + r.error if r.error else ''}"
         status += "".join(f"; lesson not held: {claim}" for claim in r.lessons_not_held)
+        status += "".join(f"; not shown on these cores: {claim}" for claim in r.lessons_not_shown)
         lines.append(f"| {r.lab} | {status} | {r.seconds} | {r.figures.get(RESULT, '')} | {figs} |")
     (out_dir / "summary.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
@@ -349,24 +356,41 @@ def _stream_command(a: argparse.Namespace, notebook: Path, record: Path, lock_fd
     return [*command, "--streams", "1", "--stream-record", str(record), "--hold-fd", str(lock_fd)]
 
 
+def needed_cores(notebook: Path) -> int:
+    """The cores a lab's lessons need (its ``cores`` in ``course.manifest``; 1 for a notebook it does not register)."""
+    one = lessons.BY_STEM.get(notebook.stem)
+    return one.cores if one else 1
+
+
 def _run_streams(a: argparse.Namespace, labs: list[Path], parameters: dict, streams: int, lock_fd: int) -> int:
-    """Every lab in a process of its own, ``streams`` at a time, each stream pinned to its share of the cores and
-    holding the folder's lock (``lock_fd``) with this process."""
+    """Every lab in a process of its own, each pinned to its cores and holding the folder's lock (``lock_fd``) with
+    this process: first, one at a time on every core, the labs whose lessons need more cores than a stream's share;
+    then the others ``streams`` at a time, each stream on its share."""
     cores = sorted(os.sched_getaffinity(0))
     streams = min(streams, len(cores), len(labs))
     shares = [cores[k::streams] for k in range(streams)]
     for old in ("summary.json", "summary.md"):
         (a.out / old).unlink(missing_ok=True)
     order = longest_first(labs, a.out)
+    wide = [nb for nb in order if needed_cores(nb) > len(shares[0])]
+    alone = (
+        f"{listing(nb.stem for nb in wide)} alone on cores {_cores(cores)} (the cores their lessons need), then "
+        if wide
+        else ""
+    )
     print(
-        f"running {len(labs)} lab(s) headless, {streams} at a time (cores {' | '.join(map(_cores, shares))}): "
+        f"running {len(labs)} lab(s) headless, {alone}{streams} at a time (cores {' | '.join(map(_cores, shares))}): "
         f"{json.dumps(parameters)} -> {a.out}",
         flush=True,
     )
     runs: dict[str, LabRun] = {}
     lock = threading.Lock()
-    queue = list(order)
+    queue = [nb for nb in order if nb not in wide]
     start = time.perf_counter()
+    for notebook in wide:  # one at a time, every core: nothing else of this run beside it
+        runs[notebook.stem] = _one_stream(a, notebook, cores, lock_fd)
+        print(f"[{len(runs)}/{len(labs)}] {notebook.stem} on cores {_cores(cores)}: {runs[notebook.stem].line()}")
+        write_summary([runs[nb.stem] for nb in labs if nb.stem in runs], a.out, parameters)
 
     def stream(share: list[int]) -> None:
         while True:
@@ -464,6 +488,9 @@ def _finish(runs: list[LabRun], out: Path, parameters: dict, how: str) -> int:
     write_summary(runs, out, parameters)
     failed = [r for r in runs if not r.passed]
     print(f"{len(runs) - len(failed)}/{len(runs)} labs passed{how}; summary: {out / 'summary.md'}")
+    for r in runs:
+        for claim in r.lessons_not_shown:  # the lab said so itself: a machine too small for it, not a failure
+            print(f"note: {r.lab} could not show on these cores: {claim}")
     for r in failed:
         why = r.error or "it ran, but its run did not show: " + "; ".join(r.lessons_not_held)
         print(f"FAILED {r.lab}: {why}\n    executed notebook: {r.notebook}", file=sys.stderr)

@@ -435,7 +435,9 @@ def utilisation_lines(mon, title: str = ""):
     ax_mem.plot(
         t, [sum(s.mem_mb_by_role.values()) for s in mon.samples], color="black", ls="--", lw=1, label="job total"
     )  # PSS: a worker's shared pages move from the trainer's line to its own
-    ax_cpu.axhline(mon.cpu_count, color="grey", ls=":", label=f"{mon.cpu_count} cores")
+    ceiling = mon.budget or mon.cpu_count  # the job's own cores where the monitor knows them, else the machine's
+    whose = "the job's" if mon.budget else "the machine's"
+    ax_cpu.axhline(ceiling, color="grey", ls=":", label=f"{ceiling} core{'s' * (ceiling != 1)}: {whose}")
     ax_cpu.set(xlabel="seconds", ylabel="cores busy", title="Job CPU by role")
     ax_mem.set(xlabel="seconds", ylabel=f"{mon.memory_kind} (MB)", title="Job memory by role")
     if mon.gpu_names:

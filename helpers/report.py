@@ -110,6 +110,15 @@ def says(template: str, *, headline: bool = False, **figures: Any) -> Says:
     return said
 
 
+def cannot_show(lesson: str, template: str, **figures: Any) -> Says:
+    """A lesson this machine cannot show, said as such: which lesson, why, and the figure it would be (``lesson`` and
+    ``template`` formatted from ``figures`` as :func:`says` does). Recorded as ``not_shown``: the lab runner lists
+    the lesson as not shown here instead of checking it."""
+    lesson = lesson.format(**figures)
+    record(not_shown=lesson)
+    return says(f"Not shown here: {lesson}. {template}", **figures)
+
+
 def paired(name: str, ratio: PairedRatio, what: str, shown: str, headline: bool = False) -> Says:
     """The sentence for an A/B run in turn (:func:`helpers.local.monitor.run_in_turn`): every pair's ratio, their
     range, which pair ``shown`` figures belong to, and whether the pairs agree; recorded as ``<name>_pairs``,

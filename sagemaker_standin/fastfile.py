@@ -2,9 +2,9 @@
 
 :meth:`FastFileServer.present` lays each object out as a sparse placeholder of its real size; a job's read first asks
 the server for its byte range (:mod:`sagemaker_standin.streamed_open` waits for it). The server fetches as Mountpoint
-for Amazon S3 does (sources: helpers/README.md): ranged GETs of at most ``PART_BYTES``, ``CONNECTIONS`` at once, a
-read waiting only for its own bytes; read-ahead grows ``PREFETCH_MULTIPLIER`` times while reads stay in order,
-restarts at ``FIRST_REQUEST_BYTES`` after a jump, and never crosses files.
+for Amazon S3 does (sources: helpers/README.md): ranged GETs of at most ``PART_BYTES``, ``CONNECTIONS`` at once;
+read-ahead grows ``PREFETCH_MULTIPLIER`` times while reads stay in order, restarts after a jump, never crosses files;
+and, as Mountpoint without its opt-in ``--cache``, a file opened again is fetched again.
 """
 
 from __future__ import annotations
@@ -107,10 +107,13 @@ class FastFileServer:
         return Transfer(0, 0, time.perf_counter() - t0)
 
     def answer(self, line: str) -> str:
-        """``READ <start> <end> <path>``: that range; a bare path: the whole file. ``OK <offset>`` (every byte from
-        ``start`` to that offset is here: read up to it without asking), ``OK FULL`` (the whole file is here: read it
-        locally from now on) or ``ERR <why>``."""
+        """``READ <start> <end> <path>``: that range; a bare path: the whole file; ``OPEN <path>``: a new reader of
+        it. ``OK <offset>`` (every byte from ``start`` to that offset is here: read up to it without asking), ``OK
+        FULL`` (the whole file is here: read it locally from now on) or ``ERR <why>``."""
         start = 0
+        if line.startswith("OPEN "):
+            self.opened(line.removeprefix("OPEN "))
+            return "OK 0"
         if line.startswith("READ "):
             _, first, end, path = line.split(" ", 3)
             start, error = int(first), self.ensure(path, int(first), int(end))
@@ -149,6 +152,17 @@ class FastFileServer:
             if any(lazy.blocks[b] == "failed" for b in wanted):
                 return lazy.error or f"s3://{lazy.bucket}/{lazy.key} could not be fetched"
         return None
+
+    def opened(self, path: str) -> None:
+        """A new reader of ``path``: what earlier readers fetched is not kept for it (no data cache), so its reads
+        fetch again, read-ahead starting from the first size. Ranges still in flight, and failures, stay."""
+        lazy = self._lookup(path)
+        if lazy is None:
+            return
+        with self._changed:
+            lazy.blocks = {b: state for b, state in lazy.blocks.items() if state != "ready"}
+            lazy.ahead &= set(lazy.blocks)
+            lazy.window, lazy.next_offset, lazy.frontier = FIRST_REQUEST_BYTES, -1, 0
 
     def _lookup(self, path: str) -> _Lazy | None:
         return self.files.get(os.path.realpath(path)) or self.files.get(path)

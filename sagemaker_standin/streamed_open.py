@@ -52,6 +52,12 @@ class ReadThrough:
         when the whole file is (read it locally)."""
         return self._checked(self.quietly(self._ask, f"READ {start} {end} {path}"), path)
 
+    def opened(self, path: str) -> None:
+        """A new reader of ``path``: the server keeps no bytes from earlier readers for it (Mountpoint's default,
+        without a data cache), so its reads fetch again."""
+        self.ready.discard(path)
+        self._checked(self.quietly(self._ask, f"OPEN {path}"), path)
+
     def _checked(self, reply: str, path: str) -> int | None:
         if reply == "OK FULL":
             self.ready.add(path)
@@ -78,7 +84,7 @@ class ReadThrough:
         except TypeError:
             return None  # a file descriptor
         path = os.path.abspath(os.fsdecode(path))
-        return path if self.covers(path) and path not in self.ready and os.path.isfile(path) else None
+        return path if self.covers(path) and os.path.isfile(path) else None  # every open reads anew: no data cache
 
     def _ask(self, request: str) -> str:
         """One request on this thread's connection (a forked process opens its own); blocks as a read would."""
@@ -119,6 +125,7 @@ class StreamedFile(io.RawIOBase):
         super().__init__()
         self.name, self.mode, self._through = path, "rb", read_through
         self._fd = read_through.quietly(os.open, path, os.O_RDONLY)
+        read_through.opened(path)  # this reader fetches its bytes anew
         self._size, self._pos = os.fstat(self._fd).st_size, 0
         self._whole, self._here = False, (0, 0)  # the whole file, or a range of it, known to be here
 

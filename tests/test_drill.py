@@ -250,6 +250,17 @@ def test_rework_table_prices_the_catalogue_and_spot_can_lose_its_discount():
     assert math.isinf(spot.best_interval_h(spot.SpotAssumptions(interruptions_per_hour=0)))
 
 
+def test_spot_without_checkpoints_costs_more_than_on_demand_exactly_past_its_break_even():
+    """Lab 06 says where spot without checkpoints stops paying: the rework table itself turns there."""
+    a = spot.SpotAssumptions()
+    even = spot.no_checkpoint_break_even_h(a)
+    (shorter,), (longer,) = (
+        spot.rework("ml.g6.xlarge", w, intervals_min=(None,), a=a) for w in (0.9 * even, 1.1 * even)
+    )
+    assert shorter["spot $"] < shorter["on-demand $"] and longer["spot $"] > longer["on-demand $"]
+    assert math.isinf(spot.no_checkpoint_break_even_h(spot.SpotAssumptions(interruptions_per_hour=0)))
+
+
 def test_spot_job_dry_run_has_managed_spot_stopping_condition_and_checkpoint_config():
 
     job = Job(

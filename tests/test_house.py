@@ -66,6 +66,7 @@ def test_the_ci_workflow_is_valid_and_runs_the_readme_s_two_commands():
     assert "make        #" in readme and "make test   #" in readme  # the two commands the README states
     assert commands[0].split()[0] == "make" and "test" not in commands[0] and commands[1] == "make test"
     local = [line for line in (REPO / ".ci" / "run").read_text().splitlines() if line.startswith("make")]
+    assert local[:2] == ["make", "make test"], "CI runs the labs as the README's first command does, first"
     for ci in (commands, local):  # the labs' own runs are a step after the suite, on the hosted runner as here
         assert ci.index("make labs-check") == ci.index("make test") + 1
         assert ci.index("make long-check") == ci.index("make labs-check") + 1  # what the suite leaves out runs

@@ -170,6 +170,35 @@ def test_fastfile_streams_ranges_reads_ahead_in_order_and_starts_again_after_a_j
     assert stats["bytes"] == 15 * mib and stats["read_ahead_bytes"] == 15 * mib - demanded
 
 
+def test_fastfile_keeps_no_copy_between_opens_as_mountpoint_without_its_cache(data, tmp_path):
+    """A file opened again (the next epoch) is fetched again, from the first request's size: Mountpoint keeps no data
+    between opens unless given --cache. One reader's seek back stays within what it fetched."""
+    store, _ = data
+    blob = random.Random(5).randbytes(3 << 20)
+    store.client().put_object(Bucket=BUCKET, Key="again/small.bin", Body=blob)
+    server = fastfile.FastFileServer(store.endpoint)
+    try:
+        server.present(
+            "train", BUCKET, [("small.bin", store.list(f"s3://{BUCKET}/again/")[0])], tmp_path / "ch", tmp_path
+        )
+        path = str((tmp_path / "ch" / "small.bin").resolve())
+        reader = streamed_open.ReadThrough(server.address, [str(tmp_path / "ch")])
+        for _ in range(2):  # two epochs, each opening the file anew
+            with io.BufferedReader(streamed_open.StreamedFile(path, reader), 1 << 20) as f:
+                assert f.read() == blob
+        with io.BufferedReader(streamed_open.StreamedFile(path, reader), 1 << 20) as f:
+            assert f.read(1 << 20) == blob[: 1 << 20]
+            f.seek(0)  # the same reader, back over bytes it fetched: nothing more
+            assert f.read(1 << 20) == blob[: 1 << 20]
+    finally:
+        server.close()  # waits for the GETs' records
+    # every byte of the two whole reads fetched twice, one fetch per open; the third open's first request again
+    assert (
+        sorted(tuple(g["range"]) for g in server.fetches) == [(0, fastfile.FIRST_REQUEST_BYTES)] + [(0, len(blob))] * 2
+    )
+    assert server.stats()["train"]["bytes"] == 2 * len(blob) + fastfile.FIRST_REQUEST_BYTES
+
+
 def test_fsx_outlives_jobs_and_follows_the_store(data, runner, probe_dir):
     store, shards = data
     uri = f"s3://{BUCKET}/fsx-case/"

@@ -192,7 +192,13 @@ def test_the_step_gap_is_split_part_by_part_and_names_the_largest(tmp_path):
     starved = {"data_wait_ms": 50.0, "on_core_ms": 22.0, "queued_ms": 6.0, "blocked_ms": 2.0}
     fixed = {"data_wait_ms": 1.0, "on_core_ms": 20.0, "queued_ms": 1.0, "blocked_ms": 2.0}
     gap = bottleneck.step_gap(starved, fixed)
-    assert gap == {"waiting for data": 49.0, "computing": 2.0, "queued for a core": 5.0, "blocked": 0.0}
+    assert gap == {
+        "waiting for data": 49.0,
+        "computing": 2.0,
+        "queued for a core": 5.0,
+        "waiting for the device": 0.0,  # neither run had the stand-in device
+        "blocked": 0.0,
+    }
     slow = _profile(tmp_path / "slow", **{"enumerate(DataLoader)": 48.0, "aten::addmm": 9.0, "aten::gelu": 3.0})
     fast = _profile(tmp_path / "fast", **{"enumerate(DataLoader)": 0.5, "aten::addmm": 8.0, "aten::mul": 2.0})
     assert bottleneck.loader_wait_ms(slow) == 48.0  # the profile's view of the wait: the trainer in next(loader)

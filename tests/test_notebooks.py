@@ -91,6 +91,9 @@ def test_lab_runs_headless_in_smoke_size_with_every_answer_right_and_in_its_stat
     assert lab_time.within(full, t.full.minutes), f"whole lab: stated {full} min, estimated {t.full.minutes:.1f}"
     unborne = lessons.wrong(notebook.stem, run.figures)
     assert not unborne, f"the prose says {unborne}, its run recorded {run.figures}"
+    # on one core a lab whose lessons need more says which it cannot show (and shows the figure it would be)
+    assert run.lessons_not_shown == lessons.not_shown(notebook.stem, run.figures)
+    assert bool(run.lessons_not_shown) == bool(run.figures.get("not_shown"))
     assert run.lessons_not_held == unborne and run.passed, "the runner checks the lessons as this test does"
     assert run.requests, "every core path shows its job's request on the lab's real target (jobs.on_sagemaker)"
     for path in run.requests:
@@ -375,6 +378,63 @@ def test_two_labs_run_at_once_each_pinned_to_a_core_of_its_own(tmp_path, capsys,
     assert (out / "03_broken.log").is_file()
     printed = capsys.readouterr()
     assert "2 at a time" in printed.out and "FAILED 03_broken" in printed.err
+
+
+WHEN = """
+import os, time
+from helpers import report
+report.record(cores=sorted(os.sched_getaffinity(0)), started=time.time())
+time.sleep(0.5)
+report.record(ended=time.time())
+"""
+
+
+def test_a_lab_needing_more_cores_than_a_stream_runs_alone_on_every_core_first(
+    tmp_path, capsys, every_core, monkeypatch
+):
+    """make on 2 cores: lab 02 (a core per rank) runs alone on both, then the others two at a time, one core each."""
+    if len(every_core) < 2:
+        pytest.skip("two streams need two cores")
+    labs = tmp_path / "labs"
+    labs.mkdir()
+    for name in ("01_narrow", "02_wide", "03_narrow"):
+        _notebook(labs / f"{name}.ipynb", [("params", "target = 'x'\nsmoke = True"), ("code", WHEN)])
+    monkeypatch.setitem(lessons.BY_STEM, "02_wide", lab.Lab("02_wide", cores=2, cores_why="a core per rank"))
+    out = tmp_path / "out"
+    assert run_labs.main(["--labs-dir", str(labs), "--out", str(out), "--target", "local_cpu", "--streams", "2"]) == 0
+    runs = {r["lab"]: r["figures"] for r in json.loads((out / "summary.json").read_text())["labs"]}
+    assert runs["02_wide"]["cores"] == every_core  # alone, on every core
+    assert all(len(runs[n]["cores"]) == len(every_core) // 2 for n in ("01_narrow", "03_narrow"))
+    assert runs["02_wide"]["ended"] <= min(runs[n]["started"] for n in ("01_narrow", "03_narrow"))  # nothing beside it
+    assert "02_wide alone on cores" in capsys.readouterr().out
+
+
+def test_a_lesson_too_few_cores_cannot_show_is_listed_not_failed_when_the_lab_says_so(tmp_path, monkeypatch, capsys):
+    labs = tmp_path / "labs"
+    labs.mkdir()
+    said = "from helpers import report\nreport.record(lesson_cores=1)\nreport.cannot_show('two at once', 'one core.')"
+    _notebook(labs / "02_wide.ipynb", [("params", "target = 'x'\nsmoke = True"), ("code", said)])
+    budget = {"two ranks run near twice as fast": lambda f: f["speedup"] >= 1.3}
+    monkeypatch.setitem(
+        lessons.BY_STEM, "02_wide", lab.Lab("02_wide", cores=2, cores_why="a rank each", budget_claims=budget)
+    )
+    args = ["--labs-dir", str(labs), "--out", str(tmp_path / "out"), "--target", "local_cpu", "--streams", "1"]
+    assert run_labs.main(args) == 0
+    (run,) = json.loads((tmp_path / "out" / "summary.json").read_text())["labs"]
+    assert run["lessons_not_shown"] == ["two ranks run near twice as fast (needs 2 cores: a rank each; had 1 free)"]
+    assert "note: 02_wide could not show on these cores" in capsys.readouterr().out
+    _notebook(labs / "02_wide.ipynb", [("params", "target = 'x'\nsmoke = True"), ("code", said.rsplit("\n", 1)[0])])
+    assert run_labs.main(args) == 1  # silent about it: a failed lesson
+    (run,) = json.loads((tmp_path / "out" / "summary.json").read_text())["labs"]
+    assert "says which lesson it cannot show there" in run["lessons_not_held"][0]
+    _notebook(
+        labs / "02_wide.ipynb",
+        [
+            ("params", "target = 'x'\nsmoke = True"),
+            ("code", "from helpers import report\nreport.record(lesson_cores=2, speedup=1.1)"),
+        ],
+    )
+    assert run_labs.main(args) == 1  # the cores were there: the lesson is checked, and this run did not show it
 
 
 def test_streams_are_refused_below_one(tmp_path):

@@ -285,6 +285,30 @@ def test_the_step_breakdown_splits_each_step_s_work_by_where_the_thread_was(monk
     assert "on_core_ms" not in profiling.StepTimer().close()  # off by default: the [final] line keeps its keys
 
 
+def test_the_stand_in_device_makes_each_step_last_its_time_off_the_cores(monkeypatch):
+    """--device_ms: the step's host work overlaps the device's time, and the rest is a wait (a sleep: no core), which
+    the breakdown counts as waiting for the device, not as blocked."""
+    now, on_core, slept = [0.0], [0.0], []
+
+    def sleep(seconds):
+        slept.append(seconds)
+        now[0] += seconds
+
+    monkeypatch.setattr(profiling, "time", types.SimpleNamespace(perf_counter=lambda: now[0], sleep=sleep))
+    monkeypatch.setattr(profiling, "thread_times", lambda: (on_core[0], 0.0))
+    timer = profiling.StepTimer(breakdown=True, device_ms=50)
+    for batch in timer.batches(range(5)):
+        host = 0.08 if batch == 3 else 0.02  # this step's host work outlasts the device: no wait
+        now[0] += host
+        on_core[0] += host
+        timer.step()
+    summary = timer.close()
+    assert slept == pytest.approx([0.03] * 4)  # 50 ms a step, 20 of them the host's own work
+    # steps 2-4 counted (the first is warm-up, the last has no next batch): 50, 50 and 80 ms
+    assert summary["device_wait_ms"] == pytest.approx(20) and summary["blocked_ms"] == pytest.approx(0)
+    assert summary["step_ms"] == pytest.approx(60) and summary["on_core_ms"] == pytest.approx(40)
+
+
 def test_thread_times_come_from_linux_schedstat_or_not_at_all(monkeypatch):
     times = profiling.thread_times()
     assert times is None or (len(times) == 2 and times[0] > 0 and times[1] >= 0)

@@ -50,6 +50,11 @@ def start_from_saved_model(pretrained_channel, beats_baseline, yours, baseline_m
         f"the second job did not complete ({yours['status']}): {yours['reason']}",
     )
     score = yours["val_macro_f1"]
+    expect(
+        score is not None,
+        "the second job completed but recorded no macro-F1 (its log has no [eval] line): read its log, then run "
+        "this cell again.",
+    )
     started_trained = score > baseline_macro_f1
     if channel.lower() != CHANNEL:
         expect(

@@ -1,5 +1,5 @@
-"""Lab 05's exercises: the input mode for a data set, from the lab's own run; the case study's hour of copying, by
-the S3 profile."""
+"""Lab 05's exercises: the input mode for a data set, from the lab's own run and a job in each mode chosen; the case
+study's hour of copying, by the S3 profile."""
 
 from __future__ import annotations
 
@@ -11,47 +11,56 @@ from sagemaker_standin.s3_profile import AWS_S3
 WANTED = {"a": "File", "b": "FastFile", "c": "FSx"}
 
 
-def _why_not(key: str, answer: str, run: dict) -> str:
-    """Why ``answer`` does not fit data set ``key``, in this run's own figures (``run``: the lab's ``this_run``)."""
-    n = run["sequence"]
+def _job(side: dict) -> str:
+    """One job of the check's, as its feedback quotes it: mode, seconds, MB from the store."""
+    return f"{side['mode']} {side['total_s']:.1f} s, {side['mb']:.0f} MB from the store"
+
+
+def _why_not(key: str, answer: str, run: dict, yours: dict) -> str:
+    """Why ``answer`` does not fit data set ``key``, in this run's own figures (``run``: the lab's ``this_run``) and
+    the job the check ran in that mode (``yours[key]``)."""
+    n, epochs, mine = run["sequence"], run["small_epochs"], _job(yours[key])
     seq = {m: f"{run[f'{m.lower()}_sequence_s']:.1f} s" for m in MODES}
     mb = {m: f"{run[f'{m.lower()}_sequence_mb']:.0f} MB" for m in MODES}
     reasons = {
-        ("a", "FastFile"): f"FastFile streams from S3 on every pass: its {n} jobs here fetched {mb['FastFile']}, one "
-        "channel each. File copies 4 GB once, in moments, and every epoch then reads local disk.",
-        ("a", "FSx"): f"one job gains nothing from a file system that outlives it: FSx's first job here waited "
-        f"{run['fsx_input_wait_s']:.2f} s for its import, File's {run['file_input_wait_s']:.2f} s for its copy, "
-        "and FSx bills at least 1.2 TiB a month besides.",
-        ("b", "File"): f"File copies everything before the first step. Here, reading every shard with "
-        f"{run['step_ms_per_mb']:g} ms of work per MB, File's {n} jobs took {seq['File']} and FastFile's "
-        f"{seq['FastFile']}: FastFile streamed while the job worked. At 2 TB File's copy is hours (exercise 05.2).",
-        ("b", "FSx"): f"FSx imports the 2 TB from S3 before its first job reads it: its first job here waited "
-        f"{run['fsx_input_wait_s']:.2f} s, as long as File's copy. For one pass it is a copy with a monthly bill.",
-        ("c", "File"): f"every job copies the 300 GB again: File's {n} jobs here fetched {mb['File']} from the store, "
-        f"FSx's {mb['FSx']}.",
-        ("c", "FastFile"): f"every job streams the 300 GB again: FastFile's {n} jobs here fetched {mb['FastFile']}, "
-        f"FSx's {mb['FSx']}. A file system loaded from S3 once serves all 20.",
+        ("a", "FastFile"): f"your job read the shards for {epochs} epochs: {mine}. FastFile fetches a file again "
+        f"every time it is opened; File's job above copied once and read local disk every epoch: "
+        f"{run['small_data_epochs_file_s']:.1f} s, {run['small_data_epochs_file_mb']:.0f} MB.",
+        ("a", "FSx"): f"your job, FSx's first on a new file system: {mine}. One job gains nothing from a file system "
+        f"that outlives it, and FSx bills at least 1.2 TiB a month besides; File's job above took "
+        f"{run['small_data_epochs_file_s']:.1f} s.",
+        ("b", "File"): f"your job read every shard once with {run['step_ms_per_mb']:g} ms of work per MB: {mine}. "
+        f"File copies everything before the first step; over the sequence above File's {n} jobs took {seq['File']} "
+        f"and FastFile's {seq['FastFile']}. At 2 TB File's copy is hours (exercise 05.2).",
+        ("b", "FSx"): f"your job, FSx's first: {mine}. FSx imports the data from S3 before its first job reads it; "
+        f"for one pass it is a copy with a monthly bill.",
+        ("c", "File"): f"your job, the sequence's next in File mode: {mine}. Every job copies the data again: File's "
+        f"{n} jobs above fetched {mb['File']} from the store, FSx's {mb['FSx']}.",
+        ("c", "FastFile"): f"your job, the sequence's next in FastFile mode: {mine}. Every job streams the data "
+        f"again: FastFile's {n} jobs above fetched {mb['FastFile']}, FSx's {mb['FSx']}. A file system loaded from "
+        "S3 once serves all 20.",
     }
     return reasons[(key, answer)]
 
 
-@exercise("05.1", "Pick the input mode, from this run", minutes=5)
-def input_mode(mode_a, mode_b, mode_c, run):
-    """The input mode for three datasets (a: 4 GB, one job; b: 2 TB read once in order by a job that trains as it
-    reads; c: 300 GB, 20 jobs); ``run`` is the lab's ``this_run``: its whole-channel jobs' seconds and MB per mode,
-    and the first training job's input waits."""
+@exercise("05.1", "Pick the input mode, from this run", minutes=6)
+def input_mode(mode_a, mode_b, mode_c, run, yours):
+    """The input mode for three datasets (a: 4 GB of shards, one job, several epochs; b: 2 TB read once in order by a
+    job that trains as it reads; c: 300 GB, 20 jobs). ``run`` is the lab's ``this_run`` (its measured cases);
+    ``yours`` the job the check cell ran for each answer in its mode (``mode``, ``total_s``, ``mb``)."""
     answers = {"a": mode_a, "b": mode_b, "c": mode_c}
     for key, answer in answers.items():
         expect(answer in MODES, f"mode_{key}: one of {', '.join(MODES)}, not {answer!r}.")
     expect(run is not None, "no run to read: set target = 'local' in the parameters cell and run the lab again.")
+    expect(yours is not None, "your jobs did not run: run the check cell again after the lab's cells above it.")
     wrong = [(key, answer) for key, answer in answers.items() if answer != WANTED[key]]
     for key, answer in wrong[:1]:  # one at a time, in the run's own figures
-        expect(False, f"mode_{key}: not {answer}. {_why_not(key, answer, run)}")
-    faster = run["file_sequence_s"] / run["fastfile_sequence_s"]
+        expect(False, f"mode_{key}: not {answer}. {_why_not(key, answer, run, yours)}")
     return (
-        f"File for small data read many times, FastFile for one long pass (here {faster:.2f}x as fast as File with "
-        f"work on each batch), FSx when many jobs read the same data (here {run['fsx_sequence_mb']:.0f} MB from S3 "
-        f"for {run['sequence']} jobs, against FastFile's {run['fastfile_sequence_mb']:.0f} MB)."
+        f"a: File, for small data read many times (your job: {_job(yours['a'])} for {run['small_epochs']} epochs; "
+        f"FastFile's above {run['small_data_epochs_fastfile_s']:.1f} s). b: FastFile, for one long pass while the "
+        f"job works (your job: {_job(yours['b'])}). c: FSx, when many jobs read the same data (your job, the "
+        f"sequence's next: {_job(yours['c'])})."
     )
 
 

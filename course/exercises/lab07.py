@@ -1,4 +1,10 @@
-"""Lab 07's exercise: feed the trainer while still decoding on the fly, within the cores, and beat the starved run."""
+"""Lab 07's exercise: feed the trainer while still decoding on the fly, within the cores, and beat the starved run
+where the cores allow it.
+
+The trainer's step is mostly the device's (on a CPU, the lab's stand-in: a wait off the cores), so its one thread can
+share a core with a worker, and each worker decodes on a core of its own. On one core one worker is all that fits,
+as in the starved run (none leaves the device idle while the trainer decodes); from two, more workers decode at once.
+"""
 
 from __future__ import annotations
 
@@ -6,15 +12,14 @@ import operator
 
 from course.exercises import exercise, expect
 
-TARGET_SPEEDUP = 1.1  # samples/s of the learner's pipeline over the starved one's: the mean over pairs run in turn
-AS_FAST = 0.85  # on one or two cores: as fast as the starved run, within a shared machine's noise
+TARGET_SPEEDUP = 1.3  # samples/s over the starved run's, from 2 cores: 2 workers give about 1.7x, 1 worker about 1x
+AS_FAST = 0.8  # on 1 core: one worker, as the starved run, measures about 1x; the check only sees that it ran alike
 
 
 def target_speedup(cores: int) -> float:
-    """The ratio the learner's pairs must reach on ``cores`` cores. Beside the trainer's one thread, one core leaves
-    no room for a worker and two leave room for one, as many as the starved run has: only from three cores can more
-    workers decode at once."""
-    return TARGET_SPEEDUP if cores >= 3 else AS_FAST
+    """The ratio the learner's pairs must reach on ``cores`` cores: only from two cores can more workers than the
+    starved run's one decode at once."""
+    return TARGET_SPEEDUP if cores >= 2 else AS_FAST
 
 
 def _count(n: int, what: str) -> str:
@@ -22,30 +27,40 @@ def _count(n: int, what: str) -> str:
 
 
 def fits(my_num_workers, my_threads, cores: int) -> bool:
-    """Whether the answer's workers and trainer threads fit the job's cores: the notebook measures only then."""
+    """Whether the answer fits the job's cores: a worker per core at most, and trainer threads on the cores the
+    workers leave, or one thread, which mostly waits for the device, beside them. The notebook measures only then."""
     try:
         workers, threads = operator.index(my_num_workers), operator.index(my_threads)
     except TypeError:
         return False
-    return workers >= 0 and threads >= 1 and workers + threads <= cores
+    return 0 <= workers <= cores and 1 <= threads <= max(1, cores - workers)
+
+
+def _means(side: dict, key: str) -> float:
+    return sum(run[key] for run in side["runs"]) / len(side["runs"])
 
 
 @exercise("07.1", "Feed the trainer while decoding on the fly", minutes=6)
 def decode_on_the_fly_and_keep_up(my_num_workers, my_persistent_workers, my_threads, cores, starved, yours):
     """The learner keeps ``tokenize = "on_the_fly"`` and picks the loader's workers, whether they persist, and the
-    trainer's threads. First, before anything runs, workers + threads must fit ``cores``; then the pairs just run
+    trainer's threads. First, before anything runs, they must fit ``cores`` (:func:`fits`); then the pairs just run
     (``starved`` and ``yours``: each side's ``runs``, the metrics of one run per pair, and its ``hyperparameters``)
     must show the learner's runs, on average over the pairs, at :func:`target_speedup` times the starved one's
-    samples per second or more."""
+    samples per second or more; on one core, with a worker."""
     whole = all(isinstance(v, int) and not isinstance(v, bool) for v in (my_num_workers, my_threads))
     expect(whole and my_num_workers >= 0 and my_threads >= 1, "my_num_workers: 0 or more; my_threads: 1 or more.")
     expect(isinstance(my_persistent_workers, bool), "my_persistent_workers: True or False.")
-    wanted = my_num_workers + my_threads
+    asked = f"{_count(my_num_workers, 'worker')} and {_count(my_threads, 'trainer thread')}"
     expect(
-        wanted <= cores,
-        f"{_count(my_num_workers, 'worker')} and {_count(my_threads, 'trainer thread')} want {wanted} cores, and "
-        f"the job has {cores}: they would take turns on them, so nothing was measured. Each worker decodes on a core "
-        "of its own, and each trainer thread computes on one: choose them to add up to the cores, no more.",
+        my_num_workers <= cores,
+        f"{asked} on {_count(cores, 'core')}: each worker decodes on a core of its own, and {my_num_workers} want "
+        f"more cores than the job has: they would take turns, so nothing was measured.",
+    )
+    expect(
+        fits(my_num_workers, my_threads, cores),
+        f"{asked} on {_count(cores, 'core')}: the workers leave {_count(max(0, cores - my_num_workers), 'core')} "
+        "for the trainer, and its threads would take turns with them, so nothing was measured. The trainer's step is "
+        "mostly the device's: one thread is enough beside the workers.",
     )
     expect(
         yours is not None,
@@ -62,32 +77,37 @@ def decode_on_the_fly_and_keep_up(my_num_workers, my_persistent_workers, my_thre
     ratio = sum(ratios) / len(ratios)  # one pair can catch a neighbour's burst on one side: the pairs' mean
     fast = sum(y["samples_per_sec"] for _, y in pairs) / len(pairs)
     slow = sum(s["samples_per_sec"] for s, _ in pairs) / len(pairs)
-    each = ", ".join(f"{r:.2f}x" for r in ratios)
-    waits = [sum(r["data_wait_frac"] for r in side["runs"]) / len(side["runs"]) for side in (yours, starved)]
+    measured = (
+        f"{ratio:.2f}x the starved run's samples/s on average ({fast:.0f} against {slow:.0f}; pairs: "
+        f"{', '.join(f'{r:.2f}x' for r in ratios)}); your runs waited for data {_means(yours, 'data_wait_ms'):.0f} ms "
+        f"a step, the starved ones {_means(starved, 'data_wait_ms'):.0f} ms"
+    )
+    expect(
+        my_num_workers > 0,
+        f"with 0 workers the trainer decodes each batch itself, in next(loader), while the device has nothing to do: "
+        f"{measured}. A worker decodes the next batch while the device computes this one.",
+    )
     target = target_speedup(cores)
     expect(
         ratio >= target,
-        f"your pipeline ran at {ratio:.2f}x the starved one's samples/s on average ({fast:.0f} against {slow:.0f}; "
-        f"pairs: {each}); the target is {target}x. Your runs waited for data {waits[0]:.0%} of each step, "
-        f"the starved ones {waits[1]:.0%}. "
+        f"{measured}; the target on {_count(cores, 'core')} is {target}x. "
         + (
-            "Still waiting: who decodes while the trainer computes? More workers, fewer trainer threads."
-            if waits[0] > 0.3
-            else "Look at the starved run's process chart: what did its workers cost at the start of every epoch? "
-            "(A machine busy with other work moves single runs: the pairs' spread says how much.)"
+            "Who decodes while the device computes? One worker decodes a batch in the time the starved run's does: "
+            "more workers, each on a core, decode more batches at once."
+            if my_num_workers < cores
+            else "A machine busy with other work moves single runs: the pairs' spread says how much; run them again."
         ),
     )
-    persist = " that persist" if my_persistent_workers and my_num_workers else ""
+    persist = " that persist" if my_persistent_workers else ""
     return (
-        f"{ratio:.2f}x the starved run's samples/s on average ({fast:.0f} against {slow:.0f}; pairs: {each}), still "
-        f"decoding every title on the fly: {_count(my_num_workers, 'worker')}{persist} and "
-        f"{_count(my_threads, 'trainer thread')} on {_count(cores, 'core')}. Your runs waited for data "
-        f"{waits[0]:.0%} of each step, the starved ones {waits[1]:.0%}. "
+        f"{measured}, still decoding every title on the fly: {_count(my_num_workers, 'worker')}{persist} and "
+        f"{_count(my_threads, 'trainer thread')} on {_count(cores, 'core')}. "
         + (
-            "Workers that decode while the trainer computes, within the cores, are the fix on the fly"
-            if cores >= 3
-            else f"On {_count(cores, 'core')} no more workers fit than the starved run's one: on the fly, this is as "
-            "fast as it gets"
+            "Each worker decodes on a core of its own while the device computes: the more cores, the more batches "
+            "in flight"
+            if cores >= 2
+            else "On 1 core one worker is all that fits, as in the starved run: it decodes while the device "
+            "computes, and only more cores, or less work per title, go faster"
         )
-        + "; decoding ahead (the fixed run) removes the work itself."
+        + "; decoding ahead (the fixed run) removes the work from the loop altogether."
     )

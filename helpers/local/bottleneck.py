@@ -1,6 +1,7 @@
 """Why one run's training step is longer than another's: the step's gap split into the clock's parts (data wait,
-computing, queued for a core, blocked) with the largest named as the cause, and the operators that grew most in the
-two runs' profiles. Both runs need ``train.py --step_breakdown`` (and ``--profile`` for the operators)::
+computing, queued for a core, waiting for the device, blocked) with the largest named as the cause, and the operators
+that grew most in the two runs' profiles. Both runs need ``train.py --step_breakdown`` (and ``--profile`` for the
+operators)::
 
     gap = bottleneck.step_gap(starved.metrics, fixed.metrics)
     cause, sentence = bottleneck.verdict(gap, bottleneck.operator_gap(starved.output_dir, fixed.output_dir))
@@ -16,12 +17,14 @@ GAP_PARTS = {  # where the clock of ``train.py --step_breakdown`` puts each mill
     "waiting for data": "data_wait_ms",
     "computing": "on_core_ms",
     "queued for a core": "queued_ms",
+    "waiting for the device": "device_wait_ms",  # train.py --device_ms: the stand-in accelerator (0 without one)
     "blocked": "blocked_ms",
 }
 CAUSES = {  # the largest part of the gap, in words a learner can act on
     "waiting for data": "the loader: the trainer sat waiting for batches its workers had not decoded yet",
     "computing": "the trainer's own operators: they computed longer on the cores they had",
     "queued for a core": "too few cores: the trainer's threads queued for cores its workers or other work held",
+    "waiting for the device": "the accelerator: the trainer waited for the device's own work",
     "blocked": "the trainer was blocked off the cores (a lock, memory or I/O)",
 }
 
@@ -29,6 +32,7 @@ CAUSES = {  # the largest part of the gap, in words a learner can act on
 def step_gap(slow: dict, fast: dict) -> dict[str, float]:
     """How many ms per step longer the slow run's step was, part by part (:data:`GAP_PARTS`), from two runs'
     metrics: the clock's unprofiled steps, whose parts add up to the step."""
+    slow, fast = ({"device_wait_ms": 0.0, **m} for m in (slow, fast))  # a run without the stand-in waited for none
     missing = [k for k in GAP_PARTS.values() if k not in slow or k not in fast]
     if missing:
         raise KeyError(f"no {', '.join(missing)} in the metrics: run both jobs with step_breakdown=True (Linux)")

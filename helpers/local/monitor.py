@@ -113,6 +113,7 @@ class Monitor:
         self.memory_kind = _memory_kind()
         self.started_at = time.perf_counter()  # the samples' t = 0, on the perf_counter clock (see mark)
         self.roots: list[psutil.Process] = []
+        self.budget: int | None = None  # the cores the job may use (run_monitored: its cpu_set), when known
         self.gpus = GPUs() if gpus else None
         self.gpu_names = self.gpus.names if self.gpus else []
         self._cpu_seen: dict[int, float] = {}  # pid -> CPU seconds at the last sample
@@ -387,11 +388,19 @@ def run_monitored(job, target: targets.Target, interval: float = 0.5, **runner_o
     runner = LocalRunner(**runner_options)
     local = runner.start(job, t)
     with watch(local, interval=interval) as mon:
+        mon.budget = job_budget(job)
         result = local.wait()
     window = training_window(result.history)
     if window:  # the job's log times count from its launch, local.t0 on the perf_counter clock
         mon.mark("training", *window, clock_zero=local.t0)
     return runner.checked(result), mon
+
+
+def job_budget(job) -> int:
+    """The cores a local job may run on: those its ``cpu_set`` names (train.py pins itself and its workers there),
+    else every core this process may use."""
+    named = str(getattr(job, "hyperparameters", {}).get("cpu_set", "") or "")
+    return len({c for c in named.split(",") if c.strip()}) or targets.local_cpu_count()
 
 
 def run_in_turn(

@@ -57,6 +57,24 @@ def expected_hours(work_h: float, interval_h: float | None, a: SpotAssumptions) 
     return segments * m * math.exp(restart / m) * math.expm1((tau + delta) / m)
 
 
+def no_checkpoint_break_even_h(a: SpotAssumptions = SpotAssumptions()) -> float:
+    """The hours of work past which spot without checkpoints (a restart starts over) costs more than the same work
+    on demand: where the expected hours, at the spot discount, reach the work itself. inf without interruptions."""
+    if a.interruptions_per_hour == 0:
+        return math.inf
+
+    def over(work_h: float) -> float:
+        return expected_hours(work_h, None, a) * (1 - a.saving) - work_h
+
+    low, high = 1e-3, 1.0
+    while over(high) < 0:
+        low, high = high, 2 * high
+    for _ in range(60):  # bisection: the cost's excess grows with the work once past the point
+        middle = (low + high) / 2
+        low, high = (middle, high) if over(middle) < 0 else (low, middle)
+    return high
+
+
 def best_interval_h(a: SpotAssumptions) -> float:
     """Young's interval: the checkpoint period that balances saving time against expected lost work."""
     if a.interruptions_per_hour == 0:

@@ -1,6 +1,6 @@
 # Reference answers for lab 07's exercises (python -m course.run_labs --solutions fills them in).
 
 # %% 07.1
-my_threads = 1  # one core computes the model...
-my_num_workers = cores_per_process - my_threads  # ...and every other core decodes (none on one core: the trainer does)
-my_persistent_workers = bool(my_num_workers)  # workers forked once, not again at every epoch's start
+my_num_workers = cores_per_process  # a worker decoding on every core...
+my_threads = 1  # ...and the trainer's one thread beside them: its step is mostly the device's
+my_persistent_workers = True  # workers forked once, not again at every epoch's start

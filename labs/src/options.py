@@ -214,6 +214,13 @@ def train_parser(description: str | None = None) -> ArgumentParser:
         help="CPU ms each training title's decoding costs, as an image's would (0: none); on_the_fly: per sample",
     )
     p.add_argument("--cpu_set", default="", help="the cores this job's processes may run on, e.g. 0,1 (empty: all)")
+    p.add_argument(
+        "--device_ms",
+        type=NON_NEGATIVE_FLOAT,
+        default=0.0,
+        help="a stand-in accelerator on a CPU (lab 07): each step lasts at least this many ms, the rest a wait off "
+        "the cores, as a GPU computes while its host waits (0: none)",
+    )
     # profiling (profiling.py, lab 07): where a step's time goes
     p.add_argument(
         "--profile",
@@ -351,6 +358,7 @@ def read_channel_parser(description: str | None = None) -> argparse.ArgumentPars
     )
     p.add_argument("--pattern", default="", help="only files whose name ends with this (e.g. .csv)")
     p.add_argument("--block_kb", type=AT_LEAST_1, default=1024)
+    p.add_argument("--epochs", type=AT_LEAST_1, default=1, help="passes over the files, each opening every file again")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--log_every", type=NON_NEGATIVE, default=0, help="a [read] line every N files (0: ten per run)")
     p.add_argument(

@@ -4,6 +4,9 @@ The clock always runs (two ``perf_counter`` calls a step): it splits the loop's 
 batch (inside ``next(loader)``) and everything else, and adds ``data_wait_frac`` and friends to the run's summary.
 With ``--step_breakdown`` it also splits everything else by where the trainer's thread was (Linux's schedstat):
 on a core, queued for one, or blocked, which in a DDP step is waiting for the gradient all-reduce (lab 02).
+``--device_ms`` stands in for an accelerator on a CPU machine (lab 07): each step's work lasts at least that long, the
+rest of it a wait off the cores, as a GPU computes while the host that launched its kernels waits; the clock counts
+it as ``device_wait_ms``.
 ``--profile`` adds torch.profiler on a ``wait, warmup, active`` schedule (the flags are declared with train.py's
 other options, in ``options.py``). Its trace lands in ``--profile_dir`` as a Chrome trace
 (``<host>-rank<r>.<id>.pt.trace.json.gz``: open it in https://ui.perfetto.dev or TensorBoard); rank ``r`` also
@@ -66,10 +69,14 @@ class StepClock:
     step's end and its next ``next(loader)`` (evaluation, checkpoints, log lines) is no step's time.
 
     ``breakdown``: the work also split by where this thread spent it (:func:`thread_times`): computing on a core,
-    queued for one (the cores were busy with other work), and the rest blocked, off the cores, which in a DDP step
-    is waiting for the gradient all-reduce and for the slowest rank."""
+    queued for one (the cores were busy with other work), waiting for the stand-in device (``device_wait_ms``), and the
+    rest blocked, off the cores, which in a DDP step is waiting for the gradient all-reduce and the slowest rank.
 
-    def __init__(self, breakdown: bool = False):
+    ``device_ms``: the stand-in accelerator's time per step (0: none). :meth:`stepped` waits, off the cores, until
+    the step's work has lasted that long: the host's own part of the step (Python, launching operators) overlaps
+    it, as it overlaps a GPU's kernels, and a loader worker has the cores meanwhile."""
+
+    def __init__(self, breakdown: bool = False, device_ms: float = 0.0):
         self.start = time.perf_counter()
         self.first_batch_s = None
         self.wait = self.total = 0.0
@@ -78,10 +85,17 @@ class StepClock:
         self.ended = None  # when the current step's work ended (None: not told; the next wait ends it)
         self.warm = False
         self.breakdown = breakdown and thread_times() is not None
-        self.on_core = self.queued = 0.0
+        self.on_core = self.queued = self.device = 0.0
         self.arrived_at = self.ended_at = None  # thread_times() at those moments
+        self.device_s, self.device_now = device_ms / 1e3, 0.0  # the stand-in's time per step; this step's wait
 
     def stepped(self) -> None:
+        now = time.perf_counter()
+        self.device_now = 0.0
+        if self.device_s and self.arrived is not None:  # the device is still computing: wait for it off the cores
+            self.device_now = max(0.0, self.arrived + self.device_s - now)
+            if self.device_now:
+                time.sleep(self.device_now)
         self.ended = time.perf_counter()
         self.ended_at = thread_times() if self.breakdown else None
 
@@ -105,11 +119,12 @@ class StepClock:
                 self.wait += now - before
                 self.total += work + now - before
                 self.steps += 1
+                self.device += self.device_now
                 if self.breakdown:
                     self.on_core += before_at[0] - self.arrived_at[0]
                     self.queued += before_at[1] - self.arrived_at[1]
             self.warm = self.arrived is not None  # from the second step's span on
-            self.arrived, self.ended = now, None
+            self.arrived, self.ended, self.device_now = now, None, 0.0
             self.arrived_at = thread_times() if self.breakdown else None
             yield batch
 
@@ -126,8 +141,15 @@ class StepClock:
             work = self.total - self.wait
             out["on_core_ms"] = 1e3 * self.on_core / self.steps
             out["queued_ms"] = 1e3 * self.queued / self.steps
-            out["blocked_ms"] = 1e3 * max(0.0, work - self.on_core - self.queued) / self.steps
+            out["device_wait_ms"] = 1e3 * self.device / self.steps
+            out["blocked_ms"] = 1e3 * max(0.0, work - self.on_core - self.queued - self.device) / self.steps
         return out
+
+
+def timed(make, *args):
+    """``(make(*args), seconds it took)``: a set-up step's wall time, for the run's summary."""
+    start = time.perf_counter()
+    return make(*args), time.perf_counter() - start
 
 
 def thread_times() -> tuple[float, float] | None:
@@ -144,8 +166,8 @@ def thread_times() -> tuple[float, float] | None:
 class StepTimer:
     """The profiler when ``--profile`` is off: only the clock. Same hooks, so the loop has no branches."""
 
-    def __init__(self, num_workers: int = 0, breakdown: bool = False):
-        self.clock = StepClock(breakdown)
+    def __init__(self, num_workers: int = 0, breakdown: bool = False, device_ms: float = 0.0):
+        self.clock = StepClock(breakdown, device_ms)
         self.num_workers = num_workers
 
     def batches(self, loader):
@@ -173,8 +195,9 @@ class TorchProfiler(StepTimer):
         rank: int,
         num_workers: int = 0,
         breakdown: bool = False,
+        device_ms: float = 0.0,
     ):
-        super().__init__(num_workers, breakdown)
+        super().__init__(num_workers, breakdown, device_ms)
         self.out_dir, self.schedule, self.device, self.rank = out_dir, schedule, device, rank
         os.makedirs(out_dir, exist_ok=True)
         host = os.environ.get("SM_CURRENT_HOST", "local")
@@ -263,8 +286,11 @@ def start(args, d, total_steps: int) -> StepTimer:
     fits the run before training starts."""
     workers = getattr(args, "num_workers", 0)
     breakdown = getattr(args, "step_breakdown", False)
+    device_ms = getattr(args, "device_ms", 0.0)
+    if device_ms and d.device.type != "cpu":
+        raise SystemExit(f"--device_ms {device_ms:g} stands in for an accelerator on a CPU: this run has a {d.device}")
     if not args.profile:
-        return StepTimer(workers, breakdown)
+        return StepTimer(workers, breakdown, device_ms)
     schedule = parse_schedule(args.profile_schedule)
     if sum(schedule) > total_steps:
         raise SystemExit(
@@ -272,4 +298,4 @@ def start(args, d, total_steps: int) -> StepTimer:
             f"{total_steps}: shorten the schedule or train for more steps"
         )
     out_dir = args.profile_dir or os.path.join(args.output_data_dir, "profile")
-    return TorchProfiler(out_dir, schedule, d.device, d.rank, workers, breakdown)
+    return TorchProfiler(out_dir, schedule, d.device, d.rank, workers, breakdown, device_ms)

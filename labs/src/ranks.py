@@ -81,8 +81,8 @@ class Dist:
             why = f"{type(e).__name__}: {e}"
         if "MASTER_ADDR" not in os.environ:  # a bare mpirun launch: no rendezvous address to fall back on
             raise SystemExit(
-                f"--backend smddp under mpirun, but SMDDP cannot be imported ({why}). Use an image "
-                f"that ships SMDDP (PyTorch 2.3.0 DLC or an SMP image) or distribution='torchrun'."
+                f"--backend smddp under mpirun, but SMDDP cannot be imported ({why}). Use an image that ships "
+                f"SMDDP (a SageMaker GPU DLC for PyTorch 2.3 to 2.5, or an SMP image) or distribution='torchrun'."
             )
         self.print(
             f"[warn] --backend smddp: SMDDP cannot be imported here ({why}); falling back to {native}. "

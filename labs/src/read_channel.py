@@ -3,7 +3,8 @@
 Standard library only, so it runs in any SageMaker image and in the local runner (its options are declared in
 ``options.py``); it reads only the container contract (``SM_CHANNEL_<NAME>``). ``--access sequential`` reads the
 files in name order, each front to back; ``--access random`` reads a random ``--fraction`` of them in random order
-(a shuffled data set of one object per record). ``--compute_ms_per_mb`` adds a training step's work after each block
+(a shuffled data set of one object per record); ``--epochs`` passes over them, each opening every file again, as a
+data set of files is read epoch after epoch. ``--compute_ms_per_mb`` adds a training step's work after each block
 read, so a streaming input mode can overlap its reads with it: ``--compute_on accelerator`` waits that long, as a loop
 waits for its GPU step with the CPU free; ``cpu`` spins this thread's CPU that long, as decoding would. Metric
 lines::
@@ -62,7 +63,7 @@ def main(args) -> None:
     block = args.block_kb << 10
     total, first_byte, work_s = 0, None, 0.0
     t0 = time.perf_counter()
-    for i, path in enumerate(files, start=1):
+    for i, path in enumerate(files * args.epochs, start=1):
         with open(path, "rb") as f:
             while chunk := f.read(block):
                 first_byte = first_byte if first_byte is not None else time.perf_counter() - start
@@ -71,11 +72,11 @@ def main(args) -> None:
                 if cost:
                     compute(cost, args.compute_on)
                 work_s += cost
-        if i % every == 0 or i == len(files):
+        if i % every == 0 or i == len(files) * args.epochs:
             print(f"[read] files={i} bytes={total} seconds={time.perf_counter() - t0:.4f}", flush=True)
     seconds = time.perf_counter() - t0
     print(
-        f"[final] files={len(files)} bytes={total} read_seconds={seconds:.4f} "
+        f"[final] files={len(files)} epochs={args.epochs} bytes={total} read_seconds={seconds:.4f} "
         f"mb_per_s={total / 1e6 / seconds if seconds else 0:.4f} first_byte_s={first_byte or 0:.4f} "
         f"compute_s={work_s:.4f}",
         flush=True,

@@ -71,7 +71,8 @@ def main(args) -> None:
     per_rank_batch = d.per_rank(args.batch_size)  # --batch_size is the global batch: each rank trains its share
 
     labels, tokenizer = read_labels(args.train), load_tokenizer_for(args)
-    train_set, val_set, collate = load_datasets(args, labels, tokenizer)
+    # the data's preparation, timed: decoding and tokenizing every title, when that is done ahead (lab 07)
+    (train_set, val_set, collate), prepared = profiling.timed(load_datasets, args, labels, tokenizer)
     sampler, loader = make_loader(train_set, collate, args, d)
     steps_per_epoch, total_steps = len(loader), planned_steps(args, len(loader))
     raw_model = build_model(args, len(tokenizer), len(labels), tokenizer.pad_token_id).to(d.device)
@@ -131,7 +132,7 @@ def main(args) -> None:
                 break
         progress.epoch += 1
 
-    summary = summarize(progress, d, precision, raw_model, profiler)
+    summary = {**summarize(progress, d, precision, raw_model, profiler), "data_prep_s": prepared}
     metrics.log("final", **last_eval(metrics), **summary)
     if d.master:
         save(args, raw_model, labels, metrics, summary, tokenizer)
