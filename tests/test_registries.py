@@ -110,6 +110,8 @@ def test_every_kind_of_target_has_its_rules():
 # ---------------------------------------------------------------------------------------------- input modes
 def test_every_input_mode_has_a_local_stand_in():
     assert set(s3_inputs.STAND_INS) == set(input_mode.MODES)
+    # the stand-in knows nothing of the helpers: its own list of the modes whose channel is a file system's directory
+    assert s3_inputs.FILE_SYSTEMS == {m.name for m in input_mode.MODES.values() if not m.reads_s3}
 
 
 def test_every_input_mode_is_a_lab_05_job_and_an_answer_its_exercise_knows():

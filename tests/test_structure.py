@@ -7,7 +7,8 @@
   (``sagemaker_standin``) imports neither;
 - an import inside a function is for an optional third-party package only: a helpers module that needs another
   imports it at the top, where a cycle would show at once;
-- every error class the helpers define derives from ``helpers.errors.WorkshopError``;
+- every error class the helpers and the course define derives from ``helpers.errors.WorkshopError`` (the stand-in's
+  from its own ``StandInError``: it imports nothing of the helpers);
 - no module in ``helpers/`` or ``labs/src/`` over 500 lines, and no function in ``helpers/`` over 80: split by concern.
 """
 

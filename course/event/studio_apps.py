@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from helpers.aws.quotas import QuotaCheck, quota_value
+from helpers.aws.quotas import QuotaCheck, quota_check
 from helpers.aws.setup_errors import QuotaError
 
 _codes: dict[str, str] = {}  # quota name -> Service Quotas code: the same in every account and region
@@ -54,15 +54,13 @@ def check_app_quota(boto_session, instance_type: str, apps: int, region: str | N
 
     region = region or boto_session.region_name
     try:
-        found = quota_value(
-            boto_session.client("service-quotas", region_name=region), app_quota_name(instance_type), _codes
+        check = quota_check(
+            boto_session.client("service-quotas", region_name=region), app_quota_name(instance_type), apps, _codes
         )
     except (ClientError, BotoCoreError):
         return None
-    if found is None:
+    if check is None:
         return None
-    limit, code, default = found
-    check = QuotaCheck(app_quota_name(instance_type), limit, apps, quota_code=code, default=default)
     try:
         check = replace(check, in_use=apps_in_use(boto_session.client("sagemaker", region_name=region), instance_type))
     except (ClientError, BotoCoreError):

@@ -16,9 +16,9 @@ from helpers.aws.quotas import (
     ACCOUNT_WIDE,
     QuotaCheck,
     instances_in_use,
+    quota_check,
     quota_message,
     quota_name,
-    quota_value,
 )
 from helpers.aws.settings import (
     BUCKET_ENV,
@@ -225,8 +225,8 @@ def check_quota(
     region = region or boto_session.region_name
     quotas = boto_session.client("service-quotas", region_name=region)
     try:
-        check = _check(quotas, quota_name(instance_type, spot), instance_count)
-        overall = _check(quotas, ACCOUNT_WIDE[spot], instance_count) if check and check.ok else None
+        check = quota_check(quotas, quota_name(instance_type, spot), instance_count, _quota_codes)
+        overall = quota_check(quotas, ACCOUNT_WIDE[spot], instance_count, _quota_codes) if check and check.ok else None
     except (ClientError, BotoCoreError):
         return None
     if check is None:
@@ -245,11 +245,3 @@ def check_quota(
         if c is not None and not c.ok:
             raise QuotaError(quota_message(c))
     return check
-
-
-def _check(client, wanted: str, requested: int) -> QuotaCheck | None:
-    found = quota_value(client, wanted, _quota_codes)
-    if found is None:
-        return None
-    limit, code, default = found
-    return QuotaCheck(wanted, limit, requested, quota_code=code, default=default)

@@ -76,6 +76,16 @@ def quota_value(client, wanted: str, codes: dict[str, str]) -> tuple[float, str,
     return default, code, True
 
 
+def quota_check(client, wanted: str, requested: int, codes: dict[str, str]) -> QuotaCheck | None:
+    """``requested`` more against the SageMaker quota named ``wanted`` (``codes``: :func:`quota_value`'s cache);
+    None when there is no such quota."""
+    found = quota_value(client, wanted, codes)
+    if found is None:
+        return None
+    limit, code, default = found
+    return QuotaCheck(wanted, limit, requested, quota_code=code, default=default)
+
+
 def instances_in_use(client, spot: bool, scan_limit: int) -> tuple[Counter, int]:
     """Instances held by this account's running training jobs of one purchase option (spot and on-demand have separate
     quotas), by type, and how many running jobs were past the first ``scan_limit`` and not counted."""
