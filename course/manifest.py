@@ -433,7 +433,7 @@ _LAB_07 = Lab(
             )
         ),
         "the fix's loop is faster in every pair": Margin("pipeline_speedup_low", at_least=2),
-        "end to end, its decoding ahead included, the fix is faster in every pair": Margin(
+        "with its decoding ahead added to the loop, the fix is faster in every pair": Margin(
             "pipeline_speedup_end_to_end_low", at_least=1.3
         ),
         "the verdict names the loader: the starved run was waiting for data": lambda f: (

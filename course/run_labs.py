@@ -372,7 +372,7 @@ def _run_streams(a: argparse.Namespace, labs: list[Path], parameters: dict, stre
     for old in ("summary.json", "summary.md"):
         (a.out / old).unlink(missing_ok=True)
     order = longest_first(labs, a.out)
-    wide = [nb for nb in order if needed_cores(nb) > len(shares[0])]
+    wide = [nb for nb in order if needed_cores(nb) > min(map(len, shares))]  # shares differ by one on odd counts
     alone = (
         f"{listing(nb.stem for nb in wide)} alone on cores {_cores(cores)} (the cores their lessons need), then "
         if wide
@@ -387,10 +387,6 @@ def _run_streams(a: argparse.Namespace, labs: list[Path], parameters: dict, stre
     lock = threading.Lock()
     queue = [nb for nb in order if nb not in wide]
     start = time.perf_counter()
-    for notebook in wide:  # one at a time, every core: nothing else of this run beside it
-        runs[notebook.stem] = _one_stream(a, notebook, cores, lock_fd)
-        print(f"[{len(runs)}/{len(labs)}] {notebook.stem} on cores {_cores(cores)}: {runs[notebook.stem].line()}")
-        write_summary([runs[nb.stem] for nb in labs if nb.stem in runs], a.out, parameters)
 
     def stream(share: list[int]) -> None:
         while True:
@@ -405,15 +401,23 @@ def _run_streams(a: argparse.Namespace, labs: list[Path], parameters: dict, stre
                 write_summary([runs[nb.stem] for nb in labs if nb.stem in runs], a.out, parameters)
 
     workers = [threading.Thread(target=stream, args=(share,), daemon=True) for share in shares]
-    for w in workers:
-        w.start()
     try:
+        for notebook in wide:  # one at a time, every core: nothing else of this run beside it
+            runs[notebook.stem] = _one_stream(a, notebook, cores, lock_fd)
+            print(
+                f"[{len(runs)}/{len(labs)}] {notebook.stem} on cores {_cores(cores)}: {runs[notebook.stem].line()}",
+                flush=True,
+            )
+            write_summary([runs[nb.stem] for nb in labs if nb.stem in runs], a.out, parameters)
+        for w in workers:
+            w.start()
         for w in workers:
             while w.is_alive():
                 w.join(0.5)  # a join with a timeout, so that Ctrl-C reaches this thread
     except KeyboardInterrupt:  # the children had the same SIGINT: wait for their records, then say where it stopped
         for w in workers:
-            w.join(60)
+            if w.ident is not None:  # started: the wide labs' phase was over
+                w.join(60)
         done = [runs[nb.stem] for nb in labs if nb.stem in runs]
         stopped = [
             LabRun(nb.stem, "interrupted", 0.0, "", error="interrupted (Ctrl-C): its files are partial")

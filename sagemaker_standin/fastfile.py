@@ -4,7 +4,9 @@
 the server for its byte range (:mod:`sagemaker_standin.streamed_open` waits for it). The server fetches as Mountpoint
 for Amazon S3 does (sources: helpers/README.md): ranged GETs of at most ``PART_BYTES``, ``CONNECTIONS`` at once;
 read-ahead grows ``PREFETCH_MULTIPLIER`` times while reads stay in order, restarts after a jump, never crosses files;
-and, as Mountpoint without its opt-in ``--cache``, a file opened again is fetched again.
+and, as Mountpoint without its opt-in ``--cache``, a file opened again with ``open()`` is fetched again. Unlike
+Mountpoint, whose every open handle has a prefetcher of its own, the read-ahead state is the file's: two readers of
+one file at once (no lab has them) would reset each other's.
 """
 
 from __future__ import annotations

@@ -265,3 +265,17 @@ def test_the_recorded_gpu_profile_says_where_when_and_how_and_reads_as_a_runs_wo
     )
     with pytest.raises(KeyError, match="no 'tpu' list"):
         monitor.recorded_top_ops("tpu")
+
+
+def test_other_work_is_counted_on_the_lab_s_own_cores_only(monkeypatch):
+    """A lab beside another lab's stream (make on a 4-vCPU space: two cores each): the other stream's busy cores are
+    not in the way of this lab's ranks, so they are not its "other work"."""
+    from helpers.planning import scaling
+
+    mon = monitor.Monitor(gpus=False)
+    roles = {"launcher": 0.0, "trainer": 80.0, "loader workers": 0.0}
+    for t in (0.5, 1.0):  # cores 0 and 1 this lab's (the trainer at 80% on core 0), 2 and 3 another stream's
+        mon.samples.append(monitor.Sample(t, [80.0, 10.0, 100.0, 100.0], roles, dict(roles), {r: 1 for r in roles}))
+    monkeypatch.setattr(monitor, "_own_cores", lambda: [0, 1])
+    used = scaling.cores_used(mon)
+    assert used["job"] == pytest.approx(0.8) and used["other work"] == pytest.approx(0.1)  # not 2.1

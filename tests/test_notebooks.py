@@ -91,8 +91,10 @@ def test_lab_runs_headless_in_smoke_size_with_every_answer_right_and_in_its_stat
     assert lab_time.within(full, t.full.minutes), f"whole lab: stated {full} min, estimated {t.full.minutes:.1f}"
     unborne = lessons.wrong(notebook.stem, run.figures)
     assert not unborne, f"the prose says {unborne}, its run recorded {run.figures}"
-    # on one core a lab whose lessons need more says which it cannot show (and shows the figure it would be)
-    assert run.lessons_not_shown == lessons.not_shown(notebook.stem, run.figures)
+    # on fewer cores than its lessons need a lab says which it cannot show (and shows the figure it would be); given
+    # them, it shows every one
+    one, here = lessons.BY_STEM[notebook.stem], len(os.sched_getaffinity(0))
+    assert bool(run.lessons_not_shown) == (here < one.cores and bool(one.budget_claims)), (here, run.lessons_not_shown)
     assert bool(run.lessons_not_shown) == bool(run.figures.get("not_shown"))
     assert run.lessons_not_held == unborne and run.passed, "the runner checks the lessons as this test does"
     assert run.requests, "every core path shows its job's request on the lab's real target (jobs.on_sagemaker)"

@@ -197,6 +197,6 @@ def test_cores_used_are_the_job_s_and_everyone_else_s_while_it_trained():
 
         def summary(self, window=None):
             assert window == "training"
-            return {"machine_cpu_pct": 90.0, "cores": 2, "job_cores": 0.5}
+            return {"machine_cpu_pct": 90.0, "cores": 2, "own_cpu_pct": 90.0, "own_cores": 2, "job_cores": 0.5}
 
     assert scaling.cores_used(Monitor()) == {"job": 0.5, "other work": pytest.approx(1.3)}

@@ -275,6 +275,10 @@ class Monitor:
             "cores": len(samples[0].cores),
             "machine_cpu_pct": sum(busy) / n,
         }
+        # the cores this process may use (a lab's; its jobs inherit them): another stream's cores are not its own
+        mine = [i for i in _own_cores() if i < len(samples[0].cores)]
+        out["own_cores"] = len(mine)
+        out["own_cpu_pct"] = sum(sum(s.cores[i] for i in mine) / max(1, len(mine)) for s in samples) / n
         for role in ROLES:
             out[f"{role}_cores"] = sum(s.cpu_by_role[role] for s in samples) / n / 100
         out["job_cores"] = sum(out[f"{r}_cores"] for r in ROLES)
@@ -336,6 +340,13 @@ class Monitor:
     def lines(self, title: str = ""):
         """The job's CPU and memory by role over time, and GPU use where there are GPUs."""
         return utilisation_lines(self, title=title)
+
+
+def _own_cores() -> list[int]:
+    """This process's cores (its affinity; every core where the OS cannot say, as on macOS)."""
+    if hasattr(os, "sched_getaffinity"):
+        return sorted(os.sched_getaffinity(0))
+    return list(range(psutil.cpu_count() or 1))
 
 
 def free_cores(seconds: float = 1.0) -> float:

@@ -338,10 +338,11 @@ STEP_PARTS = {
 
 
 def cores_used(monitor) -> dict[str, float]:
-    """Cores a local job's processes kept busy while it trained, and cores every other process did meanwhile: a
+    """Cores a local job's processes kept busy while it trained, and cores every other process did meanwhile on the
+    job's own cores (another lab's stream on other cores is not in its way): a
     :class:`helpers.local.monitor.Monitor`'s training window (its whole run when it has none)."""
     s = monitor.summary("training" if "training" in monitor.windows else None)
-    return {"job": s["job_cores"], "other work": max(0.0, s["machine_cpu_pct"] / 100 * s["cores"] - s["job_cores"])}
+    return {"job": s["job_cores"], "other work": max(0.0, s["own_cpu_pct"] / 100 * s["own_cores"] - s["job_cores"])}
 
 
 def speedup_breakdown(

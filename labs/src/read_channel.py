@@ -59,7 +59,7 @@ def main(args) -> None:
         files = files[: max(1, round(len(files) * args.fraction))]
     listed = sum(os.path.getsize(f) for f in files)
     print(f"[setup] channel={args.channel} access={args.access} files={len(files)} bytes_listed={listed}", flush=True)
-    every = args.log_every or max(1, len(files) // 10)
+    every = args.log_every or max(1, len(files) * args.epochs // 10)  # about ten [read] lines, whatever the epochs
     block = args.block_kb << 10
     total, first_byte, work_s = 0, None, 0.0
     t0 = time.perf_counter()
