@@ -12,6 +12,7 @@ one file at once (no lab has them) would reset each other's.
 from __future__ import annotations
 
 import concurrent.futures
+import itertools
 import os
 import socketserver
 import threading
@@ -41,6 +42,7 @@ class _Lazy:
     size: int
     modified: float
     blocks: dict[int, str] = field(default_factory=dict)  # block -> fetching | ready | failed
+    fetched_by: dict[int, int] = field(default_factory=dict)  # block -> the GET fetching it (an older one may linger)
     ahead: set[int] = field(default_factory=set)  # blocks fetched before a read asked for them
     window: int = FIRST_REQUEST_BYTES
     next_offset: int = -1  # where the last read ended
@@ -65,6 +67,7 @@ class FastFileServer:
         self._changed = threading.Condition()  # guards every _Lazy and the lists above
         self._closed = False
         self._pool = concurrent.futures.ThreadPoolExecutor(connections, thread_name_prefix="fastfile-get")
+        self._get_ids = itertools.count()
         self.t0 = time.perf_counter()
         server = self
 
@@ -163,6 +166,7 @@ class FastFileServer:
             return
         with self._changed:
             lazy.blocks = {b: state for b, state in lazy.blocks.items() if state != "ready"}
+            lazy.fetched_by = {b: get for b, get in lazy.fetched_by.items() if b in lazy.blocks}
             lazy.ahead &= set(lazy.blocks)
             lazy.window, lazy.next_offset, lazy.frontier = FIRST_REQUEST_BYTES, -1, 0
 
@@ -195,17 +199,25 @@ class FastFileServer:
             if self._closed:  # the job outlived its runner: nothing more arrives
                 lazy.blocks[b], lazy.error = "failed", lazy.error or "the runner's FastFile server has stopped"
                 continue
+            if run and (b != run[-1] + 1 or b * BLOCK_BYTES % PART_BYTES == 0):  # parts aligned, as Mountpoint's
+                self._submit(lazy, run)
+                run = []
             lazy.blocks[b] = "fetching"
             if b not in demanded:
                 lazy.ahead.add(b)
-            if run and (b != run[-1] + 1 or b * BLOCK_BYTES % PART_BYTES == 0):  # parts aligned, as Mountpoint's
-                self._pool.submit(self._get, lazy, run)
-                run = []
             run.append(b)
         if run:
-            self._pool.submit(self._get, lazy, run)
+            self._submit(lazy, run)
 
-    def _get(self, lazy: _Lazy, blocks: list[int]) -> None:
+    def _submit(self, lazy: _Lazy, blocks: list[int]) -> None:
+        """One GET for ``blocks``, which it alone makes ready or failed (lock held): a GET of an earlier reader, still
+        finishing, never settles blocks a new reader asked for again."""
+        get = next(self._get_ids)
+        for b in blocks:
+            lazy.fetched_by[b] = get
+        self._pool.submit(self._get, lazy, blocks, get)
+
+    def _get(self, lazy: _Lazy, blocks: list[int], get: int) -> None:
         """One ranged GET, streamed in place: each block is ready once all its bytes arrived, so a read waits only
         for its own; whatever did not arrive is failed, never "ready"."""
         first, last = blocks[0] * BLOCK_BYTES, min(lazy.size, (blocks[-1] + 1) * BLOCK_BYTES)
@@ -217,7 +229,7 @@ class FastFileServer:
                 for chunk in body.iter_chunks(STREAM_CHUNK_BYTES):
                     os.pwrite(fd, chunk, first + got)
                     got += len(chunk)
-                    self._arrived(lazy, blocks, first, got)
+                    self._arrived(lazy, blocks, first, got, get)
             finally:
                 os.close(fd)
             if got != last - first:
@@ -230,7 +242,7 @@ class FastFileServer:
         finally:
             with self._changed:
                 for b in blocks:
-                    if lazy.blocks[b] == "fetching":
+                    if lazy.blocks.get(b) == "fetching" and lazy.fetched_by.get(b) == get:
                         lazy.blocks[b] = "failed" if error else "ready"
                 lazy.error = lazy.error or error
                 self.fetches.append(
@@ -247,10 +259,12 @@ class FastFileServer:
                 )
                 self._changed.notify_all()
 
-    def _arrived(self, lazy: _Lazy, blocks: list[int], first: int, got: int) -> None:
-        """The blocks of a GET whose bytes are all here (``got`` bytes from offset ``first``) become ready."""
+    def _arrived(self, lazy: _Lazy, blocks: list[int], first: int, got: int, get: int) -> None:
+        """The blocks of GET ``get`` whose bytes are all here (``got`` bytes from offset ``first``) become ready."""
         with self._changed:
             for b in blocks:
+                if lazy.fetched_by.get(b) != get or lazy.blocks.get(b) != "fetching":
+                    continue
                 if (b + 1) * BLOCK_BYTES <= first + got or lazy.size <= first + got:
                     lazy.blocks[b] = "ready"
             self._changed.notify_all()

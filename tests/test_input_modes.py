@@ -199,6 +199,55 @@ def test_fastfile_keeps_no_copy_between_opens_as_mountpoint_without_its_cache(da
     assert server.stats()["train"]["bytes"] == 2 * len(blob) + fastfile.FIRST_REQUEST_BYTES
 
 
+def test_a_get_still_finishing_never_settles_blocks_a_new_reader_asked_for(data, tmp_path):
+    """The race behind a missing fetch record: the first open's GET delivered its last bytes (its reader went on) but
+    had not yet recorded itself when the next open asked for the file again. Settling "fetching" blocks it no longer
+    owns would let the second reader read bytes no GET of its own fetched."""
+    store, _ = data
+    blob = random.Random(6).randbytes(3 << 20)
+    store.client().put_object(Bucket=BUCKET, Key="race/small.bin", Body=blob)
+    server = fastfile.FastFileServer(store.endpoint)
+    submitted: list[tuple] = []
+
+    class HeldPool:  # the GETs are run by the test, one at a time, in the order it chooses
+        def submit(self, fn, *args):
+            submitted.append((fn, args))
+
+        def shutdown(self, **_):
+            pass
+
+    server._pool = HeldPool()
+    try:
+        server.present(
+            "train", BUCKET, [("small.bin", store.list(f"s3://{BUCKET}/race/")[0])], tmp_path / "ch", tmp_path
+        )
+        path = str((tmp_path / "ch" / "small.bin").resolve())
+        lazy = server.files[path]
+        everything = range(lazy.n_blocks)
+        arrived = server._arrived
+
+        def next_open_asks_again(lazy_, blocks, first, got, *get):
+            arrived(lazy_, blocks, first, got, *get)
+            if first + got == lazy_.size and len(submitted) == 1:  # the first reader has all it asked for
+                server.opened(path)
+                with server._changed:
+                    server._schedule(lazy_, everything, set(everything))
+
+        server._arrived = next_open_asks_again
+        with server._changed:
+            server._schedule(lazy, everything, set(everything))
+        first_get, args = submitted[0]
+        first_get(*args)  # delivers, lets the next open schedule its own GET, then settles its blocks
+        assert len(submitted) == 2, "the second open never asked for the file"
+        assert set(lazy.blocks.values()) == {"fetching"}, "the first GET settled blocks the second one is fetching"
+        second_get, args = submitted[1]
+        second_get(*args)
+        assert set(lazy.blocks.values()) == {"ready"}
+        assert [tuple(f["range"]) for f in server.fetches] == [(0, len(blob))] * 2
+    finally:
+        server.close()
+
+
 def test_fsx_outlives_jobs_and_follows_the_store(data, runner, probe_dir):
     store, shards = data
     uri = f"s3://{BUCKET}/fsx-case/"
