@@ -140,20 +140,24 @@ def numbered_notebooks(labs_dir: Path = LABS_DIR, only: list[str] | None = None)
     return found
 
 
-def declared_parameters(notebook: Path) -> set[str]:
-    """Names assigned in the cell tagged ``parameters``: a lab only receives what it declares."""
+def parameters_source(notebook: Path) -> str:
+    """The code of ``notebook``'s cell tagged ``parameters`` (papermill injects its values after it)."""
     nb = json.loads(notebook.read_text(encoding="utf-8"))
     for cell in nb["cells"]:
         if "parameters" in cell.get("metadata", {}).get("tags", []):
-            tree = ast.parse("".join(cell["source"]))
-            return {
-                t.id
-                for node in tree.body
-                if isinstance(node, (ast.Assign, ast.AnnAssign))
-                for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
-                if isinstance(t, ast.Name)
-            }
+            return "".join(cell["source"])
     raise LabError(f"{notebook.name} has no cell tagged 'parameters'; papermill needs one to inject the target")
+
+
+def declared_parameters(notebook: Path) -> set[str]:
+    """Names assigned in the cell tagged ``parameters``: a lab only receives what it declares."""
+    return {
+        t.id
+        for node in ast.parse(parameters_source(notebook)).body
+        if isinstance(node, (ast.Assign, ast.AnnAssign))
+        for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        if isinstance(t, ast.Name)
+    }
 
 
 def exercise_cells(nb: dict) -> dict[str, dict]:

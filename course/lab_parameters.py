@@ -9,13 +9,16 @@ A lab's set-up cell calls ``lab_parameters.check("01", globals())``; the lab run
 from __future__ import annotations
 
 import ast
-import json
 import math
 from pathlib import Path
 
+from course.lab import parameters_source
 from helpers.errors import WorkshopError
 from helpers.job_spec import REPO
 
+# whole numbers that may be 0 though their default is not: lab 07's starved_workers (0: the trainer decodes between
+# its own steps, as the lab's Next suggests)
+MAY_BE_ZERO = {"starved_workers"}
 KINDS = {"bool": bool, "int": int, "float": float, "str": str}
 SAYS = {bool: "True or False", int: "a whole number", float: "a number", str: "text (in quotes)"}
 
@@ -27,10 +30,8 @@ class ParameterError(WorkshopError, ValueError):
 def declared(notebook: Path) -> dict[str, tuple[type | None, bool, object]]:
     """Each parameter of ``notebook``'s parameters cell: (its kind, whether None is allowed, its default); a kind of
     None where neither the default nor an annotation says one."""
-    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
-    source = next("".join(c["source"]) for c in cells if "parameters" in c.get("metadata", {}).get("tags", []))
     found = {}
-    for node in ast.parse(source).body:
+    for node in ast.parse(parameters_source(notebook)).body:
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
             target = node.targets[0] if isinstance(node, ast.Assign) else node.target
             default = ast.literal_eval(node.value)
@@ -59,7 +60,7 @@ def problem(name: str, value: object, kind: type | None, none_ok: bool, default:
         fits = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
         takes += ", at least 0"
     elif kind is int:
-        low = 0 if default == 0 else 1
+        low = 0 if default == 0 or name in MAY_BE_ZERO else 1
         fits = isinstance(value, int) and not isinstance(value, bool) and value >= low
         takes += f", at least {low}"
     else:

@@ -36,10 +36,10 @@ def instances(job):
     rc = job["ResourceConfig"]
     if rc.get("InstanceGroups"):
         hosts = [(g["InstanceType"], int(g["InstanceCount"])) for g in rc["InstanceGroups"]]
-    elif rc.get("InstancePreferences"):  # SageMaker runs one of them: count the largest
-        hosts = [
-            max(((p["InstanceType"], int(p["InstanceCount"])) for p in rc["InstancePreferences"]), key=lambda h: h[1])
-        ]
+    elif rc.get("InstancePreferences"):  # SageMaker runs one of them: count the largest, check every type
+        prefs = [(p["InstanceType"], int(p["InstanceCount"])) for p in rc["InstancePreferences"]]
+        top = max(prefs, key=lambda h: h[1])
+        hosts = [top] + [(t, 0) for t, n in prefs if (t, n) != top]
     else:
         hosts = [(rc["InstanceType"], int(rc["InstanceCount"]))]
     rules = job.get("DebugRuleConfigurations", []) + job.get("ProfilerRuleConfigurations", [])

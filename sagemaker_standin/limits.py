@@ -69,6 +69,7 @@ class MemoryWatch:
     else the machine's) and the peak of the job's resident memory, sampled while it runs."""
 
     cgroup: tuple[Path, str] | None = field(default_factory=memory_cgroup)
+    cgroup_root: Path = CGROUP  # where the cgroup file system is mounted: the limits above the job's stop there
     kills_at_start: int | None = None
     peak_bytes: int = 0
 
@@ -110,7 +111,7 @@ class MemoryWatch:
         found: list[tuple[int, str]] = []
         if self.cgroup is not None:
             folder, version = self.cgroup
-            root = CGROUP / "memory" if version == "v1" else CGROUP
+            root = self.cgroup_root / "memory" if version == "v1" else self.cgroup_root
             while True:
                 if (limit := _limit_of(folder, version)) is not None:
                     found.append((limit, f"the memory cgroup {'/' + str(folder.relative_to(root)).strip('.')}"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import multiprocessing
+import os
 import shlex
 import signal
 import subprocess
@@ -147,3 +148,24 @@ def test_a_live_rank_prints_its_python_stacks_on_sigusr1():
         rank.kill()
     stacks = rank.communicate()[1]
     assert "most recent call first" in stacks and "in waiting_in_a_collective" in stacks, stacks
+
+
+def test_a_base_exception_from_the_script_is_recorded_as_its_failure(tmp_path):
+    """torch.distributed.checkpoint's CheckpointException derives from BaseException, not Exception: the job's
+    failure reason must still be written, and the rank must leave at once (a rank that unwinds can hang)."""
+    script = textwrap.dedent("""
+        import container
+
+        class SaveFailed(BaseException):
+            pass
+
+        def main(args):
+            raise SaveFailed("rank 1: no space left on device")
+
+        container.run(main, lambda: None)
+    """)
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=SRC, env={**os.environ, "SM_OUTPUT_DIR": str(tmp_path)}, capture_output=True
+    )
+    assert done.returncode == 1
+    assert (tmp_path / "failure").read_text() == "SaveFailed: rank 1: no space left on device\n"

@@ -222,6 +222,12 @@ def test_instance_preferences_and_rule_evaluators_are_counted(room):
         {"InstanceType": BIG, "InstanceCount": 3},
     ]
     assert enforcer.handle(s.create(prefs), sm) == "3 instances in one job: the room allows 2 a job"
+    odd = request("attendee-01-odd-prefs", ResourceConfig={"VolumeSizeInGB": 30})  # SageMaker tries the first
+    odd["ResourceConfig"]["InstancePreferences"] = [
+        {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 1},
+        {"InstanceType": SMALL, "InstanceCount": 2},
+    ]
+    assert enforcer.handle(s.create(odd), sm).startswith("ml.p4d.24xlarge: the room allows")
     rules = [
         {"RuleConfigurationName": f"rule-{i}", "RuleEvaluatorImage": "img", "InstanceType": SMALL} for i in range(2)
     ]

@@ -95,6 +95,39 @@ def test_a_job_the_oom_killer_ends_fails_with_sagemaker_s_reason_where_the_kerne
     assert "killed by signal 9" in plain.failure_reason and "signal 6" not in plain.failure_reason
 
 
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_the_oom_evidence_is_read_from_the_job_s_cgroup_and_the_lowest_limit_above_it(tmp_path, version):
+    """Without root: a cgroup file system laid out as the kernel writes it. The job's own cgroup counts the kills;
+    its limit is the lowest of its cgroup's and every cgroup's above it, "max" (v2) or near 2**63 (v1) being none."""
+    root = tmp_path / "cgroup"
+    mount = root / "memory" if version == "v1" else root
+    job, parent = mount / "room" / "job", mount / "room"
+    job.mkdir(parents=True)
+    limit_file = "memory.limit_in_bytes" if version == "v1" else "memory.max"
+    events = job / ("memory.oom_control" if version == "v1" else "memory.events")
+    if version == "v1":
+        proc_cgroup = "12:cpu,cpuacct:/room/job\n11:memory:/room/job\n"
+        (mount / limit_file).write_text(str(9223372036854771712))
+    else:
+        proc_cgroup = "0::/room/job\n"
+        (root / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+        (mount / limit_file).write_text("max\n")
+    (job / limit_file).write_text("max\n" if version == "v2" else str(1 << 62))
+    (parent / limit_file).write_text(f"{512 << 20}\n")
+    events.write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 2\n" if version == "v1" else "low 0\noom_kill 2\n")
+
+    found = limits.memory_cgroup(proc_cgroup, root=root)
+    assert found == (job, version)
+    watch = limits.MemoryWatch(cgroup=found, cgroup_root=root)
+    assert watch.kills() == 2 and not watch.killed_a_process()
+    events.write_text(events.read_text().replace("oom_kill 2", "oom_kill 3"))
+    assert watch.killed_a_process()
+    limit, where = watch.limit()
+    assert limit <= 512 << 20 and (limit < 512 << 20 or where == "the memory cgroup /room"), (limit, where)
+    assert "the limit is" in watch.reason() and "Give the job an instance type with more memory" in watch.reason()
+    assert limits.memory_cgroup("0::/room/job\n", root=tmp_path / "none") is None  # no controller: nothing to read
+
+
 @contextmanager
 def _memory_cgroup(limit_bytes: int):
     """A memory cgroup of its own (cgroup v1 or v2) limited to ``limit_bytes``; skips where none can be made."""

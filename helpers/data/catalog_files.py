@@ -276,12 +276,13 @@ def _damage(path: Path, record: dict) -> str:
 
 
 def check_channel(path: str | os.PathLike, labels: Iterable[str] | None = None) -> None:
-    """Check a local channel directory before a job is launched on it, cheaply (the first ``CHECK_BYTES`` of each
-    CSV): what the training container would refuse only after start-up, raised here as a :class:`CatalogError`.
+    """Check a local channel directory before a job is launched on it: what the training container would refuse
+    only after start-up, raised here as a :class:`CatalogError`.
 
-    Checked: labels.json, and each CSV's encoding, header, field counts and categories (against ``labels`` when
-    given, e.g. the train channel's for a validation channel, else against the channel's own labels.json). A
-    directory with neither labels.json nor CSV parts holds other data and is left alone.
+    Checked: in a catalogue's folder, every file of the channel against its manifest (sizes and SHA-256, whole
+    files); labels.json; and the first ``CHECK_BYTES`` of each CSV for its encoding, header, field counts and
+    categories (against ``labels`` when given, e.g. the train channel's for a validation channel, else against the
+    channel's own labels.json). A directory with neither labels.json nor CSV parts holds other data and is left alone.
     """
     root = Path(path)
     if (root.parent / "manifest.json").is_file():  # a catalogue's folder: every file as its manifest lists it

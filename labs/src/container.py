@@ -38,7 +38,9 @@ def run(main, parse_args) -> None:
         if e.code not in (0, None):
             fail(e)
         raise
-    except Exception as e:  # noqa: BLE001 - record why, then fail
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # noqa: BLE001 - record why, then fail (DCP's CheckpointException is a BaseException)
         fail(e)
 
 
