@@ -912,6 +912,12 @@ def attendee_limits() -> tuple[Limit, ...]:
             "nothing",
             ("A's job writes metrics under B's job's Host dimension",),
         ),
+        Limit(
+            "read another attendee's job metrics (GetMetricData takes no resource or condition), or describe their "
+            "Studio space and app (Studio's pages describe every space; a description holds settings, no data)",
+            "nothing",
+            ("A reads B's job's metrics", "A describes B's space", "A describes B's app"),
+        ),
     )
 
 

@@ -619,6 +619,9 @@ def _open_table() -> dict[str, Question]:
         "A lists every job's name": as_attendee(A, "sagemaker:ListTrainingJobs", "*"),
         "A lists every job's log stream names": as_attendee(A, "logs:DescribeLogStreams", f"{LOGS}:*"),
         "A's job writes metrics under B's job's Host dimension": as_job(A, "cloudwatch:PutMetricData", "*", **host),
+        "A reads B's job's metrics": as_attendee(A, "cloudwatch:GetMetricData", "*"),
+        "A describes B's space": as_attendee(A, "sagemaker:DescribeSpace", f"{SM}:space/d-1/{B}-labs"),
+        "A describes B's app": as_attendee(A, "sagemaker:DescribeApp", f"{SM}:app/d-1/{B}-labs/jupyterlab/default"),
     }
 
 
@@ -661,6 +664,9 @@ _OPEN_ROWS = [
     "A lists every job's name",
     "A lists every job's log stream names",
     "A's job writes metrics under B's job's Host dimension",
+    "A reads B's job's metrics",
+    "A describes B's space",
+    "A describes B's app",
 ]
 
 
