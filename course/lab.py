@@ -108,6 +108,10 @@ class Lab:
     cores: int = field(default=1, compare=False)
     cores_why: str = field(default="", compare=False)
     budget_claims: Claims = field(default_factory=dict, compare=False)  # held where the lab had ``cores`` cores
+    # what an exercise's check holds a measured figure to (the check records the figure when it measures): not a
+    # lesson of the run, which is checked with the exercise unanswered, but a bound held against the runs' spread
+    # all the same (course.margins), so a right answer is never graded wrong by noise
+    exercise_margins: dict[str, Margin] = field(default_factory=dict, compare=False)
     peak_mb: int | None = field(default=None, compare=False)  # its smoke run's peak memory (course.manifest)
     processes: int | None = field(default=None, compare=False)  # training processes it runs at once
     slides: tuple[str, ...] = field(default=(), compare=False)  # sections shown on slides in a short session

@@ -32,8 +32,9 @@ TIMED = re.compile(r"(_ms|_s|_us|_per_s|_per_sec|_cores|_frac)(_1|_ddp)?$|speedu
 
 
 def measured(lab: Lab) -> dict[str, Margin]:
-    """Every bound on a measured figure in the lab's claims and budget claims, by ``claim [figure]``."""
-    return {**margins(lab.claims), **margins(lab.budget_claims)}
+    """Every bound on a measured figure in the lab's claims, budget claims and exercise margins, by
+    ``claim [figure]``."""
+    return {**margins(lab.claims), **margins(lab.budget_claims), **margins(lab.exercise_margins)}
 
 
 def load(path: Path = RECORD) -> dict:
@@ -50,7 +51,8 @@ def add(summary: dict, budget: str, note: str = "", path: Path = RECORD) -> int:
             continue
         figures = run.get("figures", {})
         shown = lessons.shown_here(lab, figures)
-        for bound in (margins(lab.claims) | (margins(lab.budget_claims) if shown else {})).values():
+        exercised = margins(lab.exercise_margins)  # recorded where the exercise was answered (--solutions)
+        for bound in (margins(lab.claims) | (margins(lab.budget_claims) if shown else {}) | exercised).values():
             try:
                 value = bound.value(figures)
             except (KeyError, TypeError, ZeroDivisionError, ValueError):

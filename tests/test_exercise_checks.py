@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -325,3 +326,20 @@ def test_a_nan_or_infinite_answer_is_told_it_is_not_a_number(id, answers):
     for given in (answers, as_numpy):
         got, message = evaluate(id, **given, **CONTEXT.get(id, {}))
         assert got == "wrong" and "not a number: check for a division by zero" in message, message
+
+
+@pytest.mark.parametrize("cores, ratio", [(1, 0.79), (1, 0.81), (2, 1.29), (2, 1.31), (4, 1.31)])
+def test_lab07_records_how_far_above_its_bar_the_answer_landed_and_the_margin_is_that_bar(tmp_path, cores, ratio):
+    """07.1 records its pairs' mean over the target for the job's cores; the lab's exercise margin (held outside
+    the runs' spread by tests/test_lesson_margins.py) is the check's own bar, so the margin and the grade agree."""
+    from course import lessons
+    from helpers import report
+
+    figures = tmp_path / "figures.json"
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv(report.FIGURES_ENV, str(figures))
+        got, message = evaluate("07.1", **_loader(min(cores, 2), True, 1, ratio=ratio), cores=cores)
+    recorded = json.loads(figures.read_text())
+    (margin,) = lessons.BY_STEM["07_profiling"].exercise_margins.values()
+    assert recorded["exercise_07_1_over_target"] == pytest.approx(ratio / (1.3 if cores >= 2 else 0.8), abs=1e-4)
+    assert (got == "right") == margin(recorded), (got, message, recorded)
