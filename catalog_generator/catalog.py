@@ -37,6 +37,7 @@ from helpers.data.catalog_files import (
 
 VALIDATION_FRACTION = 0.1
 MIN_VOCAB_SIZE = 100  # below this WordPiece keeps little more than single characters
+TOKENIZER_ROWS = 200_000  # a sharded catalogue's tokenizer learns from its first titles, this many at most
 
 
 def stratified_split(
@@ -247,11 +248,12 @@ def shards(
     n_shards: int = 8,
     seed: int = 0,
     vocab_size: int = 8000,
-    tokenizer_rows: int = 200_000,
+    tokenizer_rows: int = TOKENIZER_ROWS,
 ) -> Path:
     """A large catalogue written as shards, streamed (memory stays flat for millions of rows).
 
-    The split is stratified within every shard: each category's every 10th row goes to validation.
+    The split is stratified within every shard: each category's every 10th row goes to validation. The tokenizer
+    is trained on the first ``tokenizer_rows`` titles.
     """
     _check_request(out, vocab_size, rows)
     if n_shards < 1 or (n_shards - 1) * math.ceil(rows / n_shards) >= rows:  # else the last part has no rows
@@ -288,7 +290,8 @@ def shards(
                 "train_rows": rows - val_rows,
                 "validation_rows": val_rows,
                 "class_counts": dict(sorted(counts.items())),
-                "made_by": ["shards", "--rows", rows, "--shards", n_shards],
+                "made_by": ["shards", "--rows", rows, "--shards", n_shards]
+                + (["--tokenizer-rows", tokenizer_rows] if tokenizer_rows != TOKENIZER_ROWS else []),
             },
             vocab_size,
             written,
@@ -322,6 +325,9 @@ def main(argv: list[str] | None = None) -> None:
     s = sub.add_parser("shards", help="generate a large sharded catalogue")
     s.add_argument("--rows", type=positive_int, required=True)
     s.add_argument("--shards", type=positive_int, default=8)
+    s.add_argument(
+        "--tokenizer-rows", type=positive_int, default=TOKENIZER_ROWS, help="titles the tokenizer learns from"
+    )
     c = sub.add_parser("from-csv", help="split and tokenize your own id,title,category CSV")
     c.add_argument("csv")
     v = sub.add_parser("check", help="verify a catalogue against its manifest (exit 1, saying what is wrong, if not)")
@@ -341,7 +347,7 @@ def main(argv: list[str] | None = None) -> None:
         if a.cmd == "build":
             out = build(a.out, a.rows, a.seed, a.vocab_size)
         elif a.cmd == "shards":
-            out = shards(a.out, a.rows, a.shards, a.seed, a.vocab_size)
+            out = shards(a.out, a.rows, a.shards, a.seed, a.vocab_size, a.tokenizer_rows)
         else:
             out = from_csv(a.csv, a.out, a.seed, a.vocab_size)
     except CatalogError as e:

@@ -308,3 +308,20 @@ def test_the_rebuild_command_of_an_older_manifest_is_the_one_that_made_it():
     )
     assert "from-csv mine.csv" in catalog_files.rebuild_command("mine", {"source": "mine.csv", "shards": 1})
     assert "build --rows 30000" in catalog_files.rebuild_command("data/catalog", {"source": "generator"})
+
+
+def test_the_rebuild_command_makes_a_sharded_catalogue_again_tokenizer_included(tmp_path):
+    """A catalogue whose tokenizer learned from fewer titles than the default (lab 05's) is made again, byte for
+    byte, by the command its refusal prints: the command carries --tokenizer-rows."""
+    import shlex
+
+    from catalog_generator import catalog
+
+    first = catalog.shards(tmp_path / "first", rows=2000, n_shards=2, vocab_size=300, tokenizer_rows=500)
+    command = catalog_files.rebuild_command(first, catalog_files.load_manifest(first))
+    assert "--tokenizer-rows 500" in command, command
+    argv = shlex.split(command.replace(str(first), str(tmp_path / "again")))
+    assert argv[:3] == ["python", "-m", "catalog_generator"]
+    catalog.main(argv[3:])
+    files = sorted(p.relative_to(first).as_posix() for p in first.rglob("*") if p.is_file())
+    assert [f for f in files if (first / f).read_bytes() != (tmp_path / "again" / f).read_bytes()] == []
