@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,7 +66,7 @@ def exact(check: Callable[[dict], bool]) -> Callable[[dict], bool]:
     return check
 
 
-def margins(claims: Claims) -> dict[str, Margin]:
+def margins(claims: Mapping[str, Check | tuple[Check, ...]]) -> dict[str, Margin]:
     """The claims that are margins on measured figures, by claim."""
     found = {}
     for claim, check in claims.items():
