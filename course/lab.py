@@ -104,7 +104,8 @@ class Lab:
     requests: Callable[[list[dict]], None] | None = field(default=None, compare=False)  # asserts on its dry run
     targets: tuple[RealTarget, ...] = field(default=(), compare=False)
     # the cores its lessons need (a core per rank...), and why: the lab runner gives it as many where the machine
-    # has them; with fewer, the lab says which lesson it cannot show there (``budget_claims`` are then not checked)
+    # has them; with fewer, the lab says which of its ``budget_claims`` it cannot show there (those are then not
+    # checked). A lab whose lessons all hold on fewer (lab 07) has no budget claims: its cores only run it alone
     cores: int = field(default=1, compare=False)
     cores_why: str = field(default="", compare=False)
     budget_claims: Claims = field(default_factory=dict, compare=False)  # held where the lab had ``cores`` cores

@@ -139,7 +139,15 @@ def run_lab(
     unshown = lessons.not_shown(notebook.stem, figures) if status == "ok" and measured else []
     seconds = round(time.perf_counter() - start, 1)
     return LabRun(
-        notebook.stem, status, seconds, str(executed), figures, error, requests, [], untaught, lessons_not_shown=unshown
+        notebook.stem,
+        status,
+        seconds,
+        str(executed),
+        figures,
+        error,
+        requests,
+        lessons_not_held=untaught,
+        lessons_not_shown=unshown,
     )
 
 

@@ -914,7 +914,8 @@ def attendee_limits() -> tuple[Limit, ...]:
         ),
         Limit(
             "read another attendee's job metrics (GetMetricData takes no resource or condition), or describe their "
-            "Studio space and app (Studio's pages describe every space; a description holds settings, no data)",
+            "Studio space and app (granted on every space and app on purpose: Studio's pages describe them all; a "
+            "description holds settings, no data)",
             "nothing",
             ("A reads B's job's metrics", "A describes B's space", "A describes B's app"),
         ),

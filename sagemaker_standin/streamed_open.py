@@ -76,7 +76,7 @@ class ReadThrough:
             self._busy.on = False
 
     def streamable(self, file, mode: str, opener) -> str | None:
-        """The absolute path if ``open(file, mode)`` reads a FastFile file not yet whole here, else None."""
+        """The absolute path if ``open(file, mode)`` reads a FastFile file (each open reads it anew), else None."""
         if opener is not None or not isinstance(mode, str) or set(mode) - {"r", "b", "t"}:
             return None
         try:

@@ -324,4 +324,6 @@ def test_the_rebuild_command_makes_a_sharded_catalogue_again_tokenizer_included(
     assert argv[:3] == ["python", "-m", "catalog_generator"]
     catalog.main(argv[3:])
     files = sorted(p.relative_to(first).as_posix() for p in first.rglob("*") if p.is_file())
+    again = sorted(p.relative_to(tmp_path / "again").as_posix() for p in (tmp_path / "again").rglob("*") if p.is_file())
+    assert files == again
     assert [f for f in files if (first / f).read_bytes() != (tmp_path / "again" / f).read_bytes()] == []

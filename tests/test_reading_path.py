@@ -14,9 +14,9 @@ from conftest import REPO
 
 HELPERS = REPO / "helpers"
 README = HELPERS / "README.md"
-# lines: the whole path, both targets, as round 5 left it (5,008), kept from growing; the local job alone (its
+# lines: the whole path, both targets, as round 5 left it (5,009), kept from growing; the local job alone (its
 # first seven modules) is under 1,400
-PATH_LIMIT = 5100
+PATH_LIMIT = 5009
 
 
 def numbered_path() -> list[str]:

@@ -122,8 +122,9 @@ def test_the_oom_evidence_is_read_from_the_job_s_cgroup_and_the_lowest_limit_abo
     assert watch.kills() == 2 and not watch.killed_a_process()
     events.write_text(events.read_text().replace("oom_kill 2", "oom_kill 3"))
     assert watch.killed_a_process()
-    limit, where = watch.limit()
-    assert limit <= 512 << 20 and (limit < 512 << 20 or where == "the memory cgroup /room"), (limit, where)
+    assert watch.limit() == (512 << 20, "the memory cgroup /room")  # the room's limit, below the machine's memory
+    (job / limit_file).write_text(f"{256 << 20}\n")
+    assert watch.limit() == (256 << 20, "the memory cgroup /room/job")  # the job's own, where it is the lowest
     assert "the limit is" in watch.reason() and "Give the job an instance type with more memory" in watch.reason()
     assert limits.memory_cgroup("0::/room/job\n", root=tmp_path / "none") is None  # no controller: nothing to read
 

@@ -216,8 +216,8 @@ def _sha256(path: Path) -> str:
 
 
 def rebuild_command(catalog_dir: str | os.PathLike, manifest: dict | None = None) -> str:
-    """The one command that writes this catalogue again, as its manifest says it was made (the shipped
-    catalogue's where the manifest cannot say)."""
+    """The one command that writes this catalogue again: its manifest's ``made_by``; for an older manifest, what its
+    shards, source or rows say; the shipped catalogue's where the manifest says nothing."""
     manifest = manifest or {}
     made = manifest.get("made_by")
     if not made and manifest.get("shards", 1) > 1:  # an older manifest: how it was made, from what it says

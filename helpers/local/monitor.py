@@ -353,16 +353,14 @@ def free_cores(seconds: float = 1.0) -> float:
     """How many of this process's cores (its affinity) nothing else is using right now, measured over ``seconds``: on
     a shared laptop or instance this, not the core count, is what a job's threads and workers can have."""
     busy = psutil.cpu_percent(interval=seconds, percpu=True)
-    mine = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else range(len(busy))  # macOS: every core
-    return sum(100.0 - busy[c] for c in mine if c < len(busy)) / 100.0
+    return sum(100.0 - busy[c] for c in _own_cores() if c < len(busy)) / 100.0
 
 
 def quietest_cores(count: int, seconds: float = 1.0) -> list[int]:
     """The ``count`` cores of this process's affinity that other work used least over ``seconds``: where to pin
     jobs that must share one core budget (``train.py --cpu_set``)."""
     busy = psutil.cpu_percent(interval=seconds, percpu=True)
-    mine = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else range(len(busy))
-    return sorted(sorted((c for c in mine if c < len(busy)), key=lambda c: busy[c])[: max(1, count)])
+    return sorted(sorted((c for c in _own_cores() if c < len(busy)), key=lambda c: busy[c])[: max(1, count)])
 
 
 def training_window(history: list[dict]) -> tuple[float, float] | None:
